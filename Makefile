@@ -1,0 +1,45 @@
+# Ranking service — common tasks. `make run` and `make test` work on a fresh machine.
+
+CARGO      ?= cargo
+PG_URL     ?= postgres://postgres@127.0.0.1:5432/test
+MYSQL_URL  ?= mysql://root@127.0.0.1:3306/test
+REDIS_URL_TEST ?= redis://127.0.0.1:6379
+BUF        := .tools/node_modules/.bin/buf
+
+.PHONY: run run-release test test-unit test-sqlite test-postgres test-mysql lint fmt migrate bench load buf
+
+## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
+run:
+	$(CARGO) run -p ranking-server --bin ranking-server
+
+run-release:
+	$(CARGO) run --release -p ranking-server --bin ranking-server
+
+## Every test: unit and property tests, then the integration tests on SQLite, PostgreSQL and
+## MariaDB (servers are started when none answers).
+test:
+	./scripts/test-services.sh
+	$(CARGO) build --workspace --all-targets
+	$(CARGO) test --workspace
+	RANKING_TEST_DATABASE=$(PG_URL) $(CARGO) test -p ranking-server --tests
+	RANKING_TEST_DATABASE=$(MYSQL_URL) $(CARGO) test -p ranking-server --tests
+
+test-unit:
+	$(CARGO) test --workspace --lib --bins
+
+## Apply migrations to DATABASE_URL (default: the SQLite file of `make run`).
+migrate:
+	$(CARGO) run -p ranking-migrations --bin ranking-migrate
+
+$(BUF):
+	mkdir -p .tools && npm install --prefix .tools --no-audit --no-fund --silent @bufbuild/buf@1
+
+buf: $(BUF)
+
+lint: $(BUF)
+	cd proto && ../$(BUF) lint
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all

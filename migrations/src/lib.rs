@@ -1,0 +1,23 @@
+//! SQL schema of the ranking service, as sea-orm migrations.
+//!
+//! Tables are named through local `Iden` enums so that migrations never depend on the
+//! server's entities, and every statement is built with sea-query so the same migration runs
+//! unchanged on PostgreSQL, MySQL/MariaDB and SQLite.
+//!
+//! Instants are stored as `BIGINT` Unix microseconds (UTC): one representation with the same
+//! precision and ordering on all three engines (MySQL `DATETIME` would otherwise truncate to
+//! seconds and SQLite has no native timestamp type).
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261130_000001_create_tables;
+
+/// Applies the schema in order.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261130_000001_create_tables::Migration)]
+    }
+}

@@ -1,0 +1,4 @@
+//! Implementations of the ports: SQL through sea-orm, rankings in Redis or in memory.
+
+pub mod memory;
+pub mod sql;

@@ -1,0 +1,539 @@
+//! The SQL metrics store (sea-orm): PostgreSQL, MySQL/MariaDB and SQLite.
+//!
+//! A batch is one transaction of a bounded number of statements, whatever its size:
+//! one query filters already-stored ids, one insert-or-ignore stores the fresh events, and
+//! one upsert per metrics table applies the folded deltas (plus one clamp upsert per table
+//! when an UNLIKE could take likes below zero, see [`crate::domain::delta`]). Statements are
+//! split only where a database's bind-parameter limit forces it. Rows are applied in
+//! ascending primary-key order so overlapping batches lock in the same order; a transaction
+//! that still hits a deadlock, a serialization failure or a concurrent insert of the same id
+//! is retried from scratch with jittered backoff.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::TryStreamExt;
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, RuntimeErr,
+    Statement, StreamTrait, TransactionTrait, Value,
+};
+use tokio::sync::Mutex;
+
+use crate::domain::delta::MetricsDelta;
+use crate::domain::score::DailyMetrics;
+use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, StoreError};
+
+/// Most bind parameters one statement may carry on every supported engine (SQLite's default
+/// limit is 32,766; PostgreSQL and MySQL allow 65,535).
+const MAX_PARAMS: usize = 32_766;
+
+/// Connection settings of the SQL store.
+#[derive(Debug, Clone)]
+pub struct SqlOptions {
+    /// `postgres://…`, `mysql://…` or `sqlite://…`.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+    /// Time to establish a connection, and to wait for a pooled one.
+    pub connect_timeout: Duration,
+    /// Attempts of a transaction that hits a deadlock or serialization failure.
+    pub max_attempts: u32,
+}
+
+impl SqlOptions {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), max_connections: 16, connect_timeout: Duration::from_secs(5), max_attempts: 8 }
+    }
+}
+
+/// The SQL single source of truth.
+pub struct SqlMetricsStore {
+    db: DatabaseConnection,
+    backend: DbBackend,
+    /// SQLite has one writer at a time; queueing writers here instead of in SQLite avoids
+    /// `SQLITE_BUSY` on read-to-write upgrades.
+    write_gate: Option<Mutex<()>>,
+    max_attempts: u32,
+}
+
+/// Why one attempt of a transaction failed.
+enum Attempt {
+    /// Worth running again: deadlock, serialization failure, lost insert race.
+    Retry(String),
+    /// Not worth retrying here.
+    Fail(StoreError),
+}
+
+impl From<DbErr> for Attempt {
+    fn from(e: DbErr) -> Self {
+        if is_transient(&e) { Self::Retry(e.to_string()) } else { Self::Fail(StoreError::database(e)) }
+    }
+}
+
+/// Deadlocks, serialization failures and SQLite lock contention: another transaction won,
+/// running again will succeed.
+fn is_transient(e: &DbErr) -> bool {
+    let sqlx_err = match e {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
+        _ => return false,
+    };
+    let sea_orm::sqlx::Error::Database(db) = sqlx_err.as_ref() else { return false };
+    let code = db.code().unwrap_or_default();
+    let message = db.message();
+    matches!(code.as_ref(), "40001" | "40P01" | "5" | "6" | "517" | "261")
+        || message.contains("Deadlock found")
+        || message.contains("Lock wait timeout")
+        || message.contains("database is locked")
+}
+
+impl SqlMetricsStore {
+    /// Connects and applies pending migrations.
+    pub async fn connect(options: &SqlOptions) -> Result<Self, StoreError> {
+        let mut connect = ConnectOptions::new(options.url.clone());
+        connect
+            .max_connections(options.max_connections)
+            .min_connections(0)
+            .connect_timeout(options.connect_timeout)
+            .acquire_timeout(options.connect_timeout)
+            .sqlx_logging(false);
+        let db = Database::connect(connect).await.map_err(StoreError::database)?;
+        use ranking_migrations::MigratorTrait;
+        ranking_migrations::Migrator::up(&db, None)
+            .await
+            .map_err(|e| StoreError::database(format!("migration failed: {e}")))?;
+        let backend = db.get_database_backend();
+        Ok(Self {
+            db,
+            backend,
+            write_gate: (backend == DbBackend::Sqlite).then(|| Mutex::new(())),
+            max_attempts: options.max_attempts.max(1),
+        })
+    }
+
+    /// The pool, for tests and tools.
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.backend, sql, values)
+    }
+
+    /// `(?, ?, …), (?, ?, …)` — or `$n` on PostgreSQL — for `rows` rows of `cols` columns.
+    fn tuples(&self, rows: usize, cols: usize) -> String {
+        let mut n = 0;
+        let mut out = String::with_capacity(rows * cols * 4);
+        for r in 0..rows {
+            out.push_str(if r == 0 { "(" } else { ",(" });
+            for c in 0..cols {
+                if c > 0 {
+                    out.push(',');
+                }
+                n += 1;
+                match self.backend {
+                    DbBackend::Postgres => {
+                        out.push('$');
+                        out.push_str(&n.to_string());
+                    }
+                    _ => out.push('?'),
+                }
+            }
+            out.push(')');
+        }
+        out
+    }
+
+    fn greatest(&self) -> &'static str {
+        if self.backend == DbBackend::Sqlite { "MAX" } else { "GREATEST" }
+    }
+
+    /// `ON CONFLICT … DO UPDATE SET` / `ON DUPLICATE KEY UPDATE` with `col = expr(old, new)`.
+    fn upsert_tail(&self, table: &str, key: &str, sets: &[(&str, UpsertOp)]) -> String {
+        let (old, new): (Box<dyn Fn(&str) -> String>, Box<dyn Fn(&str) -> String>) = match self.backend {
+            DbBackend::MySql => (Box::new(|c| c.to_string()), Box::new(|c| format!("VALUES({c})"))),
+            _ => (Box::new(move |c| format!("{table}.{c}")), Box::new(|c| format!("excluded.{c}"))),
+        };
+        let greatest = self.greatest();
+        let assignments: Vec<String> = sets
+            .iter()
+            .map(|(col, op)| {
+                let expr = match op {
+                    UpsertOp::Add => format!("{} + {}", old(col), new(col)),
+                    UpsertOp::Max => format!("{greatest}({}, {})", old(col), new(col)),
+                    UpsertOp::Replace => new(col),
+                };
+                format!("{col} = {expr}")
+            })
+            .collect();
+        match self.backend {
+            DbBackend::MySql => format!(" ON DUPLICATE KEY UPDATE {}", assignments.join(", ")),
+            _ => format!(" ON CONFLICT ({key}) DO UPDATE SET {}", assignments.join(", ")),
+        }
+    }
+
+    fn insert_or_ignore(&self, table_and_cols: &str, tuples: &str) -> String {
+        match self.backend {
+            DbBackend::MySql => format!("INSERT IGNORE INTO {table_and_cols} VALUES {tuples}"),
+            DbBackend::Sqlite => format!("INSERT OR IGNORE INTO {table_and_cols} VALUES {tuples}"),
+            _ => format!("INSERT INTO {table_and_cols} VALUES {tuples} ON CONFLICT DO NOTHING"),
+        }
+    }
+
+    async fn record_once(
+        &self,
+        batch: &[DatedEvent],
+        candidates: &[usize],
+        now_us: i64,
+    ) -> Result<HashSet<usize>, Attempt> {
+        let txn = self.db.begin().await.map_err(|e| Attempt::Fail(StoreError::database(e)))?;
+        let stored = self.stored_events(&txn, batch, candidates).await?;
+        let fresh: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|i| match stored.get(batch[*i].event.event_id.as_str()) {
+                None => true,
+                Some(previous) => {
+                    if *previous != StoredEvent::of(&batch[*i]) {
+                        tracing::warn!(
+                            event_id = %batch[*i].event.event_id,
+                            "duplicate event id with different content; the first write wins"
+                        );
+                    }
+                    false
+                }
+            })
+            .collect();
+        if fresh.is_empty() {
+            txn.commit().await?;
+            return Ok(HashSet::new());
+        }
+
+        let inserted = self.insert_events(&txn, batch, &fresh, now_us).await?;
+        if inserted != fresh.len() as u64 {
+            // Another transaction committed one of these ids after our filter query; start
+            // over so that it is reported as a duplicate and counted once.
+            txn.rollback().await.ok();
+            return Err(Attempt::Retry(format!(
+                "{} of {} ids raced with another writer",
+                fresh.len() as u64 - inserted,
+                fresh.len()
+            )));
+        }
+
+        let mut daily: BTreeMap<(NaiveDate, i64), MetricsDelta> = BTreeMap::new();
+        let mut all_time: BTreeMap<i64, MetricsDelta> = BTreeMap::new();
+        for i in &fresh {
+            let e = &batch[*i];
+            daily.entry((e.date, e.event.product_id)).or_default().add(&e.event);
+            all_time.entry(e.event.product_id).or_default().add(&e.event);
+        }
+        self.apply_daily(&txn, &daily, now_us).await?;
+        self.apply_all_time(&txn, &all_time, now_us).await?;
+        txn.commit().await?;
+        Ok(fresh.into_iter().collect())
+    }
+
+    async fn stored_events(
+        &self,
+        txn: &DatabaseTransaction,
+        batch: &[DatedEvent],
+        candidates: &[usize],
+    ) -> Result<HashMap<String, StoredEvent>, Attempt> {
+        let id_expr = match self.backend {
+            DbBackend::MySql => "CAST(event_id AS CHAR(128))",
+            _ => "event_id",
+        };
+        let mut stored = HashMap::new();
+        for chunk in candidates.chunks(MAX_PARAMS) {
+            let placeholders = match self.backend {
+                DbBackend::Postgres => (1..=chunk.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(","),
+                _ => vec!["?"; chunk.len()].join(","),
+            };
+            let sql = format!(
+                "SELECT {id_expr}, product_id, event_type, amount, occurred_at FROM events WHERE event_id IN ({placeholders})"
+            );
+            let values = chunk.iter().map(|i| Value::from(batch[*i].event.event_id.clone())).collect();
+            for row in txn.query_all_raw(self.statement(sql, values)).await? {
+                let id: String = row.try_get_by_index(0)?;
+                let event = StoredEvent {
+                    product_id: row.try_get_by_index(1)?,
+                    event_type: row.try_get_by_index(2)?,
+                    amount: row.try_get_by_index(3)?,
+                    occurred_at: row.try_get_by_index(4)?,
+                };
+                stored.insert(id, event);
+            }
+        }
+        Ok(stored)
+    }
+
+    async fn insert_events(
+        &self,
+        txn: &DatabaseTransaction,
+        batch: &[DatedEvent],
+        fresh: &[usize],
+        now_us: i64,
+    ) -> Result<u64, Attempt> {
+        const COLS: usize = 7;
+        let mut inserted = 0;
+        for chunk in fresh.chunks(MAX_PARAMS / COLS) {
+            let sql = self.insert_or_ignore(
+                "events (event_id, product_id, event_type, amount, occurred_at, metric_date, recorded_at)",
+                &self.tuples(chunk.len(), COLS),
+            );
+            let mut values = Vec::with_capacity(chunk.len() * COLS);
+            for i in chunk {
+                let e = &batch[*i];
+                values.extend([
+                    Value::from(e.event.event_id.clone()),
+                    e.event.product_id.into(),
+                    e.event.kind.code().into(),
+                    e.event.amount.into(),
+                    e.event.occurred_at.timestamp_micros().into(),
+                    e.date.into(),
+                    now_us.into(),
+                ]);
+            }
+            inserted += txn.execute_raw(self.statement(sql, values)).await?.rows_affected();
+        }
+        Ok(inserted)
+    }
+
+    async fn apply_daily(
+        &self,
+        txn: &DatabaseTransaction,
+        deltas: &BTreeMap<(NaiveDate, i64), MetricsDelta>,
+        now_us: i64,
+    ) -> Result<(), Attempt> {
+        const COLS: usize = 8;
+        let head = "product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at)";
+        let key = "metric_date, product_id";
+        let rows: Vec<_> = deltas.iter().collect();
+        let add = self.upsert_tail(
+            "product_daily_metrics",
+            key,
+            &[
+                ("views", UpsertOp::Add),
+                ("likes", UpsertOp::Add),
+                ("orders", UpsertOp::Add),
+                ("order_amount", UpsertOp::Add),
+                ("last_event_at", UpsertOp::Max),
+                ("updated_at", UpsertOp::Replace),
+            ],
+        );
+        let row_values =
+            |((date, product), d): &(&(NaiveDate, i64), &MetricsDelta), likes: i64, additive: bool| -> [Value; COLS] {
+                let (views, orders, amount) = if additive { (d.views, d.orders, d.order_amount) } else { (0, 0, 0) };
+                [
+                    (*date).into(),
+                    (*product).into(),
+                    views.into(),
+                    likes.into(),
+                    orders.into(),
+                    amount.into(),
+                    d.last_event_us.into(),
+                    now_us.into(),
+                ]
+            };
+        self.upsert_rows(txn, head, &add, &rows, COLS, |r| row_values(r, r.1.likes.net, true)).await?;
+
+        let clamp = self.upsert_tail("product_daily_metrics", key, &[("likes", UpsertOp::Max)]);
+        let clamped: Vec<_> = rows.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
+        self.upsert_rows(txn, head, &clamp, &clamped, COLS, |r| row_values(r, r.1.likes.floor, false)).await
+    }
+
+    async fn apply_all_time(
+        &self,
+        txn: &DatabaseTransaction,
+        deltas: &BTreeMap<i64, MetricsDelta>,
+        now_us: i64,
+    ) -> Result<(), Attempt> {
+        const COLS: usize = 6;
+        let head = "product_metrics (product_id, views, likes, orders, order_amount, updated_at)";
+        let rows: Vec<_> = deltas.iter().collect();
+        let add = self.upsert_tail(
+            "product_metrics",
+            "product_id",
+            &[
+                ("views", UpsertOp::Add),
+                ("likes", UpsertOp::Add),
+                ("orders", UpsertOp::Add),
+                ("order_amount", UpsertOp::Add),
+                ("updated_at", UpsertOp::Replace),
+            ],
+        );
+        let row_values = |(product, d): &(&i64, &MetricsDelta), likes: i64, additive: bool| -> [Value; COLS] {
+            let (views, orders, amount) = if additive { (d.views, d.orders, d.order_amount) } else { (0, 0, 0) };
+            [(**product).into(), views.into(), likes.into(), orders.into(), amount.into(), now_us.into()]
+        };
+        self.upsert_rows(txn, head, &add, &rows, COLS, |r| row_values(r, r.1.likes.net, true)).await?;
+
+        let clamp = self.upsert_tail("product_metrics", "product_id", &[("likes", UpsertOp::Max)]);
+        let clamped: Vec<_> = rows.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
+        self.upsert_rows(txn, head, &clamp, &clamped, COLS, |r| row_values(r, r.1.likes.floor, false)).await
+    }
+
+    async fn upsert_rows<R, const N: usize>(
+        &self,
+        txn: &DatabaseTransaction,
+        head: &str,
+        tail: &str,
+        rows: &[R],
+        cols: usize,
+        values_of: impl Fn(&R) -> [Value; N],
+    ) -> Result<(), Attempt> {
+        for chunk in rows.chunks(MAX_PARAMS / cols) {
+            let sql = format!("INSERT INTO {head} VALUES {}{tail}", self.tuples(chunk.len(), cols));
+            let values = chunk.iter().flat_map(&values_of).collect();
+            txn.execute_raw(self.statement(sql, values)).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_chunked(
+        &self,
+        table: &str,
+        key: &str,
+        condition: &str,
+        bound: Value,
+        chunk: u32,
+    ) -> Result<u64, StoreError> {
+        let sql = match self.backend {
+            DbBackend::MySql => format!("DELETE FROM {table} WHERE {condition} LIMIT {chunk}"),
+            DbBackend::Postgres => format!(
+                "DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} WHERE {} LIMIT {chunk})",
+                condition.replace('?', "$1")
+            ),
+            _ => format!(
+                "DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} WHERE {condition} LIMIT {chunk})"
+            ),
+        };
+        let mut total = 0;
+        loop {
+            let _gate = self.write_gate.as_ref().map(|g| g.lock());
+            let _gate = match _gate {
+                Some(g) => Some(g.await),
+                None => None,
+            };
+            let deleted = self
+                .db
+                .execute_raw(self.statement(sql.clone(), vec![bound.clone()]))
+                .await
+                .map_err(StoreError::database)?
+                .rows_affected();
+            total += deleted;
+            if deleted < u64::from(chunk) {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+/// How an upsert combines the stored value with the new one.
+#[derive(Debug, Clone, Copy)]
+enum UpsertOp {
+    Add,
+    Max,
+    Replace,
+}
+
+/// The content of a stored event, to notice a reused id with different content.
+#[derive(Debug, PartialEq, Eq)]
+struct StoredEvent {
+    product_id: i64,
+    event_type: i16,
+    amount: i64,
+    occurred_at: i64,
+}
+
+impl StoredEvent {
+    fn of(e: &DatedEvent) -> Self {
+        Self {
+            product_id: e.event.product_id,
+            event_type: e.event.kind.code(),
+            amount: e.event.amount,
+            occurred_at: e.event.occurred_at.timestamp_micros(),
+        }
+    }
+}
+
+#[async_trait]
+impl MetricsStore for SqlMetricsStore {
+    async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
+        let mut seen = HashSet::with_capacity(batch.len());
+        let candidates: Vec<usize> =
+            (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
+        let _gate = match &self.write_gate {
+            Some(g) => Some(g.lock().await),
+            None => None,
+        };
+        let mut attempt = 1;
+        let fresh = loop {
+            let now_us = Utc::now().timestamp_micros();
+            match self.record_once(batch, &candidates, now_us).await {
+                Ok(fresh) => break fresh,
+                Err(Attempt::Retry(why)) if attempt < self.max_attempts => {
+                    tracing::debug!(attempt, %why, "retrying transaction");
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(Attempt::Retry(why)) => {
+                    return Err(StoreError::database(format!("transaction failed {attempt} times: {why}")));
+                }
+                Err(Attempt::Fail(e)) => return Err(e),
+            }
+        };
+        Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())
+    }
+
+    async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
+        let placeholder = if self.backend == DbBackend::Postgres { "$1" } else { "?" };
+        let sql = format!(
+            "SELECT product_id, views, likes, order_amount, last_event_at FROM product_daily_metrics \
+             WHERE metric_date = {placeholder} ORDER BY product_id"
+        );
+        let mut rows =
+            self.db.stream_raw(self.statement(sql, vec![date.into()])).await.map_err(StoreError::database)?;
+        let mut count = 0;
+        while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
+            let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
+            visit(DailyRow {
+                product_id: get(0)?,
+                metrics: DailyMetrics { views: get(1)?, likes: get(2)?, order_amount: get(3)? },
+                last_event_us: get(4)?,
+            });
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
+        let chunk = chunk.max(1);
+        let events = self
+            .delete_chunked("events", "event_id", "occurred_at < ?", events_before.timestamp_micros().into(), chunk)
+            .await?;
+        let days = self
+            .delete_chunked(
+                "product_daily_metrics",
+                "metric_date, product_id",
+                "metric_date < ?",
+                days_before.into(),
+                chunk,
+            )
+            .await?;
+        Ok(events + days)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.db.ping().await.map_err(StoreError::database)
+    }
+}
+
+/// Exponential backoff with full jitter: 5 ms, 10 ms, 20 ms … capped at 500 ms.
+fn backoff(attempt: u32) -> Duration {
+    let cap = 5u64.saturating_mul(1 << attempt.min(7)).min(500);
+    Duration::from_millis(rand::random_range(1..=cap))
+}

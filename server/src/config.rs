@@ -1,0 +1,153 @@
+//! Settings from environment variables (SPEC §8), mirrored by command-line flags.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use clap::Parser;
+
+use crate::domain::score::Weights;
+
+/// Real-time product ranking service over gRPC.
+///
+/// Every flag can also be set through the environment variable shown next to it.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ranking-server", version, about)]
+pub struct Settings {
+    /// gRPC listen address (port 0 picks a free port, which is logged).
+    #[arg(long, env = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// SQL database: postgres://…, mysql://… or sqlite://….
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://ranking.db?mode=rwc")]
+    pub database_url: String,
+
+    /// Redis for rankings (redis://…); unset keeps rankings in process.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// IANA time zone of ranking days and hours.
+    #[arg(long, env = "RANKING_TZ", default_value = "UTC", value_parser = parse_tz)]
+    pub tz: Tz,
+
+    /// Period of the recompute scheduler (e.g. 30s, 5m); 0 disables it.
+    #[arg(long, env = "RANKING_RECOMPUTE_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub recompute_interval: Duration,
+
+    /// Oldest accepted event age, in days.
+    #[arg(long, env = "RANKING_ACCEPT_DAYS", default_value_t = 7)]
+    pub accept_days: u32,
+
+    /// Days events, daily metrics and daily rankings are kept; must exceed the accept days.
+    #[arg(long, env = "RANKING_RETENTION_DAYS", default_value_t = 8)]
+    pub retention_days: u32,
+
+    /// How many days back carry-over follows the chain of previous days.
+    #[arg(long, env = "RANKING_CARRY_DAYS", default_value_t = 7)]
+    pub carry_days: u32,
+
+    /// Weight of one view in the main score.
+    #[arg(long, env = "RANKING_WEIGHT_VIEW", default_value_t = 0.1)]
+    pub weight_view: f64,
+
+    /// Weight of one like in the main score.
+    #[arg(long, env = "RANKING_WEIGHT_LIKE", default_value_t = 0.2)]
+    pub weight_like: f64,
+
+    /// Weight of ln(1 + order amount) in the main score.
+    #[arg(long, env = "RANKING_WEIGHT_ORDER", default_value_t = 0.6)]
+    pub weight_order: f64,
+
+    /// Share of yesterday's integer main score carried into today.
+    #[arg(long, env = "RANKING_CARRY_OVER", default_value_t = 0.1)]
+    pub carry_over: f64,
+
+    /// SQL connection pool size.
+    #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    pub db_max_connections: u32,
+
+    /// Time allowed to connect to, or get a connection from, the database.
+    #[arg(long, env = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub db_timeout: Duration,
+}
+
+fn parse_tz(s: &str) -> Result<Tz, String> {
+    s.parse::<Tz>().map_err(|_| format!("unknown IANA time zone {s:?}"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (examples: 30s, 5m, 1h)"))
+}
+
+impl Settings {
+    /// Settings from the environment alone (defaults for everything unset), as tests and
+    /// embedders use them.
+    pub fn from_env() -> Result<Self, clap::Error> {
+        Self::try_parse_from(["ranking-server"])
+    }
+
+    /// The main-score weights.
+    pub fn weights(&self) -> Weights {
+        Weights {
+            view: self.weight_view,
+            like: self.weight_like,
+            order: self.weight_order,
+            carry_over: self.carry_over,
+        }
+    }
+
+    /// Rejects combinations that would make the service wrong rather than merely slow.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, w) in [
+            ("RANKING_WEIGHT_VIEW", self.weight_view),
+            ("RANKING_WEIGHT_LIKE", self.weight_like),
+            ("RANKING_WEIGHT_ORDER", self.weight_order),
+            ("RANKING_CARRY_OVER", self.carry_over),
+        ] {
+            if !w.is_finite() || w < 0.0 {
+                return Err(format!("{name} must be a finite number >= 0, got {w}"));
+            }
+        }
+        if self.retention_days <= self.accept_days {
+            return Err(format!(
+                "RANKING_RETENTION_DAYS ({}) must exceed RANKING_ACCEPT_DAYS ({}), so that a redelivered event is either still in the ledger or refused as too old",
+                self.retention_days, self.accept_days
+            ));
+        }
+        if self.db_max_connections == 0 {
+            return Err("RANKING_DB_MAX_CONNECTIONS must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let s = Settings::try_parse_from(["x"]).expect("defaults parse");
+        assert_eq!(s.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(s.tz, chrono_tz::UTC);
+        assert_eq!(s.recompute_interval, Duration::from_secs(300));
+        assert_eq!((s.accept_days, s.retention_days, s.carry_days), (7, 8, 7));
+        assert_eq!(s.weights(), Weights::default());
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Settings::try_parse_from(["x", "--tz", "Mars/Base"]).is_err());
+        assert!(Settings::try_parse_from(["x", "--recompute-interval", "soon"]).is_err());
+        let s = Settings::try_parse_from(["x", "--recompute-interval", "0"]).expect("0 disables");
+        assert_eq!(s.recompute_interval, Duration::ZERO);
+        let s = Settings::try_parse_from(["x", "--retention-days", "7"]).expect("parses");
+        assert!(s.validate().expect_err("retention must exceed accept").contains("RANKING_RETENTION_DAYS"));
+        let s = Settings::try_parse_from(["x", "--weight-view=-1"]).expect("parses");
+        assert!(s.validate().is_err());
+    }
+}

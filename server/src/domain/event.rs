@@ -1,0 +1,224 @@
+//! Shopper events and the rules an event must satisfy before anything is written.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+
+/// Longest accepted event id.
+pub const MAX_EVENT_ID_LEN: usize = 128;
+/// Largest accepted order amount, in the currency's minor unit.
+pub const MAX_ORDER_AMOUNT: i64 = 1_000_000_000_000;
+/// How far ahead of the server clock an event may claim to have happened.
+pub const MAX_CLOCK_SKEW: Duration = Duration::minutes(5);
+
+/// What a shopper did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// Looked at the product page.
+    View,
+    /// Liked the product.
+    Like,
+    /// Took a like back.
+    Unlike,
+    /// Ordered the product.
+    Order,
+}
+
+impl EventKind {
+    /// Stable numeric code stored in SQL (the same numbers as the wire enum).
+    pub fn code(self) -> i16 {
+        match self {
+            Self::View => 1,
+            Self::Like => 2,
+            Self::Unlike => 3,
+            Self::Order => 4,
+        }
+    }
+
+    /// The kind for a stored code.
+    pub fn from_code(code: i16) -> Option<Self> {
+        match code {
+            1 => Some(Self::View),
+            2 => Some(Self::Like),
+            3 => Some(Self::Unlike),
+            4 => Some(Self::Order),
+            _ => None,
+        }
+    }
+
+    /// Upper-case name used in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::View => "VIEW",
+            Self::Like => "LIKE",
+            Self::Unlike => "UNLIKE",
+            Self::Order => "ORDER",
+        }
+    }
+}
+
+/// An event as received, before validation. `kind` is `None` for UNSPECIFIED or an unknown
+/// wire value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEvent {
+    /// Caller-chosen idempotency key.
+    pub event_id: String,
+    /// Product the event is about.
+    pub product_id: i64,
+    /// What happened, when known.
+    pub kind: Option<EventKind>,
+    /// Order amount (ORDER) or 0.
+    pub amount: i64,
+    /// When it happened; `None` when the caller left it out.
+    pub occurred_at: Option<DateTime<Utc>>,
+}
+
+/// A validated event: every field satisfies SPEC §2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Idempotency key, 1–128 printable ASCII characters.
+    pub event_id: String,
+    /// Product, ≥ 1.
+    pub product_id: i64,
+    /// What happened.
+    pub kind: EventKind,
+    /// Order amount for ORDER, otherwise 0.
+    pub amount: i64,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// Which field of an event broke which rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Field name as on the wire (`event_id`, `product_id`, `type`, `amount`, `occurred_at`).
+    pub field: &'static str,
+    /// What is wrong, phrased so a caller can fix it.
+    pub reason: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// The window of acceptable `occurred_at` values around the server clock.
+#[derive(Debug, Clone, Copy)]
+pub struct AcceptWindow {
+    /// The server's current time.
+    pub now: DateTime<Utc>,
+    /// Oldest accepted age, in days.
+    pub accept_days: u32,
+}
+
+impl RawEvent {
+    /// Checks every rule of SPEC §2; the first broken rule is reported.
+    pub fn validate(self, window: AcceptWindow) -> Result<Event, FieldError> {
+        let err = |field, reason: String| Err(FieldError { field, reason });
+        if self.event_id.is_empty() || self.event_id.len() > MAX_EVENT_ID_LEN {
+            return err("event_id", format!("must be 1-{MAX_EVENT_ID_LEN} characters, got {}", self.event_id.len()));
+        }
+        if !self.event_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+            return err("event_id", "must be printable ASCII".into());
+        }
+        if self.product_id < 1 {
+            return err("product_id", format!("must be >= 1, got {}", self.product_id));
+        }
+        let Some(kind) = self.kind else {
+            return err("type", "must be VIEW, LIKE, UNLIKE or ORDER".into());
+        };
+        match kind {
+            EventKind::Order if !(0..=MAX_ORDER_AMOUNT).contains(&self.amount) => {
+                return err("amount", format!("must be 0..={MAX_ORDER_AMOUNT} for ORDER, got {}", self.amount));
+            }
+            EventKind::Order => {}
+            other if self.amount != 0 => {
+                return err("amount", format!("must be 0 for {}", other.name()));
+            }
+            _ => {}
+        }
+        let Some(occurred_at) = self.occurred_at else {
+            return err("occurred_at", "is required".into());
+        };
+        if occurred_at > window.now + MAX_CLOCK_SKEW {
+            return err("occurred_at", format!("{occurred_at} is more than 5 minutes in the future"));
+        }
+        let oldest = window.now - Duration::days(i64::from(window.accept_days));
+        if occurred_at < oldest {
+            return err("occurred_at", format!("{occurred_at} is older than {} days", window.accept_days));
+        }
+        Ok(Event { event_id: self.event_id, product_id: self.product_id, kind, amount: self.amount, occurred_at })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window() -> AcceptWindow {
+        AcceptWindow { now: "2026-04-09T12:00:00Z".parse().expect("valid"), accept_days: 7 }
+    }
+
+    fn raw() -> RawEvent {
+        RawEvent {
+            event_id: "e-1".into(),
+            product_id: 7,
+            kind: Some(EventKind::View),
+            amount: 0,
+            occurred_at: Some("2026-04-09T11:00:00Z".parse().expect("valid")),
+        }
+    }
+
+    fn field_of(r: RawEvent) -> &'static str {
+        r.validate(window()).expect_err("must be rejected").field
+    }
+
+    #[test]
+    fn a_well_formed_event_passes() {
+        let e = raw().validate(window()).expect("valid");
+        assert_eq!((e.product_id, e.kind), (7, EventKind::View));
+        let order = RawEvent { kind: Some(EventKind::Order), amount: MAX_ORDER_AMOUNT, ..raw() };
+        assert!(order.validate(window()).is_ok());
+        let id = RawEvent { event_id: "x".repeat(128), ..raw() };
+        assert!(id.validate(window()).is_ok());
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        assert_eq!(field_of(RawEvent { event_id: String::new(), ..raw() }), "event_id");
+        assert_eq!(field_of(RawEvent { event_id: "x".repeat(129), ..raw() }), "event_id");
+        assert_eq!(field_of(RawEvent { event_id: "tab\there".into(), ..raw() }), "event_id");
+        assert_eq!(field_of(RawEvent { event_id: "café".into(), ..raw() }), "event_id");
+        assert_eq!(field_of(RawEvent { product_id: 0, ..raw() }), "product_id");
+        assert_eq!(field_of(RawEvent { product_id: -5, ..raw() }), "product_id");
+        assert_eq!(field_of(RawEvent { kind: None, ..raw() }), "type");
+        assert_eq!(field_of(RawEvent { amount: 1, ..raw() }), "amount");
+        for kind in [EventKind::Like, EventKind::Unlike] {
+            assert_eq!(field_of(RawEvent { kind: Some(kind), amount: 3, ..raw() }), "amount");
+        }
+        let order = |amount| RawEvent { kind: Some(EventKind::Order), amount, ..raw() };
+        assert_eq!(field_of(order(-1)), "amount");
+        assert_eq!(field_of(order(MAX_ORDER_AMOUNT + 1)), "amount");
+        assert_eq!(field_of(RawEvent { occurred_at: None, ..raw() }), "occurred_at");
+        let at = |s: &str| RawEvent { occurred_at: Some(s.parse().expect("valid")), ..raw() };
+        assert_eq!(field_of(at("2026-04-09T12:05:01Z")), "occurred_at");
+        assert!(at("2026-04-09T12:05:00Z").validate(window()).is_ok());
+        assert_eq!(field_of(at("2026-04-02T11:59:59Z")), "occurred_at");
+        assert!(at("2026-04-02T12:00:00Z").validate(window()).is_ok());
+    }
+
+    #[test]
+    fn messages_say_what_to_fix() {
+        let e = RawEvent { amount: 3, ..raw() }.validate(window()).expect_err("rejected");
+        assert_eq!(e.to_string(), "amount: must be 0 for VIEW");
+    }
+
+    #[test]
+    fn codes_round_trip() {
+        for k in [EventKind::View, EventKind::Like, EventKind::Unlike, EventKind::Order] {
+            assert_eq!(EventKind::from_code(k.code()), Some(k));
+        }
+        assert_eq!(EventKind::from_code(0), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! The score engine and the domain vocabulary: pure functions and types.
+//!
+//! Nothing in here performs I/O or knows about tokio, Redis, SQL or gRPC, so every rule of
+//! the ranking can be unit- and property-tested without a server.
+//!
+//! - [`event`]: what a shopper did, and the validation rules an event must pass.
+//! - [`delta`]: a batch of events folded into one change per metrics row.
+//! - [`calendar`]: ranking days and hours in the configured time zone.
+//! - [`score`]: the main score, carry-over and its chain back through previous days.
+//! - [`normalize`]: z-score → sigmoid → 0…999 normalisation of the tie-break axes.
+//! - [`encoding`]: packing the four dimensions into one `f64` and back.
+//! - [`ranking`]: one day's population turned into encoded scores.
+
+pub mod calendar;
+pub mod delta;
+pub mod encoding;
+pub mod event;
+pub mod normalize;
+pub mod ranking;
+pub mod score;

@@ -1,0 +1,136 @@
+//! One day's ranking: the population's main scores and tie-break axes turned into encoded
+//! scores.
+
+use super::encoding::{Clamp, EncodedScore, ScoreBreakdown};
+use super::normalize::AxisStats;
+use super::score::DayStanding;
+
+/// A product ranked on the day, before normalisation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Contender {
+    /// The product.
+    pub product_id: i64,
+    /// Main score and the day's metrics.
+    pub standing: DayStanding,
+    /// Latest `occurred_at` of the product that day, in Unix microseconds; `None` when the
+    /// product is ranked through carry-over alone.
+    pub last_event_us: Option<i64>,
+}
+
+/// One entry of the finished ranking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedEntry {
+    /// The product.
+    pub product_id: i64,
+    /// The four dimensions.
+    pub breakdown: ScoreBreakdown,
+    /// The packed score stored in the ranking.
+    pub score: EncodedScore,
+}
+
+/// The encoded population of one day.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DayRanking {
+    /// Entries in the order of the contenders given.
+    pub entries: Vec<RankedEntry>,
+    /// How many main scores were clamped to 2^22 − 1.
+    pub clamped: usize,
+}
+
+/// Normalises the population's axes and encodes every contender's score.
+///
+/// `day_start_us` is the start of the ranking day (the recency origin of carry-only
+/// products) and `reference_us` the instant recency is measured to. The reference cancels
+/// out of the z-score in exact arithmetic; passing a fixed one (the end of the day) keeps the
+/// floating-point result identical across rebuilds.
+pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) -> DayRanking {
+    let elapsed = |c: &Contender| (reference_us - c.last_event_us.unwrap_or(day_start_us)) as f64 / 1e6;
+    let views = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.views as f64));
+    let likes = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.likes as f64));
+    let recency = AxisStats::of(contenders.iter().map(elapsed));
+
+    let mut clamped = 0;
+    let entries = contenders
+        .iter()
+        .map(|c| {
+            let (breakdown, clamp) = ScoreBreakdown::clamped(
+                main_floor(c.standing.main),
+                views.norm(c.standing.metrics.views as f64),
+                likes.norm(c.standing.metrics.likes as f64),
+                999 - recency.norm(elapsed(c)),
+            );
+            if clamp == Clamp::Clamped {
+                clamped += 1;
+            }
+            RankedEntry { product_id: c.product_id, breakdown, score: breakdown.encode() }
+        })
+        .collect();
+    DayRanking { entries, clamped }
+}
+
+fn main_floor(main: f64) -> i64 {
+    // `as` saturates: an absurdly large main score becomes i64::MAX and is then clamped.
+    main.floor() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::score::DailyMetrics;
+
+    fn contender(product_id: i64, main: f64, views: i64, likes: i64, last: Option<i64>) -> Contender {
+        Contender {
+            product_id,
+            standing: DayStanding { main, metrics: DailyMetrics { views, likes, order_amount: 0 } },
+            last_event_us: last,
+        }
+    }
+
+    #[test]
+    fn single_product_gets_500_on_every_axis() {
+        let r = rank_day(&[contender(1, 5.5, 10, 3, Some(1_000))], 0, 86_400_000);
+        let b = r.entries[0].breakdown;
+        assert_eq!((b.main_floor, b.view_norm, b.like_norm, b.recency_norm), (5, 500, 500, 499));
+    }
+
+    #[test]
+    fn ties_on_main_are_broken_by_views_then_likes_then_recency() {
+        let day_end = 86_400_000;
+        let r = rank_day(
+            &[
+                contender(1, 5.9, 10, 1, Some(1_000)),
+                contender(2, 5.1, 20, 1, Some(1_000)),
+                contender(3, 5.1, 10, 9, Some(1_000)),
+                contender(4, 5.1, 10, 1, Some(80_000_000)),
+                contender(5, 5.1, 10, 1, Some(1_000)),
+            ],
+            0,
+            day_end,
+        );
+        let mut order: Vec<_> = r.entries.iter().map(|e| (e.score.0, e.product_id)).collect();
+        order.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let ids: Vec<_> = order.iter().map(|(_, id)| *id).collect();
+        assert_eq!(ids, vec![2, 3, 4, 1, 5]);
+    }
+
+    #[test]
+    fn newer_events_score_higher_recency_and_carry_only_counts_from_day_start() {
+        let r = rank_day(&[contender(1, 1.0, 0, 0, Some(3_600_000)), contender(2, 1.0, 0, 0, None)], 0, 86_400_000);
+        assert!(r.entries[0].breakdown.recency_norm > r.entries[1].breakdown.recency_norm);
+    }
+
+    #[test]
+    fn reference_time_does_not_change_the_result_for_simple_values() {
+        let c = [contender(1, 1.0, 0, 0, Some(0)), contender(2, 1.0, 0, 0, Some(43_200_000))];
+        let a = rank_day(&c, 0, 86_400_000);
+        let b = rank_day(&c, 0, 2 * 86_400_000);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn clamped_mains_are_counted() {
+        let r = rank_day(&[contender(1, 5e6, 0, 0, Some(0))], 0, 1);
+        assert_eq!(r.clamped, 1);
+        assert_eq!(r.entries[0].breakdown.main_floor, crate::domain::encoding::MAX_MAIN_FLOOR);
+    }
+}

@@ -1,0 +1,97 @@
+//! Per-call instrumentation as a tower layer: one tracing span per RPC with method, status
+//! code and latency, and the RPC metrics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tonic::codegen::http;
+use tower::{Layer, Service};
+use tracing::Instrument;
+
+use crate::metrics::Metrics;
+
+/// Adds [`Observe`] around every call.
+#[derive(Clone)]
+pub struct ObserveLayer {
+    metrics: Arc<Metrics>,
+}
+
+impl ObserveLayer {
+    /// A layer recording into `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> Layer<S> for ObserveLayer {
+    type Service = Observe<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Observe { inner, metrics: self.metrics.clone() }
+    }
+}
+
+/// Times a call and records its outcome.
+#[derive(Clone)]
+pub struct Observe<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+/// The gRPC status of a response: from the headers of a trailers-only (error) response, OK
+/// otherwise (unary successes put `grpc-status: 0` in the trailers).
+fn status_of<B>(response: &http::Response<B>) -> tonic::Code {
+    response
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map(tonic::Code::from)
+        .unwrap_or(tonic::Code::Ok)
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Observe<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The clone is the one that was polled ready; keep it and leave the fresh clone.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let metrics = self.metrics.clone();
+        let path = request.uri().path().to_string();
+        let method = path.rsplit('/').next().unwrap_or_default().to_string();
+        let span = tracing::info_span!("rpc", rpc.path = %path, rpc.method = %method, rpc.code = tracing::field::Empty, latency_ms = tracing::field::Empty);
+        Box::pin(
+            async move {
+                let started = Instant::now();
+                let result = inner.call(request).await;
+                let code = match &result {
+                    Ok(response) => status_of(response),
+                    Err(_) => tonic::Code::Unknown,
+                };
+                let seconds = started.elapsed().as_secs_f64();
+                let span = tracing::Span::current();
+                span.record("rpc.code", format!("{code:?}"));
+                span.record("latency_ms", seconds * 1e3);
+                tracing::debug!(code = ?code, latency_ms = seconds * 1e3, "rpc finished");
+                metrics.rpc_finished(&method, code, seconds);
+                result
+            }
+            .instrument(span),
+        )
+    }
+}

@@ -1,0 +1,41 @@
+//! `ranking-server`: settings → telemetry → build → serve until SIGINT/SIGTERM.
+
+use clap::Parser;
+use ranking_server::config::Settings;
+use ranking_server::startup::Application;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::parse();
+    ranking_server::telemetry::init("info");
+    let app = Application::build(settings).await?;
+    app.run_until_stopped(shutdown_signal()).await
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

@@ -1,0 +1,155 @@
+//! Wiring: stores from the settings, the application services, the gRPC server with health
+//! and reflection, the scheduler, and graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use ranking_proto::v1::ranking_service_server::RankingServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::adapters::memory::MemoryRankingStore;
+use crate::adapters::sql::{SqlMetricsStore, SqlOptions};
+use crate::config::Settings;
+use crate::domain::calendar::RankingCalendar;
+use crate::grpc::layers::ObserveLayer;
+use crate::grpc::service::RankingApi;
+use crate::ingest::{Ingest, IngestRules};
+use crate::metrics::Metrics;
+use crate::ports::{LeaseLock, MetricsStore, RankingStore};
+use crate::recompute::{Recompute, RecomputeRules};
+use crate::scheduler::Scheduler;
+
+/// Group-commit workers of the single-event path.
+const INGEST_WORKERS: usize = 4;
+
+/// A built, bound, not yet serving application.
+pub struct Application {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    api: RankingApi,
+    scheduler: Arc<Scheduler>,
+    metrics: Arc<Metrics>,
+    store: Arc<SqlMetricsStore>,
+}
+
+impl Application {
+    /// Connects the stores (applying migrations), builds the services and binds the port.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        settings.validate().map_err(anyhow::Error::msg)?;
+        let mut sql = SqlOptions::new(settings.database_url.clone());
+        sql.max_connections = settings.db_max_connections;
+        sql.connect_timeout = settings.db_timeout;
+        let store = Arc::new(SqlMetricsStore::connect(&sql).await.context("failed to open the SQL database")?);
+
+        let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match &settings.redis_url {
+            Some(url) => anyhow::bail!("REDIS_URL={url} is set, but this build has no Redis ranking store yet"),
+            None => {
+                let memory = Arc::new(MemoryRankingStore::new());
+                (memory.clone(), memory)
+            }
+        };
+
+        let metrics = Arc::new(Metrics::new());
+        let calendar = RankingCalendar::new(settings.tz);
+        let weights = settings.weights();
+        let metrics_store: Arc<dyn MetricsStore> = store.clone();
+        let ingest = Ingest::start(
+            metrics_store.clone(),
+            rankings.clone(),
+            IngestRules { calendar, weights, accept_days: settings.accept_days },
+            metrics.clone(),
+            INGEST_WORKERS,
+        );
+        let recompute = Arc::new(Recompute::new(
+            metrics_store.clone(),
+            rankings.clone(),
+            leases.clone(),
+            RecomputeRules {
+                calendar,
+                weights,
+                carry_days: settings.carry_days,
+                retention_days: settings.retention_days,
+                lease: std::time::Duration::from_secs(300),
+            },
+            metrics.clone(),
+        ));
+        let scheduler = Arc::new(Scheduler::new(
+            recompute.clone(),
+            metrics_store,
+            rankings.clone(),
+            leases,
+            settings.recompute_interval,
+            settings.retention_days,
+        ));
+        let api = RankingApi::new(ingest, rankings, recompute, calendar, settings.retention_days);
+
+        let listener =
+            TcpListener::bind(settings.listen).await.with_context(|| format!("failed to bind {}", settings.listen))?;
+        let local_addr = listener.local_addr()?;
+        Ok(Self { listener, local_addr, api, scheduler, metrics, store })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The SQL store, for tests and tools.
+    pub fn sql(&self) -> Arc<SqlMetricsStore> {
+        self.store.clone()
+    }
+
+    /// The scheduler, for tests that drive ticks themselves.
+    pub fn scheduler(&self) -> Arc<Scheduler> {
+        self.scheduler.clone()
+    }
+
+    /// Serves until `shutdown` resolves: health turns NOT_SERVING, new connections are
+    /// refused, in-flight calls finish, the scheduler stops.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<RankingServiceServer<RankingApi>>().await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(ranking_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .context("failed to build the reflection service")?;
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let scheduler = tokio::spawn(self.scheduler.clone().run(wait_for_stop(stop_rx)));
+
+        tracing::info!(addr = %self.local_addr, "serving ranking.v1.RankingService");
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
+            health.set_not_serving::<RankingServiceServer<RankingApi>>().await;
+            let _ = stop_tx.send(true);
+        };
+        Server::builder()
+            .layer(ObserveLayer::new(self.metrics.clone()))
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(RankingServiceServer::new(self.api))
+            .serve_with_incoming_shutdown(TcpIncoming::from(self.listener), signal)
+            .await
+            .context("gRPC server failed")?;
+        scheduler.abort();
+        let _ = scheduler.await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+async fn wait_for_stop(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}

@@ -1,0 +1,164 @@
+//! Test harness: every test gets its own server on port 0, its own database and its own
+//! ranking store, and talks to it through the public client crate.
+//!
+//! The SQL backend comes from `RANKING_TEST_DATABASE` (`sqlite`, the default, or an admin
+//! URL such as `postgres://postgres@127.0.0.1/test` or `mysql://root@127.0.0.1/test`), under
+//! which each test creates and drops a database of its own.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use clap::Parser;
+use ranking_client::{RankingServiceClient, tonic::transport::Channel, v1};
+use ranking_server::config::Settings;
+use ranking_server::scheduler::Scheduler;
+use ranking_server::startup::Application;
+use sea_orm::{ConnectionTrait, Database};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// An isolated database for one test.
+pub struct TestDb {
+    /// URL the server connects to.
+    pub url: String,
+    admin: Option<(String, String)>,
+}
+
+impl TestDb {
+    /// A fresh empty database on the configured backend.
+    pub async fn create() -> Self {
+        let name = format!("rk_{:016x}", rand_u64());
+        let backend = std::env::var("RANKING_TEST_DATABASE").unwrap_or_else(|_| "sqlite".into());
+        if backend == "sqlite" {
+            let path = std::env::temp_dir().join(format!("{name}.db"));
+            return Self { url: format!("sqlite://{}?mode=rwc", path.display()), admin: None };
+        }
+        let admin = Database::connect(&backend).await.expect("admin connection to the test database server");
+        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+        let base = backend.rsplit_once('/').map(|(b, _)| b.to_string()).expect("URL with a database path");
+        Self { url: format!("{base}/{name}"), admin: Some((backend, name)) }
+    }
+
+    /// Drops the database (SQLite: deletes the file).
+    pub async fn drop_db(self) {
+        match self.admin {
+            Some((admin_url, name)) => {
+                if let Ok(admin) = Database::connect(&admin_url).await {
+                    let force = if admin_url.starts_with("postgres") { " WITH (FORCE)" } else { "" };
+                    let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}{force}")).await;
+                }
+            }
+            None => {
+                let path = self.url.trim_start_matches("sqlite://").split('?').next().unwrap_or_default().to_string();
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{path}{suffix}"));
+                }
+            }
+        }
+    }
+}
+
+pub fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.finish()
+}
+
+/// A running server and a client connected to it.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: RankingServiceClient<Channel>,
+    pub scheduler: Arc<Scheduler>,
+    pub db: Option<TestDb>,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), and the
+/// given overrides as command-line flags.
+pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
+    let mut args = vec![
+        "ranking-server".to_string(),
+        "--listen=127.0.0.1:0".into(),
+        format!("--database-url={db_url}"),
+        "--recompute-interval=0".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Settings::try_parse_from(args).expect("test settings parse")
+}
+
+impl TestApp {
+    /// Starts a server on a fresh database.
+    pub async fn spawn(extra: &[&str]) -> Self {
+        let db = TestDb::create().await;
+        let mut app = Self::spawn_on(settings(&db.url, extra)).await;
+        app.db = Some(db);
+        app
+    }
+
+    /// Starts a server with explicit settings.
+    pub async fn spawn_on(settings: Settings) -> Self {
+        if std::env::var_os("TEST_LOG").is_some() {
+            ranking_server::telemetry::init("debug");
+        }
+        let app = Application::build(settings).await.expect("application builds");
+        let addr = app.local_addr();
+        let scheduler = app.scheduler();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(app.run_until_stopped(async {
+            let _ = stopped.await;
+        }));
+        let client = ranking_client::connect(format!("http://{addr}")).await.expect("client connects");
+        Self { addr, client, scheduler, db: None, stop: Some(stop), server: Some(server) }
+    }
+
+    /// Stops the server gracefully and drops the test database.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("server task").expect("server exits cleanly");
+        }
+        if let Some(db) = self.db.take() {
+            db.drop_db().await;
+        }
+    }
+
+    pub async fn record(&mut self, events: Vec<v1::Event>) -> v1::RecordEventsResponse {
+        self.client.record_events(v1::RecordEventsRequest { events }).await.expect("RecordEvents succeeds").into_inner()
+    }
+
+    pub async fn recompute(&mut self, date: &str) -> v1::RecomputeResponse {
+        self.client
+            .recompute(v1::RecomputeRequest { date: date.into() })
+            .await
+            .expect("Recompute succeeds")
+            .into_inner()
+    }
+
+    pub async fn top(&mut self, date: &str, limit: u32) -> v1::GetTopNResponse {
+        self.client
+            .get_top_n(v1::GetTopNRequest { date: date.into(), limit, ..Default::default() })
+            .await
+            .expect("GetTopN succeeds")
+            .into_inner()
+    }
+}
+
+pub fn ts(at: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: at.timestamp(), nanos: at.timestamp_subsec_nanos() as i32 }
+}
+
+pub fn event(id: &str, product_id: i64, kind: v1::EventType, amount: i64, at: DateTime<Utc>) -> v1::Event {
+    v1::Event { event_id: id.into(), product_id, r#type: kind.into(), amount, occurred_at: Some(ts(at)) }
+}
+
+/// `n` VIEW events for a product at `at`, with ids `{prefix}-{i}`.
+pub fn views(prefix: &str, product_id: i64, n: usize, at: DateTime<Utc>) -> Vec<v1::Event> {
+    (0..n).map(|i| event(&format!("{prefix}-{i}"), product_id, v1::EventType::View, 0, at)).collect()
+}

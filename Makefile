@@ -15,14 +15,15 @@ run:
 run-release:
 	$(CARGO) run --release -p ranking-server --bin ranking-server
 
-## Every test: unit and property tests, then the integration tests on SQLite, PostgreSQL and
-## MariaDB (servers are started when none answers).
+## Every test: unit and property tests and the integration tests on SQLite with in-process
+## rankings, then the integration tests on PostgreSQL + Redis and MariaDB + Redis (servers
+## are started when none answers).
 test:
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
-	RANKING_TEST_DATABASE=$(PG_URL) $(CARGO) test -p ranking-server --tests
-	RANKING_TEST_DATABASE=$(MYSQL_URL) $(CARGO) test -p ranking-server --tests
+	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
+	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
 
 test-unit:
 	$(CARGO) test --workspace --lib --bins

@@ -12,7 +12,7 @@ use crate::domain::score::Weights;
 ///
 /// Every flag can also be set through the environment variable shown next to it.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "ranking-server", version, about)]
+#[command(name = "ranking-server", version, about, args_override_self = true)]
 pub struct Settings {
     /// gRPC listen address (port 0 picks a free port, which is logged).
     #[arg(long, env = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
@@ -25,6 +25,10 @@ pub struct Settings {
     /// Redis for rankings (redis://…); unset keeps rankings in process.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
+
+    /// Prefix of every Redis key, so deployments (or tests) can share one Redis.
+    #[arg(long, env = "RANKING_REDIS_PREFIX", default_value = "ranking")]
+    pub redis_prefix: String,
 
     /// IANA time zone of ranking days and hours.
     #[arg(long, env = "RANKING_TZ", default_value = "UTC", value_parser = parse_tz)]

@@ -13,6 +13,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use crate::adapters::memory::MemoryRankingStore;
+use crate::adapters::redis::{RedisOptions, RedisRankingStore};
 use crate::adapters::sql::{SqlMetricsStore, SqlOptions};
 use crate::config::Settings;
 use crate::domain::calendar::RankingCalendar;
@@ -47,7 +48,12 @@ impl Application {
         let store = Arc::new(SqlMetricsStore::connect(&sql).await.context("failed to open the SQL database")?);
 
         let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match &settings.redis_url {
-            Some(url) => anyhow::bail!("REDIS_URL={url} is set, but this build has no Redis ranking store yet"),
+            Some(url) => {
+                let mut options = RedisOptions::new(url.clone());
+                options.prefix = settings.redis_prefix.clone();
+                let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
+                (redis.clone(), redis)
+            }
             None => {
                 let memory = Arc::new(MemoryRankingStore::new());
                 (memory.clone(), memory)

@@ -307,3 +307,27 @@ async fn shutdown_finishes_in_flight_calls_and_exits_cleanly() {
         db.drop_db().await;
     }
 }
+
+#[tokio::test]
+async fn the_day_boundary_follows_ranking_tz() {
+    let mut app = TestApp::spawn(&["--tz=Asia/Seoul"]).await;
+    let tz = chrono_tz::Asia::Seoul;
+    let today = Utc::now().with_timezone(&tz).date_naive();
+    let yesterday = today - Days::new(1);
+    let midnight =
+        today.and_time(NaiveTime::MIN).and_local_timezone(tz).single().expect("unambiguous").with_timezone(&Utc);
+    let last_second = midnight - Duration::seconds(1);
+    app.record(vec![
+        event("late", 1, EventType::View, 0, last_second),
+        event("early", 2, EventType::View, 0, midnight),
+    ])
+    .await;
+    app.recompute(&yesterday.to_string()).await;
+    app.recompute(&today.to_string()).await;
+    let y = app.top(&yesterday.to_string(), 10).await;
+    let t = app.top(&today.to_string(), 10).await;
+    assert_eq!(y.products.iter().map(|p| p.product_id).collect::<Vec<_>>(), vec![1], "23:59:59 local is yesterday");
+    assert_eq!(t.products.iter().map(|p| p.product_id).collect::<Vec<_>>(), vec![2], "00:00:00 local is today");
+    assert_eq!(t.date, today.to_string(), "an empty date means today in RANKING_TZ");
+    app.stop().await;
+}

@@ -161,34 +161,6 @@ impl DayStanding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::NaiveDate;
-
-    fn date(d: u32) -> NaiveDate {
-        NaiveDate::from_ymd_opt(2026, 4, d).expect("valid test date")
-    }
-
-    fn order(amount: i64) -> DailyMetrics {
-        DailyMetrics { order_amount: amount, ..Default::default() }
-    }
-
-    #[test]
-    fn article_vectors_for_order_points() {
-        let w = Weights::default();
-        // The article quotes the first three decimals: 5.526…, 4.145…, 6.907….
-        let truncated = |x: f64| (x * 1000.0).floor() / 1000.0;
-        assert_eq!(truncated(w.order_points(10_000)), 5.526);
-        assert_eq!(truncated(w.order_points(1_000)), 4.145);
-        assert_eq!(truncated(w.order_points(100_000)), 6.907);
-        assert_eq!(w.order_points(0), 0.0);
-    }
-
-    #[test]
-    fn main_score_follows_the_formula_in_order() {
-        let w = Weights::default();
-        let m = DailyMetrics { views: 30, likes: 5, order_amount: 10_000 };
-        let expected = 30.0 * 0.1 + 5.0 * 0.2 + 10_000f64.ln_1p() * 0.6 + 4.0 * 0.1;
-        assert_eq!(w.main_score(&m, CarryOver(4)), expected);
-    }
 
     /// Ranks `day` (index into `days`) by folding the ledger through the earlier days.
     fn standings(w: Weights, days: &[Vec<(i64, DailyMetrics)>]) -> Vec<(i64, DayStanding)> {

@@ -54,7 +54,10 @@ impl RankingApi {
                     Some(h) => h,
                     None if day == now.date => now.hour,
                     None => {
-                        return Err(invalid("hour", "required for WINDOW_HOURLY when a date other than today is given"));
+                        return Err(invalid(
+                            "hour",
+                            "required for WINDOW_HOURLY when a date other than today is given",
+                        ));
                     }
                 };
                 RankingKey::Hourly(RankingHour { date: day, hour })

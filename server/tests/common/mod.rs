@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -78,8 +80,14 @@ pub struct TestApp {
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
 
-/// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), and the
-/// given overrides as command-line flags.
+/// The Redis of the integration tests, when `RANKING_TEST_REDIS` names one; each test then
+/// uses a key prefix of its own.
+pub fn test_redis() -> Option<String> {
+    std::env::var("RANKING_TEST_REDIS").ok().filter(|s| !s.is_empty())
+}
+
+/// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), the test
+/// Redis under a fresh prefix when configured, and the given overrides as flags.
 pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
     let mut args = vec![
         "ranking-server".to_string(),
@@ -87,6 +95,10 @@ pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
         format!("--database-url={db_url}"),
         "--recompute-interval=0".into(),
     ];
+    if let Some(redis) = test_redis() {
+        args.push(format!("--redis-url={redis}"));
+        args.push(format!("--redis-prefix=test-{:016x}", rand_u64()));
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     Settings::try_parse_from(args).expect("test settings parse")
 }
@@ -139,6 +151,17 @@ impl TestApp {
             .await
             .expect("Recompute succeeds")
             .into_inner()
+    }
+
+    pub async fn rank(
+        &mut self,
+        product_id: i64,
+        date: &str,
+    ) -> Result<v1::GetRankResponse, ranking_client::tonic::Status> {
+        self.client
+            .get_rank(v1::GetRankRequest { product_id, date: date.into(), ..Default::default() })
+            .await
+            .map(|r| r.into_inner())
     }
 
     pub async fn top(&mut self, date: &str, limit: u32) -> v1::GetTopNResponse {

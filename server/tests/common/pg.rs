@@ -1,0 +1,93 @@
+//! A throwaway PostgreSQL server for failure tests: its own data directory and port, so a
+//! test can stop and restart the database under a running service without touching the
+//! shared server.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A private PostgreSQL instance.
+pub struct ThrowawayPostgres {
+    pub port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl ThrowawayPostgres {
+    /// Initialises and starts an instance, or returns `None` when PostgreSQL's server
+    /// binaries are not installed here.
+    pub fn start() -> Option<Self> {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .find(|p| p.join("initdb").exists())?;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            l.local_addr().ok()?.port()
+        };
+        let dir = std::env::temp_dir().join(format!("rk-pg-{port}-{:x}", super::rand_u64()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let me = Self { port, dir, bin };
+        // PostgreSQL refuses to run as root; run it as the `postgres` user when we are root.
+        me.run(&format!("chown postgres {}", me.dir.display()), false);
+        me.run(
+            &format!("{}/initdb -D {}/data -A trust -U postgres >/dev/null", me.bin.display(), me.dir.display()),
+            true,
+        )
+        .then_some(())?;
+        me.pg_ctl("start").then_some(me)
+    }
+
+    fn run(&self, script: &str, as_pg: bool) -> bool {
+        let root = running_as_root();
+        let mut cmd = if as_pg && root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", "sh", "-c", script]);
+            c
+        } else {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
+        cmd.status().map(|s| s.success()).unwrap_or(false)
+    }
+
+    fn pg_ctl(&self, action: &str) -> bool {
+        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        self.run(
+            &format!(
+                "{}/pg_ctl -D {}/data -o '{opts}' -l {}/log -w -t 30 {action} >/dev/null 2>&1",
+                self.bin.display(),
+                self.dir.display(),
+                self.dir.display()
+            ),
+            true,
+        )
+    }
+
+    /// URL of the `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server immediately (connections are cut).
+    pub fn stop(&self) {
+        assert!(self.pg_ctl("stop -m immediate"), "throwaway PostgreSQL stops");
+    }
+
+    /// Starts it again on the same port and data.
+    pub fn restart(&self) {
+        assert!(self.pg_ctl("start"), "throwaway PostgreSQL restarts");
+    }
+}
+
+fn running_as_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
+}
+
+impl Drop for ThrowawayPostgres {
+    fn drop(&mut self) {
+        self.pg_ctl("stop -m immediate");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,208 @@
+//! The Redis ranking store against a real Redis (`RANKING_TEST_REDIS`, default the local
+//! one): rebuild after a flush, replicas, atomic replace under readers, hourly keys, and
+//! reads while the database is down. Each test works under a key prefix of its own.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{Days, NaiveTime, Utc};
+use common::{TestApp, TestDb, event, rand_u64, settings, views};
+use ranking_client::v1::{self, EventType};
+use redis::AsyncCommands;
+
+fn redis_url() -> String {
+    common::test_redis().unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+}
+
+/// Settings on `db_url` with Redis under `prefix`.
+fn redis_settings(db_url: &str, prefix: &str, extra: &[&str]) -> ranking_server::config::Settings {
+    let mut args = vec![format!("--redis-url={}", redis_url()), format!("--redis-prefix={prefix}")];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    settings(db_url, &args)
+}
+
+async fn redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("redis reachable")
+}
+
+async fn keys(prefix: &str) -> Vec<String> {
+    let mut conn = redis().await;
+    let mut keys: Vec<String> = conn.keys(format!("{prefix}:*")).await.expect("KEYS");
+    keys.sort();
+    keys
+}
+
+/// Deletes every key of the prefix: a FLUSHALL as far as this test's service can tell.
+async fn flush(prefix: &str) {
+    let mut conn = redis().await;
+    for k in keys(prefix).await {
+        let _: () = conn.del(k).await.expect("DEL");
+    }
+}
+
+async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
+    let mut conn = redis().await;
+    let mut out = Vec::new();
+    for k in keys(prefix).await.into_iter().filter(|k| k.ends_with(":daily")) {
+        let members: Vec<(String, f64)> = conn.zrange_withscores(&k, 0, -1).await.expect("ZRANGE");
+        out.push((k, members));
+    }
+    out
+}
+
+fn day(n: u64) -> String {
+    (Utc::now().date_naive() - Days::new(n)).to_string()
+}
+
+fn noon(n: u64) -> chrono::DateTime<Utc> {
+    (Utc::now().date_naive() - Days::new(n)).and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("valid")).and_utc()
+}
+
+#[tokio::test]
+async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut app = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    for n in [3u64, 2, 1, 0] {
+        let at = if n == 0 { Utc::now() } else { noon(n) };
+        let mut events = Vec::new();
+        for p in 1..=40i64 {
+            events.extend(views(&format!("d{n}p{p}"), p, ((p * 7 + n as i64 * 3) % 23) as usize * 5, at));
+            if p % 3 == 0 {
+                events.push(event(&format!("o{n}p{p}"), p, EventType::Order, p * 1_000, at));
+            }
+            if p % 4 == 0 {
+                events.push(event(&format!("l{n}p{p}"), p, EventType::Like, 0, at));
+            }
+        }
+        app.record(events).await;
+    }
+    for n in [3u64, 2, 1, 0] {
+        app.recompute(&day(n)).await;
+    }
+    let before = snapshot(&prefix).await;
+    assert_eq!(before.len(), 4);
+    assert!(before.iter().all(|(_, m)| !m.is_empty()));
+    let key = format!("{prefix}:{{{}}}:daily", day(0));
+    let mut conn = redis().await;
+    let ttl: i64 = conn.ttl(&key).await.expect("TTL");
+    assert!(ttl > 8 * 86_400 && ttl <= 9 * 86_400, "daily keys expire retention days after the day ends: {ttl}");
+
+    flush(&prefix).await;
+    assert!(snapshot(&prefix).await.is_empty());
+    // The scheduler's start-up run restores today and (missing) yesterday by itself.
+    app.scheduler.startup(Utc::now()).await;
+    let restored = snapshot(&prefix).await;
+    assert_eq!(restored.len(), 2);
+    for n in [3u64, 2] {
+        app.recompute(&day(n)).await;
+    }
+    assert_eq!(snapshot(&prefix).await, before, "identical members and scores, carry-over included");
+    app.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn two_replicas_recompute_each_day_once_per_tick() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let a = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--recompute-interval=1h"])).await;
+    let b = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--recompute-interval=1h"])).await;
+    let mut a = a;
+    a.record(views("r", 9, 10, Utc::now())).await;
+    let now = Utc::now();
+    let (ra, rb) = tokio::join!(a.scheduler.tick(now), b.scheduler.tick(now));
+    assert_eq!(ra.len() + rb.len(), 1, "one recompute of today between both replicas: {ra:?} {rb:?}");
+    let (ra, rb) = tokio::join!(a.scheduler.tick(now), b.scheduler.tick(now));
+    assert_eq!(ra.len() + rb.len(), 0, "the same tick does not recompute again");
+    // Both replicas read the same ranking.
+    let mut b = b;
+    assert_eq!(a.top("", 10).await, b.top("", 10).await);
+    a.stop().await;
+    b.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn readers_never_see_a_partial_ranking() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut app = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let now = Utc::now();
+    let mut events = Vec::new();
+    for p in 1..=20_000i64 {
+        events.push(event(&format!("a{p}"), p, EventType::View, 0, now));
+    }
+    for chunk in events.chunks(10_000) {
+        app.record(chunk.to_vec()).await;
+    }
+    app.recompute("").await;
+    // Grow the population so that the next recompute writes a different ranking.
+    let more: Vec<_> = (20_001..=30_000i64).map(|p| event(&format!("b{p}"), p, EventType::View, 0, now)).collect();
+    app.record(more).await;
+
+    let mut reader = app.client.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let reads = tokio::spawn(async move {
+        let mut seen = std::collections::BTreeSet::new();
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let r = reader.get_top_n(v1::GetTopNRequest { limit: 1, ..Default::default() }).await.expect("read");
+            seen.insert(r.into_inner().total);
+        }
+        seen
+    });
+    for _ in 0..3 {
+        app.recompute("").await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = reads.await.expect("reader");
+    assert!(seen.iter().all(|t| *t == 20_000 || *t == 30_000), "only whole rankings are visible: {seen:?}");
+    assert!(seen.contains(&30_000));
+    assert!(keys(&prefix).await.iter().all(|k| !k.contains("staging")), "no staging key is left behind");
+    app.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn hourly_keys_ignore_duplicates_and_expire() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut app = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let now = Utc::now();
+    app.record(vec![event("h1", 5, EventType::View, 0, now), event("h1", 5, EventType::View, 0, now)]).await;
+    app.record(vec![event("h1", 5, EventType::View, 0, now), event("h2", 5, EventType::Unlike, 0, now)]).await;
+    let hourly = keys(&prefix).await.into_iter().find(|k| k.contains(":hour:")).expect("hourly key");
+    let mut conn = redis().await;
+    let score: f64 = conn.zscore(&hourly, format!("{:019}", 5)).await.expect("ZSCORE");
+    assert!((score - (0.1 - 0.2)).abs() < 1e-12, "one view, one unlike: {score}");
+    let ttl: i64 = conn.ttl(&hourly).await.expect("TTL");
+    assert!(ttl > 2 * 3_600 && ttl <= 3 * 3_600, "expires 2 h after the hour ends: {ttl}");
+    app.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn reads_keep_working_with_the_database_stopped() {
+    let Some(pg) = common::pg::ThrowawayPostgres::start() else {
+        panic!("PostgreSQL server binaries are required (make test installs them)");
+    };
+    let prefix = format!("t{:x}", rand_u64());
+    let mut app = TestApp::spawn_on(redis_settings(&pg.url(), &prefix, &["--db-timeout=1s"])).await;
+    app.record(views("x", 77, 5, Utc::now())).await;
+    app.recompute("").await;
+    pg.stop();
+    let top = app.top("", 10).await;
+    assert_eq!(top.products[0].product_id, 77);
+    assert_eq!(app.rank(77, "").await.expect("rank").product.expect("entry").rank, 1);
+    let err = app
+        .client
+        .record_events(v1::RecordEventsRequest { events: views("y", 77, 1, Utc::now()) })
+        .await
+        .expect_err("writes need the database");
+    assert_eq!(err.code(), ranking_client::tonic::Code::Unavailable, "{}", err.message());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    app.stop().await;
+}

@@ -45,7 +45,7 @@ pub struct SqlOptions {
 impl SqlOptions {
     /// Defaults for `url`.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), max_connections: 16, connect_timeout: Duration::from_secs(5), max_attempts: 8 }
+        Self { url: url.into(), max_connections: 16, connect_timeout: Duration::from_secs(5), max_attempts: 20 }
     }
 }
 
@@ -211,6 +211,10 @@ impl SqlMetricsStore {
             return Ok(HashSet::new());
         }
 
+        // Every writer inserts ids in the same (byte) order, so two batches sharing ids wait
+        // for each other instead of deadlocking on the primary key.
+        let mut fresh = fresh;
+        fresh.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
         let inserted = self.insert_events(&txn, batch, &fresh, now_us).await?;
         if inserted != fresh.len() as u64 {
             // Another transaction committed one of these ids after our filter query; start

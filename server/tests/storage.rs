@@ -1,0 +1,252 @@
+//! SQL ingestion under concurrency and failure: overlapping batches from concurrent
+//! writers, racing duplicates, and a database that stops mid-run. Runs on whatever backend
+//! `RANKING_TEST_DATABASE` names (SQLite, PostgreSQL, MariaDB); the stop/restart test uses a
+//! throwaway PostgreSQL of its own.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::Utc;
+use common::{TestApp, event};
+use ranking_client::tonic::Code;
+use ranking_client::v1::{self, EventType};
+use sea_orm::{ConnectionTrait, Database, Statement};
+
+/// Per product: (views, likes, orders, order_amount).
+type Counts = BTreeMap<i64, (i64, i64, i64, i64)>;
+
+/// A deterministic mix of events over 60 products, Zipf-like: product p gets ~1/p of them.
+fn universe(n: usize, seed: u64) -> Vec<v1::Event> {
+    let now = Utc::now();
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    (0..n)
+        .map(|i| {
+            let r = next();
+            let product = 1 + ((60.0 / (1.0 + (r % 1000) as f64 / 20.0)) as i64).min(59);
+            match r % 5 {
+                0 => event(&format!("e{i}"), product, EventType::Order, ((r >> 8) % 100_000) as i64, now),
+                1 => event(&format!("e{i}"), product, EventType::Like, 0, now),
+                _ => event(&format!("e{i}"), product, EventType::View, 0, now),
+            }
+        })
+        .collect()
+}
+
+fn expected(events: &[v1::Event]) -> Counts {
+    let mut c = Counts::new();
+    for e in events {
+        let row = c.entry(e.product_id).or_default();
+        match EventType::try_from(e.r#type) {
+            Ok(EventType::View) => row.0 += 1,
+            Ok(EventType::Like) => row.1 += 1,
+            Ok(EventType::Order) => {
+                row.2 += 1;
+                row.3 += e.amount;
+            }
+            _ => unreachable!("the universe has views, likes and orders"),
+        }
+    }
+    c
+}
+
+async fn stored(url: &str, table: &str) -> Counts {
+    let db = Database::connect(url).await.expect("connect");
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            format!("SELECT product_id, views, likes, orders, order_amount FROM {table}"),
+        ))
+        .await
+        .expect("query");
+    let mut c = Counts::new();
+    for r in rows {
+        let g = |i| r.try_get_by_index::<i64>(i).expect("column");
+        let row = c.entry(g(0)).or_default();
+        // Daily rows of one product (one day here) add up to the all-time row.
+        *row = (row.0 + g(1), row.1 + g(2), row.2 + g(3), row.3 + g(4));
+    }
+    c
+}
+
+async fn count_events(url: &str) -> i64 {
+    let db = Database::connect(url).await.expect("connect");
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) FROM events"))
+        .await
+        .expect("query")
+        .expect("row");
+    row.try_get_by_index(0).expect("count")
+}
+
+/// Writer `w`'s batches: the universe shuffled by a writer-specific permutation, cut into
+/// overlapping batches, with some ids repeated inside a batch.
+fn batches_for(w: u64, universe: &[v1::Event], size: usize) -> Vec<Vec<v1::Event>> {
+    let mut order: Vec<usize> = (0..universe.len()).collect();
+    let mut s = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..order.len()).rev() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        order.swap(i, (s % (i as u64 + 1)) as usize);
+    }
+    order
+        .chunks(size)
+        .map(|chunk| {
+            let mut b: Vec<_> = chunk.iter().map(|i| universe[*i].clone()).collect();
+            b.extend(chunk.iter().take(size / 10).map(|i| universe[*i].clone())); // in-batch duplicates
+            b
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_overlapping_batches_end_with_exact_counts() {
+    let app = TestApp::spawn(&[]).await;
+    let universe = universe(3_000, 7);
+    let mut writers = Vec::new();
+    for w in 0..8u64 {
+        let mut client = app.client.clone();
+        let batches = batches_for(w, &universe, 400);
+        writers.push(tokio::spawn(async move {
+            let (mut accepted, mut sent) = (0u64, 0u64);
+            for b in batches {
+                sent += b.len() as u64;
+                let r = client
+                    .record_events(v1::RecordEventsRequest { events: b })
+                    .await
+                    .expect("no error reaches a caller");
+                accepted += u64::from(r.into_inner().accepted);
+            }
+            (accepted, sent)
+        }));
+    }
+    let mut total_accepted = 0;
+    for w in writers {
+        total_accepted += w.await.expect("writer").0;
+    }
+    assert_eq!(total_accepted, 3_000, "every id accepted exactly once across all writers");
+    let url = app.db.as_ref().expect("db").url.clone();
+    assert_eq!(count_events(&url).await, 3_000);
+    let want = expected(&universe);
+    assert_eq!(stored(&url, "product_metrics").await, want);
+    assert_eq!(stored(&url, "product_daily_metrics").await, want);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_event_from_50_callers_is_accepted_once() {
+    let app = TestApp::spawn(&[]).await;
+    let e = event("racing", 11, EventType::Order, 5_000, Utc::now());
+    let mut callers = Vec::new();
+    for _ in 0..50 {
+        let mut client = app.client.clone();
+        let e = e.clone();
+        callers.push(tokio::spawn(async move {
+            client.record_event(v1::RecordEventRequest { event: Some(e) }).await.expect("ok").into_inner().outcome
+        }));
+    }
+    let mut outcomes = HashMap::new();
+    for c in callers {
+        *outcomes.entry(c.await.expect("caller")).or_insert(0) += 1;
+    }
+    assert_eq!(outcomes.get(&(v1::RecordOutcome::Accepted as i32)), Some(&1));
+    assert_eq!(outcomes.get(&(v1::RecordOutcome::Duplicate as i32)), Some(&49));
+    let url = app.db.as_ref().expect("db").url.clone();
+    assert_eq!(stored(&url, "product_metrics").await.get(&11), Some(&(0, 0, 1, 5_000)));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_database_means_unavailable_and_retries_land_exactly_once() {
+    let Some(pg) = common::pg::ThrowawayPostgres::start() else {
+        panic!("PostgreSQL server binaries are required (make test installs them)");
+    };
+    let app = TestApp::spawn_on(common::settings(&pg.url(), &["--db-timeout=1s"])).await;
+    let universe = universe(2_000, 99);
+    let mut writers = Vec::new();
+    for w in 0..4u64 {
+        let mut client = app.client.clone();
+        let batches = batches_for(w, &universe, 250);
+        writers.push(tokio::spawn(async move {
+            let mut unavailable = 0;
+            for b in batches {
+                // A caller retrying with the same ids, as UNAVAILABLE invites it to.
+                loop {
+                    match client.record_events(v1::RecordEventsRequest { events: b.clone() }).await {
+                        Ok(_) => break,
+                        Err(s) if s.code() == Code::Unavailable => {
+                            unavailable += 1;
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        Err(s) => panic!("unexpected status {s:?}"),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            unavailable
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    pg.stop();
+    // While it is down, a write is refused, never falsely confirmed.
+    let mut client = app.client.clone();
+    let err = client
+        .record_event(v1::RecordEventRequest { event: Some(event("while-down", 1, EventType::View, 0, Utc::now())) })
+        .await
+        .expect_err("no durable commit, no OK");
+    assert_eq!(err.code(), Code::Unavailable, "{}", err.message());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pg.restart();
+
+    let mut refused = 0;
+    for w in writers {
+        refused += w.await.expect("writer");
+    }
+    assert!(refused > 0, "the outage was seen by the writers");
+    assert_eq!(stored(&pg.url(), "product_metrics").await, expected(&universe));
+    assert_eq!(count_events(&pg.url()).await, 2_000);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn retention_prunes_old_events_and_days_in_chunks() {
+    use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
+    use ranking_server::domain::event::{Event, EventKind};
+    use ranking_server::ports::{DatedEvent, MetricsStore};
+
+    let db = common::TestDb::create().await;
+    let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
+    let now = Utc::now();
+    let dated = |id: &str, days_ago: i64| {
+        let at = now - chrono::Duration::days(days_ago);
+        DatedEvent {
+            event: Event {
+                event_id: id.into(),
+                product_id: 1 + days_ago,
+                kind: EventKind::View,
+                amount: 0,
+                occurred_at: at,
+            },
+            date: at.date_naive(),
+        }
+    };
+    // Seven events older than 8 days, three recent ones.
+    let batch: Vec<_> = (0..10).map(|i| dated(&format!("p{i}"), if i < 7 { 9 + i } else { i - 7 })).collect();
+    store.record(&batch).await.expect("record");
+    let cutoff = now - chrono::Duration::days(8);
+    let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
+    assert_eq!(deleted, 14, "7 events and their 7 daily rows, three rows per statement");
+    assert_eq!(count_events(&db.url).await, 3);
+    let days = stored(&db.url, "product_daily_metrics").await;
+    assert_eq!(days.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(stored(&db.url, "product_metrics").await.len(), 10, "all-time metrics are kept");
+    db.drop_db().await;
+}

@@ -1,10 +1,12 @@
 //! The SQL metrics store (sea-orm): PostgreSQL, MySQL/MariaDB and SQLite.
 //!
-//! A batch is one transaction of a bounded number of statements, whatever its size:
+//! A batch is one transaction of a constant number of statements, whatever its size:
 //! one query filters already-stored ids, one insert-or-ignore stores the fresh events, and
 //! one upsert per metrics table applies the folded deltas (plus one clamp upsert per table
-//! when an UNLIKE could take likes below zero, see [`crate::domain::delta`]). Statements are
-//! split only where a database's bind-parameter limit forces it. Rows are applied in
+//! when an UNLIKE could take likes below zero, see [`crate::domain::delta`]). On PostgreSQL
+//! each statement binds one array per column (`UNNEST`); elsewhere numbers are written as
+//! literals so only event ids are bound (10,000 ids stay below every engine's parameter
+//! limit). Rows are applied in
 //! ascending primary-key order so overlapping batches lock in the same order; a transaction
 //! that still hits a deadlock, a serialization failure or a concurrent insert of the same id
 //! is retried from scratch with jittered backoff.
@@ -24,10 +26,6 @@ use tokio::sync::Mutex;
 use crate::domain::delta::MetricsDelta;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, StoreError};
-
-/// Most bind parameters one statement may carry on every supported engine (SQLite's default
-/// limit is 32,766; PostgreSQL and MySQL allow 65,535).
-const MAX_PARAMS: usize = 32_766;
 
 /// Connection settings of the SQL store.
 #[derive(Debug, Clone)]
@@ -122,24 +120,32 @@ impl SqlMetricsStore {
         Statement::from_sql_and_values(self.backend, sql, values)
     }
 
-    /// `(?, ?, …), (?, ?, …)` — or `$n` on PostgreSQL — for `rows` rows of `cols` columns.
-    fn tuples(&self, rows: usize, cols: usize) -> String {
-        let mut n = 0;
-        let mut out = String::with_capacity(rows * cols * 4);
-        for r in 0..rows {
+    /// The row source of an `INSERT … SELECT`/`INSERT … VALUES`: on PostgreSQL one
+    /// `UNNEST` of typed arrays (a fixed number of parameters whatever the row count), elsewhere
+    /// a `VALUES` list with numbers and dates written as literals and strings bound. Either
+    /// way one statement carries the whole batch.
+    fn row_source(&self, rows: &Rows, values: &mut Vec<Value>) -> String {
+        if self.backend == DbBackend::Postgres {
+            let arrays: Vec<String> = rows
+                .columns
+                .iter()
+                .map(|c| {
+                    let (value, ty) = c.array();
+                    values.push(value);
+                    format!("${}::{ty}[]", values.len())
+                })
+                .collect();
+            return format!("SELECT * FROM UNNEST({})", arrays.join(", "));
+        }
+        let mut out = String::with_capacity(rows.len * rows.columns.len() * 12 + 8);
+        out.push_str("VALUES ");
+        for r in 0..rows.len {
             out.push_str(if r == 0 { "(" } else { ",(" });
-            for c in 0..cols {
-                if c > 0 {
+            for (i, c) in rows.columns.iter().enumerate() {
+                if i > 0 {
                     out.push(',');
                 }
-                n += 1;
-                match self.backend {
-                    DbBackend::Postgres => {
-                        out.push('$');
-                        out.push_str(&n.to_string());
-                    }
-                    _ => out.push('?'),
-                }
+                c.literal_or_bind(r, &mut out, values);
             }
             out.push(')');
         }
@@ -174,11 +180,11 @@ impl SqlMetricsStore {
         }
     }
 
-    fn insert_or_ignore(&self, table_and_cols: &str, tuples: &str) -> String {
+    fn insert_or_ignore(&self, table_and_cols: &str, source: &str) -> String {
         match self.backend {
-            DbBackend::MySql => format!("INSERT IGNORE INTO {table_and_cols} VALUES {tuples}"),
-            DbBackend::Sqlite => format!("INSERT OR IGNORE INTO {table_and_cols} VALUES {tuples}"),
-            _ => format!("INSERT INTO {table_and_cols} VALUES {tuples} ON CONFLICT DO NOTHING"),
+            DbBackend::MySql => format!("INSERT IGNORE INTO {table_and_cols} {source}"),
+            DbBackend::Sqlite => format!("INSERT OR IGNORE INTO {table_and_cols} {source}"),
+            _ => format!("INSERT INTO {table_and_cols} {source} ON CONFLICT DO NOTHING"),
         }
     }
 
@@ -213,9 +219,9 @@ impl SqlMetricsStore {
 
         // Every writer inserts ids in the same (byte) order, so two batches sharing ids wait
         // for each other instead of deadlocking on the primary key.
-        let mut fresh = fresh;
-        fresh.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
-        let inserted = self.insert_events(&txn, batch, &fresh, now_us).await?;
+        let mut by_id = fresh.clone();
+        by_id.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
+        let inserted = self.insert_events(&txn, batch, &by_id, now_us).await?;
         if inserted != fresh.len() as u64 {
             // Another transaction committed one of these ids after our filter query; start
             // over so that it is reported as a duplicate and counted once.
@@ -227,6 +233,7 @@ impl SqlMetricsStore {
             )));
         }
 
+        // Folded in batch order: likes and unlikes are order-sensitive.
         let mut daily: BTreeMap<(NaiveDate, i64), MetricsDelta> = BTreeMap::new();
         let mut all_time: BTreeMap<i64, MetricsDelta> = BTreeMap::new();
         for i in &fresh {
@@ -246,30 +253,32 @@ impl SqlMetricsStore {
         batch: &[DatedEvent],
         candidates: &[usize],
     ) -> Result<HashMap<String, StoredEvent>, Attempt> {
-        let id_expr = match self.backend {
-            DbBackend::MySql => "CAST(event_id AS CHAR(128))",
-            _ => "event_id",
+        let ids: Vec<String> = candidates.iter().map(|i| batch[*i].event.event_id.clone()).collect();
+        let columns = "product_id, event_type, amount, occurred_at FROM events";
+        let (sql, values) = match self.backend {
+            DbBackend::Postgres => {
+                (format!("SELECT event_id, {columns} WHERE event_id = ANY($1::text[])"), vec![Value::from(ids)])
+            }
+            backend => {
+                let placeholders = vec!["?"; ids.len()].join(",");
+                // MySQL keeps ids as VARBINARY (byte comparison); read them back as text.
+                let id = if backend == DbBackend::MySql { "CAST(event_id AS CHAR(128))" } else { "event_id" };
+                (
+                    format!("SELECT {id}, {columns} WHERE event_id IN ({placeholders})"),
+                    ids.into_iter().map(Value::from).collect(),
+                )
+            }
         };
         let mut stored = HashMap::new();
-        for chunk in candidates.chunks(MAX_PARAMS) {
-            let placeholders = match self.backend {
-                DbBackend::Postgres => (1..=chunk.len()).map(|n| format!("${n}")).collect::<Vec<_>>().join(","),
-                _ => vec!["?"; chunk.len()].join(","),
+        for row in txn.query_all_raw(self.statement(sql, values)).await? {
+            let id: String = row.try_get_by_index(0)?;
+            let event = StoredEvent {
+                product_id: row.try_get_by_index(1)?,
+                event_type: row.try_get_by_index(2)?,
+                amount: row.try_get_by_index(3)?,
+                occurred_at: row.try_get_by_index(4)?,
             };
-            let sql = format!(
-                "SELECT {id_expr}, product_id, event_type, amount, occurred_at FROM events WHERE event_id IN ({placeholders})"
-            );
-            let values = chunk.iter().map(|i| Value::from(batch[*i].event.event_id.clone())).collect();
-            for row in txn.query_all_raw(self.statement(sql, values)).await? {
-                let id: String = row.try_get_by_index(0)?;
-                let event = StoredEvent {
-                    product_id: row.try_get_by_index(1)?,
-                    event_type: row.try_get_by_index(2)?,
-                    amount: row.try_get_by_index(3)?,
-                    occurred_at: row.try_get_by_index(4)?,
-                };
-                stored.insert(id, event);
-            }
+            stored.insert(id, event);
         }
         Ok(stored)
     }
@@ -281,29 +290,26 @@ impl SqlMetricsStore {
         fresh: &[usize],
         now_us: i64,
     ) -> Result<u64, Attempt> {
-        const COLS: usize = 7;
-        let mut inserted = 0;
-        for chunk in fresh.chunks(MAX_PARAMS / COLS) {
-            let sql = self.insert_or_ignore(
-                "events (event_id, product_id, event_type, amount, occurred_at, metric_date, recorded_at)",
-                &self.tuples(chunk.len(), COLS),
-            );
-            let mut values = Vec::with_capacity(chunk.len() * COLS);
-            for i in chunk {
-                let e = &batch[*i];
-                values.extend([
-                    Value::from(e.event.event_id.clone()),
-                    e.event.product_id.into(),
-                    e.event.kind.code().into(),
-                    e.event.amount.into(),
-                    e.event.occurred_at.timestamp_micros().into(),
-                    e.date.into(),
-                    now_us.into(),
-                ]);
-            }
-            inserted += txn.execute_raw(self.statement(sql, values)).await?.rows_affected();
-        }
-        Ok(inserted)
+        let events = || fresh.iter().map(|i| &batch[*i]);
+        let rows = Rows {
+            len: fresh.len(),
+            columns: vec![
+                Column::Text(events().map(|e| e.event.event_id.clone()).collect()),
+                Column::Int(events().map(|e| e.event.product_id).collect()),
+                Column::SmallInt(events().map(|e| e.event.kind.code()).collect()),
+                Column::Int(events().map(|e| e.event.amount).collect()),
+                Column::Int(events().map(|e| e.event.occurred_at.timestamp_micros()).collect()),
+                Column::Date(events().map(|e| e.date).collect()),
+                Column::Int(vec![now_us; fresh.len()]),
+            ],
+        };
+        let mut values = Vec::new();
+        let source = self.row_source(&rows, &mut values);
+        let sql = self.insert_or_ignore(
+            "events (event_id, product_id, event_type, amount, occurred_at, metric_date, recorded_at)",
+            &source,
+        );
+        Ok(txn.execute_raw(self.statement(sql, values)).await?.rows_affected())
     }
 
     async fn apply_daily(
@@ -312,10 +318,8 @@ impl SqlMetricsStore {
         deltas: &BTreeMap<(NaiveDate, i64), MetricsDelta>,
         now_us: i64,
     ) -> Result<(), Attempt> {
-        const COLS: usize = 8;
         let head = "product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at)";
         let key = "metric_date, product_id";
-        let rows: Vec<_> = deltas.iter().collect();
         let add = self.upsert_tail(
             "product_daily_metrics",
             key,
@@ -328,25 +332,29 @@ impl SqlMetricsStore {
                 ("updated_at", UpsertOp::Replace),
             ],
         );
-        let row_values =
-            |((date, product), d): &(&(NaiveDate, i64), &MetricsDelta), likes: i64, additive: bool| -> [Value; COLS] {
-                let (views, orders, amount) = if additive { (d.views, d.orders, d.order_amount) } else { (0, 0, 0) };
-                [
-                    (*date).into(),
-                    (*product).into(),
-                    views.into(),
-                    likes.into(),
-                    orders.into(),
-                    amount.into(),
-                    d.last_event_us.into(),
-                    now_us.into(),
-                ]
+        let rows = |subset: &[(&(NaiveDate, i64), &MetricsDelta)], clamp: bool| {
+            let counter = |f: fn(&MetricsDelta) -> i64| {
+                Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
             };
-        self.upsert_rows(txn, head, &add, &rows, COLS, |r| row_values(r, r.1.likes.net, true)).await?;
-
+            Rows {
+                len: subset.len(),
+                columns: vec![
+                    Column::Date(subset.iter().map(|((date, _), _)| *date).collect()),
+                    Column::Int(subset.iter().map(|((_, product), _)| *product).collect()),
+                    counter(|d| d.views),
+                    Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
+                    counter(|d| d.orders),
+                    counter(|d| d.order_amount),
+                    Column::Int(subset.iter().map(|(_, d)| d.last_event_us).collect()),
+                    Column::Int(vec![now_us; subset.len()]),
+                ],
+            }
+        };
+        let all: Vec<_> = deltas.iter().collect();
+        self.upsert(txn, head, &add, &rows(&all, false)).await?;
+        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
         let clamp = self.upsert_tail("product_daily_metrics", key, &[("likes", UpsertOp::Max)]);
-        let clamped: Vec<_> = rows.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
-        self.upsert_rows(txn, head, &clamp, &clamped, COLS, |r| row_values(r, r.1.likes.floor, false)).await
+        self.upsert(txn, head, &clamp, &rows(&clamped, true)).await
     }
 
     async fn apply_all_time(
@@ -355,9 +363,7 @@ impl SqlMetricsStore {
         deltas: &BTreeMap<i64, MetricsDelta>,
         now_us: i64,
     ) -> Result<(), Attempt> {
-        const COLS: usize = 6;
         let head = "product_metrics (product_id, views, likes, orders, order_amount, updated_at)";
-        let rows: Vec<_> = deltas.iter().collect();
         let add = self.upsert_tail(
             "product_metrics",
             "product_id",
@@ -369,31 +375,37 @@ impl SqlMetricsStore {
                 ("updated_at", UpsertOp::Replace),
             ],
         );
-        let row_values = |(product, d): &(&i64, &MetricsDelta), likes: i64, additive: bool| -> [Value; COLS] {
-            let (views, orders, amount) = if additive { (d.views, d.orders, d.order_amount) } else { (0, 0, 0) };
-            [(**product).into(), views.into(), likes.into(), orders.into(), amount.into(), now_us.into()]
+        let rows = |subset: &[(&i64, &MetricsDelta)], clamp: bool| {
+            let counter = |f: fn(&MetricsDelta) -> i64| {
+                Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
+            };
+            Rows {
+                len: subset.len(),
+                columns: vec![
+                    Column::Int(subset.iter().map(|(product, _)| **product).collect()),
+                    counter(|d| d.views),
+                    Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
+                    counter(|d| d.orders),
+                    counter(|d| d.order_amount),
+                    Column::Int(vec![now_us; subset.len()]),
+                ],
+            }
         };
-        self.upsert_rows(txn, head, &add, &rows, COLS, |r| row_values(r, r.1.likes.net, true)).await?;
-
+        let all: Vec<_> = deltas.iter().collect();
+        self.upsert(txn, head, &add, &rows(&all, false)).await?;
+        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
         let clamp = self.upsert_tail("product_metrics", "product_id", &[("likes", UpsertOp::Max)]);
-        let clamped: Vec<_> = rows.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
-        self.upsert_rows(txn, head, &clamp, &clamped, COLS, |r| row_values(r, r.1.likes.floor, false)).await
+        self.upsert(txn, head, &clamp, &rows(&clamped, true)).await
     }
 
-    async fn upsert_rows<R, const N: usize>(
-        &self,
-        txn: &DatabaseTransaction,
-        head: &str,
-        tail: &str,
-        rows: &[R],
-        cols: usize,
-        values_of: impl Fn(&R) -> [Value; N],
-    ) -> Result<(), Attempt> {
-        for chunk in rows.chunks(MAX_PARAMS / cols) {
-            let sql = format!("INSERT INTO {head} VALUES {}{tail}", self.tuples(chunk.len(), cols));
-            let values = chunk.iter().flat_map(&values_of).collect();
-            txn.execute_raw(self.statement(sql, values)).await?;
+    /// One upsert statement for all `rows` (none when there are no rows).
+    async fn upsert(&self, txn: &DatabaseTransaction, head: &str, tail: &str, rows: &Rows) -> Result<(), Attempt> {
+        if rows.len == 0 {
+            return Ok(());
         }
+        let mut values = Vec::new();
+        let source = self.row_source(rows, &mut values);
+        txn.execute_raw(self.statement(format!("INSERT INTO {head} {source}{tail}"), values)).await?;
         Ok(())
     }
 
@@ -433,6 +445,49 @@ impl SqlMetricsStore {
                 return Ok(total);
             }
         }
+    }
+}
+
+/// Rows of one statement, column by column.
+struct Rows {
+    len: usize,
+    columns: Vec<Column>,
+}
+
+/// One typed column of [`Rows`].
+enum Column {
+    Int(Vec<i64>),
+    SmallInt(Vec<i16>),
+    Date(Vec<NaiveDate>),
+    Text(Vec<String>),
+}
+
+impl Column {
+    /// The column as one PostgreSQL array parameter and its element type.
+    fn array(&self) -> (Value, &'static str) {
+        match self {
+            Self::Int(v) => (Value::from(v.clone()), "bigint"),
+            Self::SmallInt(v) => (Value::from(v.clone()), "smallint"),
+            Self::Date(v) => (Value::from(v.clone()), "date"),
+            Self::Text(v) => (Value::from(v.clone()), "text"),
+        }
+    }
+
+    /// Writes row `r` of the column: numbers and dates as literals (their text cannot carry
+    /// SQL), strings as bound parameters.
+    fn literal_or_bind(&self, r: usize, out: &mut String, values: &mut Vec<Value>) {
+        use std::fmt::Write;
+        // Writing into a String cannot fail.
+        let _ = match self {
+            Self::Int(v) => write!(out, "{}", v[r]),
+            Self::SmallInt(v) => write!(out, "{}", v[r]),
+            Self::Date(v) => write!(out, "'{}'", v[r].format("%Y-%m-%d")),
+            Self::Text(v) => {
+                values.push(Value::from(v[r].clone()));
+                out.push('?');
+                Ok(())
+            }
+        };
     }
 }
 

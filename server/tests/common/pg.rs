@@ -10,12 +10,19 @@ pub struct ThrowawayPostgres {
     pub port: u16,
     dir: PathBuf,
     bin: PathBuf,
+    extra_options: String,
 }
 
 impl ThrowawayPostgres {
-    /// Initialises and starts an instance, or returns `None` when PostgreSQL's server
+    /// Initialises and starts an instance (without fsync: tests need no durability across a
+    /// machine crash), or returns `None` when PostgreSQL's server
     /// binaries are not installed here.
     pub fn start() -> Option<Self> {
+        Self::start_with("-c fsync=off")
+    }
+
+    /// Like [`ThrowawayPostgres::start`], with extra server options (`-c name=value …`).
+    pub fn start_with(extra_options: &str) -> Option<Self> {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()?
             .filter_map(|e| e.ok())
@@ -25,9 +32,11 @@ impl ThrowawayPostgres {
             let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
             l.local_addr().ok()?.port()
         };
-        let dir = std::env::temp_dir().join(format!("rk-pg-{port}-{:x}", super::rand_u64()));
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("rk-pg-{port}-{nanos:x}"));
         std::fs::create_dir_all(&dir).ok()?;
-        let me = Self { port, dir, bin };
+        let me = Self { port, dir, bin, extra_options: extra_options.to_string() };
         // PostgreSQL refuses to run as root; run it as the `postgres` user when we are root.
         me.run(&format!("chown postgres {}", me.dir.display()), false);
         me.run(
@@ -53,7 +62,8 @@ impl ThrowawayPostgres {
     }
 
     fn pg_ctl(&self, action: &str) -> bool {
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        let opts =
+            format!("-p {} -k {} -c listen_addresses=127.0.0.1 {}", self.port, self.dir.display(), self.extra_options);
         self.run(
             &format!(
                 "{}/pg_ctl -D {}/data -o '{opts}' -l {}/log -w -t 30 {action} >/dev/null 2>&1",

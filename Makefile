@@ -6,7 +6,7 @@ MYSQL_URL  ?= mysql://root@127.0.0.1:3306/test
 REDIS_URL_TEST ?= redis://127.0.0.1:6379
 BUF        := .tools/node_modules/.bin/buf
 
-.PHONY: run run-release test test-unit test-sqlite test-postgres test-mysql lint fmt migrate bench load buf
+.PHONY: run run-release test test-unit lint fmt migrate bench load buf
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
 run:
@@ -44,3 +44,15 @@ lint: $(BUF)
 
 fmt:
 	$(CARGO) fmt --all
+
+## Benchmarks (release build): figures printed as Markdown tables, also written to
+## target/bench-report.md. See BENCHMARKS.md for recorded runs.
+BENCH = $(CARGO) bench -p ranking-server --bench service --
+bench:
+	./scripts/test-services.sh
+	@: > target/bench-report.md
+	$(BENCH) ingest throwaway-postgres | tee -a target/bench-report.md
+	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md
+	$(BENCH) recompute-header | tee -a target/bench-report.md
+	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
+	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md

@@ -66,6 +66,12 @@ pub struct Settings {
     #[arg(long, env = "RANKING_CARRY_OVER", default_value_t = 0.1)]
     pub carry_over: f64,
 
+    /// Group-commit workers of RecordEvent: each turns the calls queued meanwhile into one
+    /// transaction. Few workers make large groups, which suits hot products whose rows every
+    /// transaction must lock.
+    #[arg(long, env = "RANKING_INGEST_WORKERS", default_value_t = 2)]
+    pub ingest_workers: usize,
+
     /// SQL connection pool size.
     #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
@@ -120,6 +126,9 @@ impl Settings {
                 "RANKING_RETENTION_DAYS ({}) must exceed RANKING_ACCEPT_DAYS ({}), so that a redelivered event is either still in the ledger or refused as too old",
                 self.retention_days, self.accept_days
             ));
+        }
+        if self.ingest_workers == 0 {
+            return Err("RANKING_INGEST_WORKERS must be at least 1".into());
         }
         if self.db_max_connections == 0 {
             return Err("RANKING_DB_MAX_CONNECTIONS must be at least 1".into());

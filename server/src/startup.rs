@@ -25,9 +25,6 @@ use crate::ports::{LeaseLock, MetricsStore, RankingStore};
 use crate::recompute::{Recompute, RecomputeRules};
 use crate::scheduler::Scheduler;
 
-/// Group-commit workers of the single-event path.
-const INGEST_WORKERS: usize = 4;
-
 /// A built, bound, not yet serving application.
 pub struct Application {
     listener: TcpListener,
@@ -69,7 +66,7 @@ impl Application {
             rankings.clone(),
             IngestRules { calendar, weights, accept_days: settings.accept_days },
             metrics.clone(),
-            INGEST_WORKERS,
+            settings.ingest_workers,
         );
         let recompute = Arc::new(Recompute::new(
             metrics_store.clone(),

@@ -331,3 +331,16 @@ async fn the_day_boundary_follows_ranking_tz() {
     assert_eq!(t.date, today.to_string(), "an empty date means today in RANKING_TZ");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn event_ids_are_compared_byte_for_byte() {
+    let mut app = TestApp::spawn(&[]).await;
+    let now = Utc::now();
+    let ids = ["Case", "case", "pad", "pad ", "quote\"d", "back\\slash", "~!@#$%^&*()_+{}|:<>?`-=[];',./"];
+    let events: Vec<_> = ids.iter().map(|id| event(id, 3, EventType::View, 0, now)).collect();
+    let r = app.record(events.clone()).await;
+    assert_eq!(r.accepted as usize, ids.len(), "ids differing in case or trailing space are distinct");
+    let again = app.record(events).await;
+    assert_eq!(again.duplicates as usize, ids.len(), "and each is recognised on redelivery");
+    app.stop().await;
+}

@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::TryStreamExt;
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, RuntimeErr,
-    Statement, StreamTrait, TransactionTrait, Value,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    IsolationLevel, RuntimeErr, Statement, StreamTrait, TransactionTrait, Value,
 };
 use tokio::sync::Mutex;
 
@@ -106,7 +106,7 @@ impl SqlMetricsStore {
         Ok(Self {
             db,
             backend,
-            write_gate: (backend == DbBackend::Sqlite).then(|| Mutex::new(())),
+            write_gate: matches!(backend, DbBackend::Sqlite | DbBackend::MySql).then(|| Mutex::new(())),
             max_attempts: options.max_attempts.max(1),
         })
     }
@@ -120,22 +120,38 @@ impl SqlMetricsStore {
         Statement::from_sql_and_values(self.backend, sql, values)
     }
 
-    /// The row source of an `INSERT … SELECT`/`INSERT … VALUES`: on PostgreSQL one
-    /// `UNNEST` of typed arrays (a fixed number of parameters whatever the row count), elsewhere
-    /// a `VALUES` list with numbers and dates written as literals and strings bound. Either
-    /// way one statement carries the whole batch.
+    /// The row source of an `INSERT … SELECT`/`INSERT … VALUES`, one statement for the whole
+    /// batch: on PostgreSQL an `UNNEST` of one typed array per column, on MySQL a `JSON_TABLE`
+    /// over one JSON document, on SQLite a `VALUES` list with numbers and dates written as
+    /// literals and strings bound. The PostgreSQL and MySQL texts do not depend on the row
+    /// count, so each is prepared once per connection: a statement text per batch would churn
+    /// the prepared-statement cache, and on MySQL every eviction costs a delayed-ACK stall
+    /// (about 40 ms) because the close message gets no reply.
     fn row_source(&self, rows: &Rows, values: &mut Vec<Value>) -> String {
-        if self.backend == DbBackend::Postgres {
-            let arrays: Vec<String> = rows
-                .columns
-                .iter()
-                .map(|c| {
-                    let (value, ty) = c.array();
-                    values.push(value);
-                    format!("${}::{ty}[]", values.len())
-                })
-                .collect();
-            return format!("SELECT * FROM UNNEST({})", arrays.join(", "));
+        match self.backend {
+            DbBackend::Postgres => {
+                let arrays: Vec<String> = rows
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        let (value, ty) = c.array();
+                        values.push(value);
+                        format!("${}::{ty}[]", values.len())
+                    })
+                    .collect();
+                return format!("SELECT * FROM UNNEST({})", arrays.join(", "));
+            }
+            DbBackend::MySql => {
+                values.push(Value::from(rows.to_json()));
+                let columns: Vec<String> = rows
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("c{i} {} PATH '$[{i}]'", c.mysql_type()))
+                    .collect();
+                return format!("SELECT * FROM JSON_TABLE(?, '$[*]' COLUMNS ({})) AS j", columns.join(", "));
+            }
+            _ => {}
         }
         let mut out = String::with_capacity(rows.len * rows.columns.len() * 12 + 8);
         out.push_str("VALUES ");
@@ -158,10 +174,9 @@ impl SqlMetricsStore {
 
     /// `ON CONFLICT … DO UPDATE SET` / `ON DUPLICATE KEY UPDATE` with `col = expr(old, new)`.
     fn upsert_tail(&self, table: &str, key: &str, sets: &[(&str, UpsertOp)]) -> String {
-        let (old, new): (Box<dyn Fn(&str) -> String>, Box<dyn Fn(&str) -> String>) = match self.backend {
-            DbBackend::MySql => (Box::new(|c| c.to_string()), Box::new(|c| format!("VALUES({c})"))),
-            _ => (Box::new(move |c| format!("{table}.{c}")), Box::new(|c| format!("excluded.{c}"))),
-        };
+        let mysql = self.backend == DbBackend::MySql;
+        let old = |c: &str| if mysql { c.to_string() } else { format!("{table}.{c}") };
+        let new = |c: &str| if mysql { format!("VALUES({c})") } else { format!("excluded.{c}") };
         let greatest = self.greatest();
         let assignments: Vec<String> = sets
             .iter()
@@ -194,7 +209,14 @@ impl SqlMetricsStore {
         candidates: &[usize],
         now_us: i64,
     ) -> Result<HashSet<usize>, Attempt> {
-        let txn = self.db.begin().await.map_err(|e| Attempt::Fail(StoreError::database(e)))?;
+        // InnoDB's default REPEATABLE READ takes gap locks on every upserted key range, which
+        // makes overlapping batches wait on (and deadlock with) rows they never touch. READ
+        // COMMITTED locks only the rows written, as PostgreSQL does by default.
+        let txn = match self.backend {
+            DbBackend::MySql => self.db.begin_with_config(Some(IsolationLevel::ReadCommitted), None).await,
+            _ => self.db.begin().await,
+        }
+        .map_err(|e| Attempt::Fail(StoreError::database(e)))?;
         let stored = self.stored_events(&txn, batch, candidates).await?;
         let fresh: Vec<usize> = candidates
             .iter()
@@ -221,16 +243,27 @@ impl SqlMetricsStore {
         // for each other instead of deadlocking on the primary key.
         let mut by_id = fresh.clone();
         by_id.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
-        let inserted = self.insert_events(&txn, batch, &by_id, now_us).await?;
-        if inserted != fresh.len() as u64 {
-            // Another transaction committed one of these ids after our filter query; start
-            // over so that it is reported as a duplicate and counted once.
-            txn.rollback().await.ok();
-            return Err(Attempt::Retry(format!(
-                "{} of {} ids raced with another writer",
-                fresh.len() as u64 - inserted,
-                fresh.len()
-            )));
+        let fresh = match self.insert_events(&txn, batch, &by_id, now_us).await? {
+            Inserted::Ids(ids) => {
+                // Ids another transaction committed after our filter query were skipped by the
+                // insert: they are duplicates, exactly like those the filter found.
+                fresh.into_iter().filter(|i| ids.contains(batch[*i].event.event_id.as_str())).collect()
+            }
+            Inserted::Count(n) if n == fresh.len() as u64 => fresh,
+            Inserted::Count(n) => {
+                // Without RETURNING we cannot tell which ids lost the race: start over, and
+                // the filter query will report them as duplicates.
+                txn.rollback().await.ok();
+                return Err(Attempt::Retry(format!(
+                    "{} of {} ids raced with another writer",
+                    fresh.len() as u64 - n,
+                    fresh.len()
+                )));
+            }
+        };
+        if fresh.is_empty() {
+            txn.commit().await?;
+            return Ok(HashSet::new());
         }
 
         // Folded in batch order: likes and unlikes are order-sensitive.
@@ -257,14 +290,23 @@ impl SqlMetricsStore {
         let columns = "product_id, event_type, amount, occurred_at FROM events";
         let (sql, values) = match self.backend {
             DbBackend::Postgres => {
-                (format!("SELECT event_id, {columns} WHERE event_id = ANY($1::text[])"), vec![Value::from(ids)])
+                // A join on UNNEST rather than `= ANY($1)`: the statement is prepared once and
+                // PostgreSQL's generic plan for `ANY` may scan the whole ledger.
+                let sql = "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at \
+                           FROM UNNEST($1::text[]) AS ids(id) JOIN events e ON e.event_id = ids.id";
+                (sql.to_string(), vec![Value::from(ids)])
             }
-            backend => {
+            DbBackend::MySql => {
+                let sql = "SELECT CAST(e.event_id AS CHAR(128)), e.product_id, e.event_type, e.amount, e.occurred_at \
+                           FROM JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(128) CHARACTER SET ascii PATH '$')) AS j \
+                           JOIN events e ON e.event_id = CAST(j.id AS BINARY)";
+                let ids = Rows { len: ids.len(), columns: vec![Column::Text(ids)] };
+                (sql.to_string(), vec![Value::from(ids.to_json_flat())])
+            }
+            _ => {
                 let placeholders = vec!["?"; ids.len()].join(",");
-                // MySQL keeps ids as VARBINARY (byte comparison); read them back as text.
-                let id = if backend == DbBackend::MySql { "CAST(event_id AS CHAR(128))" } else { "event_id" };
                 (
-                    format!("SELECT {id}, {columns} WHERE event_id IN ({placeholders})"),
+                    format!("SELECT event_id, {columns} WHERE event_id IN ({placeholders})"),
                     ids.into_iter().map(Value::from).collect(),
                 )
             }
@@ -289,7 +331,7 @@ impl SqlMetricsStore {
         batch: &[DatedEvent],
         fresh: &[usize],
         now_us: i64,
-    ) -> Result<u64, Attempt> {
+    ) -> Result<Inserted, Attempt> {
         let events = || fresh.iter().map(|i| &batch[*i]);
         let rows = Rows {
             len: fresh.len(),
@@ -309,7 +351,12 @@ impl SqlMetricsStore {
             "events (event_id, product_id, event_type, amount, occurred_at, metric_date, recorded_at)",
             &source,
         );
-        Ok(txn.execute_raw(self.statement(sql, values)).await?.rows_affected())
+        if self.backend == DbBackend::Postgres {
+            let rows = txn.query_all_raw(self.statement(format!("{sql} RETURNING event_id"), values)).await?;
+            let ids = rows.iter().map(|r| r.try_get_by_index::<String>(0)).collect::<Result<HashSet<_>, _>>()?;
+            return Ok(Inserted::Ids(ids));
+        }
+        Ok(Inserted::Count(txn.execute_raw(self.statement(sql, values)).await?.rows_affected()))
     }
 
     async fn apply_daily(
@@ -448,10 +495,54 @@ impl SqlMetricsStore {
     }
 }
 
+/// What an insert-or-ignore of events reports.
+enum Inserted {
+    /// The ids actually inserted (PostgreSQL, through `RETURNING`).
+    Ids(HashSet<String>),
+    /// How many rows were inserted (engines where `RETURNING` is not portable).
+    Count(u64),
+}
+
 /// Rows of one statement, column by column.
 struct Rows {
     len: usize,
     columns: Vec<Column>,
+}
+
+impl Rows {
+    /// `[[row 0 values…], [row 1 values…], …]`.
+    fn to_json(&self) -> String {
+        let mut out = String::with_capacity(self.len * self.columns.len() * 12 + 2);
+        out.push('[');
+        for r in 0..self.len {
+            out.push_str(if r == 0 { "[" } else { ",[" });
+            for (i, c) in self.columns.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                c.json(r, &mut out);
+            }
+            out.push(']');
+        }
+        out.push(']');
+        out
+    }
+
+    /// `[value, value, …]` of a single-column set.
+    fn to_json_flat(&self) -> String {
+        let mut out = String::with_capacity(self.len * 32 + 2);
+        out.push('[');
+        for r in 0..self.len {
+            if r > 0 {
+                out.push(',');
+            }
+            for c in &self.columns {
+                c.json(r, &mut out);
+            }
+        }
+        out.push(']');
+        out
+    }
 }
 
 /// One typed column of [`Rows`].
@@ -471,6 +562,39 @@ impl Column {
             Self::Date(v) => (Value::from(v.clone()), "date"),
             Self::Text(v) => (Value::from(v.clone()), "text"),
         }
+    }
+
+    /// The `JSON_TABLE` column type.
+    fn mysql_type(&self) -> &'static str {
+        match self {
+            Self::Int(_) => "BIGINT",
+            Self::SmallInt(_) => "SMALLINT",
+            Self::Date(_) => "DATE",
+            Self::Text(_) => "VARCHAR(128) CHARACTER SET ascii",
+        }
+    }
+
+    /// Writes row `r` as a JSON value.
+    fn json(&self, r: usize, out: &mut String) {
+        use std::fmt::Write;
+        // Writing into a String cannot fail.
+        let _ = match self {
+            Self::Int(v) => write!(out, "{}", v[r]),
+            Self::SmallInt(v) => write!(out, "{}", v[r]),
+            Self::Date(v) => write!(out, "\"{}\"", v[r].format("%Y-%m-%d")),
+            Self::Text(v) => {
+                // Event ids are printable ASCII: only the quote and the backslash need escaping.
+                out.push('"');
+                for ch in v[r].chars() {
+                    if ch == '"' || ch == '\\' {
+                        out.push('\\');
+                    }
+                    out.push(ch);
+                }
+                out.push('"');
+                Ok(())
+            }
+        };
     }
 
     /// Writes row `r` of the column: numbers and dates as literals (their text cannot carry

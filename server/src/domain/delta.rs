@@ -11,18 +11,12 @@
 use super::event::{Event, EventKind};
 
 /// A clamped walk `x ↦ max(x + net, floor)` over a non-negative counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LikeWalk {
     /// Sum of +1 (LIKE) and −1 (UNLIKE).
     pub net: i64,
     /// The value the walk yields from zero: `f(0)`, always `≥ max(net, 0)`.
     pub floor: i64,
-}
-
-impl Default for LikeWalk {
-    fn default() -> Self {
-        Self { net: 0, floor: 0 }
-    }
 }
 
 impl LikeWalk {

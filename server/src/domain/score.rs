@@ -180,7 +180,10 @@ mod tests {
     fn carry_over_of_10_is_1_then_0_1_then_0() {
         let w = Weights::default();
         let day0 = vec![(1, views(100))];
-        assert_eq!(standings(w, &[day0.clone()]), vec![(1, DayStanding { main: 10.0, metrics: views(100) })]);
+        assert_eq!(
+            standings(w, std::slice::from_ref(&day0)),
+            vec![(1, DayStanding { main: 10.0, metrics: views(100) })]
+        );
         let d1 = standings(w, &[day0.clone(), vec![]]);
         assert_eq!(d1, vec![(1, DayStanding { main: 1.0, metrics: DailyMetrics::default() })]);
         let d2 = standings(w, &[day0.clone(), vec![], vec![]]);

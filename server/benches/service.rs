@@ -271,7 +271,7 @@ async fn bench_recompute(products: i64, redis: &str) {
     db.execute_unprepared(&format!(
         "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at) \
          SELECT DATE '{today}', g, (g * 7919) % 5000, (g * 104729) % 300, (g * 31) % 7, ((g * 7127) % 9) * 10000, \
-                {now_us} - (g % 86400) * 1000000, {now_us} FROM generate_series(1, {products}) g"
+                {now_us} - (g % 86400) * 1000000, {now_us} FROM generate_series(1::bigint, {products}::bigint) g"
     ))
     .await
     .expect("seed");

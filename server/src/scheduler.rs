@@ -46,7 +46,8 @@ impl Scheduler {
     /// flushed store is filled without waiting for the first interval.
     pub async fn startup(&self, now: DateTime<Utc>) -> Vec<RecomputeReport> {
         let today = self.recompute.calendar().day_of(now);
-        *self.last_day.lock().await = Some(today);
+        // A tick that already ran knows the day better than the start-up does.
+        self.last_day.lock().await.get_or_insert(today);
         let mut days = vec![today];
         if let Some(yesterday) = today.checked_sub_days(Days::new(1)) {
             match self.rankings.exists(RankingKey::Daily(yesterday)).await {

@@ -122,11 +122,14 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<RankingServiceServer<RankingApi>>().await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(ranking_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .context("failed to build the reflection service")?;
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(ranking_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        // Both reflection versions: grpcurl before 1.9 and many other tools speak only v1alpha.
+        let reflection_v1 = reflection().build_v1().context("failed to build the reflection service")?;
+        let reflection_v1alpha = reflection().build_v1alpha().context("failed to build the reflection service")?;
 
         let (stop_tx, stop_rx) = watch::channel(false);
         let scheduler = tokio::spawn(self.scheduler.clone().run(wait_for_stop(stop_rx)));
@@ -141,7 +144,8 @@ impl Application {
         Server::builder()
             .layer(ObserveLayer::new(self.metrics.clone()))
             .add_service(health_service)
-            .add_service(reflection)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(RankingServiceServer::new(self.api))
             // Without TCP_NODELAY a response's trailers wait for the ACK of its data frame,
             // which the peer delays by up to 40 ms.

@@ -164,12 +164,53 @@ async fn the_same_event_from_50_callers_is_accepted_once() {
     app.stop().await;
 }
 
+/// A database server the test can stop and restart.
+trait Outage {
+    fn url(&self) -> String;
+    fn stop(&self);
+    fn restart(&self);
+}
+
+impl Outage for common::pg::ThrowawayPostgres {
+    fn url(&self) -> String {
+        common::pg::ThrowawayPostgres::url(self)
+    }
+    fn stop(&self) {
+        common::pg::ThrowawayPostgres::stop(self)
+    }
+    fn restart(&self) {
+        common::pg::ThrowawayPostgres::restart(self)
+    }
+}
+
+impl Outage for common::mariadb::ThrowawayMariaDb {
+    fn url(&self) -> String {
+        common::mariadb::ThrowawayMariaDb::url(self)
+    }
+    fn stop(&self) {
+        common::mariadb::ThrowawayMariaDb::stop(self)
+    }
+    fn restart(&self) {
+        common::mariadb::ThrowawayMariaDb::restart(self)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stopped_database_means_unavailable_and_retries_land_exactly_once() {
-    let Some(pg) = common::pg::ThrowawayPostgres::start() else {
-        panic!("PostgreSQL server binaries are required (make test installs them)");
-    };
-    let app = TestApp::spawn_on(common::settings(&pg.url(), &["--db-timeout=1s"])).await;
+async fn postgres_stopped_mid_run_means_unavailable_and_retries_land_exactly_once() {
+    let pg = common::pg::ThrowawayPostgres::start()
+        .expect("PostgreSQL server binaries are required (make test installs them)");
+    outage_then_exact_counts(&pg).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_stopped_mid_run_means_unavailable_and_retries_land_exactly_once() {
+    let db = common::mariadb::ThrowawayMariaDb::start()
+        .expect("MariaDB server binaries are required (make test installs them)");
+    outage_then_exact_counts(&db).await;
+}
+
+async fn outage_then_exact_counts(db: &impl Outage) {
+    let app = TestApp::spawn_on(common::settings(&db.url(), &["--db-timeout=1s"])).await;
     let universe = universe(2_000, 99);
     let mut writers = Vec::new();
     for w in 0..4u64 {
@@ -195,7 +236,7 @@ async fn a_stopped_database_means_unavailable_and_retries_land_exactly_once() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(150)).await;
-    pg.stop();
+    db.stop();
     // While it is down, a write is refused, never falsely confirmed.
     let mut client = app.client.clone();
     let err = client
@@ -204,15 +245,15 @@ async fn a_stopped_database_means_unavailable_and_retries_land_exactly_once() {
         .expect_err("no durable commit, no OK");
     assert_eq!(err.code(), Code::Unavailable, "{}", err.message());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    pg.restart();
+    db.restart();
 
     let mut refused = 0;
     for w in writers {
         refused += w.await.expect("writer");
     }
     assert!(refused > 0, "the outage was seen by the writers");
-    assert_eq!(stored(&pg.url(), "product_metrics").await, expected(&universe));
-    assert_eq!(count_events(&pg.url()).await, 2_000);
+    assert_eq!(stored(&db.url(), "product_metrics").await, expected(&universe));
+    assert_eq!(count_events(&db.url()).await, 2_000);
     app.stop().await;
 }
 

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod mariadb;
 pub mod pg;
 
 use std::net::SocketAddr;

@@ -72,6 +72,35 @@ pub struct Settings {
     #[arg(long, env = "RANKING_INGEST_WORKERS", default_value_t = 2)]
     pub ingest_workers: usize,
 
+    /// Prometheus `/metrics` address; empty turns the endpoint off.
+    #[arg(long, env = "RANKING_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
+    pub metrics_listen: String,
+
+    /// Longest a call may run before it is cancelled (DEADLINE_EXCEEDED/CANCELLED).
+    #[arg(long, env = "RANKING_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Calls served at once by this process; calls beyond it are refused at once with
+    /// RESOURCE_EXHAUSTED instead of queueing.
+    #[arg(long, env = "RANKING_MAX_CONCURRENT_CALLS", default_value_t = 2048)]
+    pub max_concurrent_calls: usize,
+
+    /// Largest request message, bytes (a full 10,000-event batch is about 1 MB).
+    #[arg(long, env = "RANKING_MAX_MESSAGE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+
+    /// Bearer token required by RecordEvent and RecordEvents; unset leaves writes open.
+    #[arg(long, env = "RANKING_WRITE_TOKEN", hide_env_values = true)]
+    pub write_token: Option<Secret>,
+
+    /// Bearer token required by Recompute; unset leaves it open.
+    #[arg(long, env = "RANKING_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<Secret>,
+
+    /// Bearer token required by GetTopN and GetRank; unset leaves reads open.
+    #[arg(long, env = "RANKING_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<Secret>,
+
     /// SQL connection pool size.
     #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
@@ -79,6 +108,31 @@ pub struct Settings {
     /// Time allowed to connect to, or get a connection from, the database.
     #[arg(long, env = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub db_timeout: Duration,
+}
+
+/// A secret setting: never printed by `Debug`, compared in constant time.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Whether `candidate` equals the secret, taking the same time wherever they differ.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        let expected = self.0.as_bytes();
+        expected.len() == candidate.len() && expected.iter().zip(candidate).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() { Err("a token must not be empty".into()) } else { Ok(Self(s.to_string())) }
+    }
 }
 
 fn parse_tz(s: &str) -> Result<Tz, String> {
@@ -126,6 +180,12 @@ impl Settings {
                 "RANKING_RETENTION_DAYS ({}) must exceed RANKING_ACCEPT_DAYS ({}), so that a redelivered event is either still in the ledger or refused as too old",
                 self.retention_days, self.accept_days
             ));
+        }
+        if !self.metrics_listen.is_empty() && self.metrics_listen.parse::<SocketAddr>().is_err() {
+            return Err(format!("RANKING_METRICS_LISTEN must be host:port or empty, got {:?}", self.metrics_listen));
+        }
+        if self.max_concurrent_calls == 0 {
+            return Err("RANKING_MAX_CONCURRENT_CALLS must be at least 1".into());
         }
         if self.ingest_workers == 0 {
             return Err("RANKING_INGEST_WORKERS must be at least 1".into());

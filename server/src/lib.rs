@@ -15,7 +15,8 @@
 //! - [`adapters`]: SQL (sea-orm) and the ranking stores.
 //! - [`ports`]: the traits the application needs from its stores.
 //! - [`domain`]: the pure score engine and vocabulary.
-//! - [`metrics`], [`telemetry`]: Prometheus metrics and logging.
+//! - [`metrics`], [`metrics_endpoint`], [`telemetry`]: Prometheus metrics, their scrape
+//!   endpoint, and logging.
 
 pub mod adapters;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod domain;
 pub mod grpc;
 pub mod ingest;
 pub mod metrics;
+pub mod metrics_endpoint;
 pub mod ports;
 pub mod recompute;
 pub mod scheduler;

@@ -17,10 +17,12 @@ use crate::adapters::redis::{RedisOptions, RedisRankingStore};
 use crate::adapters::sql::{SqlMetricsStore, SqlOptions};
 use crate::config::Settings;
 use crate::domain::calendar::RankingCalendar;
-use crate::grpc::layers::ObserveLayer;
+use crate::grpc::auth::{AccessPolicy, AuthLayer};
+use crate::grpc::layers::{AdmissionLayer, ObserveLayer};
 use crate::grpc::service::RankingApi;
 use crate::ingest::{Ingest, IngestRules};
 use crate::metrics::Metrics;
+use crate::metrics_endpoint::MetricsEndpoint;
 use crate::ports::{LeaseLock, MetricsStore, RankingStore};
 use crate::recompute::{Recompute, RecomputeRules};
 use crate::scheduler::Scheduler;
@@ -32,7 +34,9 @@ pub struct Application {
     api: RankingApi,
     scheduler: Arc<Scheduler>,
     metrics: Arc<Metrics>,
+    metrics_endpoint: Option<MetricsEndpoint>,
     store: Arc<SqlMetricsStore>,
+    settings: Settings,
 }
 
 impl Application {
@@ -94,12 +98,29 @@ impl Application {
         let listener =
             TcpListener::bind(settings.listen).await.with_context(|| format!("failed to bind {}", settings.listen))?;
         let local_addr = listener.local_addr()?;
-        Ok(Self { listener, local_addr, api, scheduler, metrics, store })
+        let metrics_endpoint = match settings.metrics_listen.as_str() {
+            "" => None,
+            addr => {
+                // `validate` checked the address.
+                let addr: SocketAddr = addr.parse().context("RANKING_METRICS_LISTEN")?;
+                Some(
+                    MetricsEndpoint::bind(addr, metrics.clone())
+                        .await
+                        .with_context(|| format!("failed to bind {addr}"))?,
+                )
+            }
+        };
+        Ok(Self { listener, local_addr, api, scheduler, metrics, metrics_endpoint, store, settings })
     }
 
     /// The address actually bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the Prometheus endpoint, when it is on.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_endpoint.as_ref().and_then(|m| m.local_addr().ok())
     }
 
     /// The metrics registry.
@@ -132,7 +153,16 @@ impl Application {
         let reflection_v1alpha = reflection().build_v1alpha().context("failed to build the reflection service")?;
 
         let (stop_tx, stop_rx) = watch::channel(false);
-        let scheduler = tokio::spawn(self.scheduler.clone().run(wait_for_stop(stop_rx)));
+        let scheduler = tokio::spawn(self.scheduler.clone().run(wait_for_stop(stop_rx.clone())));
+        if let Some(endpoint) = self.metrics_endpoint {
+            tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");
+            let stop = wait_for_stop(stop_rx);
+            tokio::spawn(async move {
+                if let Err(e) = endpoint.serve(stop).await {
+                    tracing::error!(error = %e, "metrics endpoint failed");
+                }
+            });
+        }
 
         tracing::info!(addr = %self.local_addr, "serving ranking.v1.RankingService");
         let signal = async move {
@@ -141,12 +171,24 @@ impl Application {
             health.set_not_serving::<RankingServiceServer<RankingApi>>().await;
             let _ = stop_tx.send(true);
         };
+        let settings = &self.settings;
+        let access = AccessPolicy {
+            write: settings.write_token.clone(),
+            admin: settings.admin_token.clone(),
+            read: settings.read_token.clone(),
+        };
+        let ranking = RankingServiceServer::new(self.api).max_decoding_message_size(settings.max_message_bytes);
+        // Outermost first: every call is observed, refusals included; admission runs before
+        // authentication so that a flood of bad tokens is bounded too.
         Server::builder()
+            .timeout(settings.request_timeout)
             .layer(ObserveLayer::new(self.metrics.clone()))
+            .layer(AdmissionLayer::new(settings.max_concurrent_calls))
+            .layer(AuthLayer::new(access))
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(RankingServiceServer::new(self.api))
+            .add_service(ranking)
             // Without TCP_NODELAY a response's trailers wait for the ACK of its data frame,
             // which the peer delays by up to 40 ms.
             .serve_with_incoming_shutdown(TcpIncoming::from(self.listener).with_nodelay(Some(true)), signal)

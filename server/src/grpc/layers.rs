@@ -1,5 +1,6 @@
-//! Per-call instrumentation as a tower layer: one tracing span per RPC with method, status
-//! code and latency, and the RPC metrics.
+//! Tower layers of the gRPC server: per-call instrumentation (one tracing span per RPC with
+//! method, status code and latency, and the RPC metrics) and admission control (a bound on
+//! calls in progress; calls beyond it are refused at once rather than queued).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -93,5 +94,66 @@ where
             }
             .instrument(span),
         )
+    }
+}
+
+/// Bounds the calls in progress; the next one gets RESOURCE_EXHAUSTED immediately, so a
+/// flood turns into fast refusals instead of an unbounded queue and growing latency.
+#[derive(Clone)]
+pub struct AdmissionLayer {
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl AdmissionLayer {
+    /// Admits at most `max_in_flight` calls at once (process-wide: clones share the bound).
+    pub fn new(max_in_flight: usize) -> Self {
+        Self { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight)) }
+    }
+}
+
+impl<S> Layer<S> for AdmissionLayer {
+    type Service = Admission<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Admission { inner, permits: self.permits.clone() }
+    }
+}
+
+/// The service of [`AdmissionLayer`].
+#[derive(Clone)]
+pub struct Admission<S> {
+    inner: S,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Admission<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: Default + Send + 'static,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            let refused =
+                tonic::Status::resource_exhausted("server is at its concurrent-call limit; retry with backoff");
+            return Box::pin(std::future::ready(Ok(refused.into_http())));
+        };
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let response = inner.call(request).await;
+            drop(permit);
+            response
+        })
     }
 }

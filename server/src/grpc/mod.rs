@@ -1,8 +1,9 @@
 //! The gRPC edge: the `RankingService` handlers, proto ↔ domain conversions, the single
-//! error → status mapping and the per-call instrumentation layer.
+//! error → status mapping, and the tower layers (instrumentation, admission, bearer tokens).
 //!
 //! Proto types stop here: everything below works on domain types and ports.
 
+pub mod auth;
 pub mod convert;
 pub mod error;
 pub mod layers;

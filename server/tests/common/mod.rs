@@ -74,6 +74,7 @@ pub fn rand_u64() -> u64 {
 /// A running server and a client connected to it.
 pub struct TestApp {
     pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
     pub client: RankingServiceClient<Channel>,
     pub scheduler: Arc<Scheduler>,
     pub db: Option<TestDb>,
@@ -95,6 +96,7 @@ pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
         "--listen=127.0.0.1:0".into(),
         format!("--database-url={db_url}"),
         "--recompute-interval=0".into(),
+        "--metrics-listen=127.0.0.1:0".into(),
     ];
     if let Some(redis) = test_redis() {
         args.push(format!("--redis-url={redis}"));
@@ -120,13 +122,14 @@ impl TestApp {
         }
         let app = Application::build(settings).await.expect("application builds");
         let addr = app.local_addr();
+        let metrics_addr = app.metrics_addr();
         let scheduler = app.scheduler();
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(app.run_until_stopped(async {
             let _ = stopped.await;
         }));
         let client = ranking_client::connect(format!("http://{addr}")).await.expect("client connects");
-        Self { addr, client, scheduler, db: None, stop: Some(stop), server: Some(server) }
+        Self { addr, metrics_addr, client, scheduler, db: None, stop: Some(stop), server: Some(server) }
     }
 
     /// Stops the server gracefully and drops the test database.

@@ -1,0 +1,99 @@
+//! Optional bearer tokens per kind of call, as a tower layer in front of the service.
+//!
+//! Writes (RecordEvent, RecordEvents) take `RANKING_WRITE_TOKEN`, Recompute takes
+//! `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank) take `RANKING_READ_TOKEN`; a kind whose
+//! token is unset stays open. Health and reflection are always open, so probes and grpcurl
+//! keep working. A missing or wrong token is UNAUTHENTICATED before any work is done.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::codegen::http;
+use tower::{Layer, Service};
+
+use crate::config::Secret;
+
+/// Which token each kind of call needs.
+#[derive(Debug, Clone, Default)]
+pub struct AccessPolicy {
+    /// For RecordEvent and RecordEvents.
+    pub write: Option<Secret>,
+    /// For Recompute.
+    pub admin: Option<Secret>,
+    /// For GetTopN and GetRank.
+    pub read: Option<Secret>,
+}
+
+impl AccessPolicy {
+    /// The token a path needs, if any.
+    fn required(&self, path: &str) -> Option<&Secret> {
+        let method = path.strip_prefix("/ranking.v1.RankingService/")?;
+        match method {
+            "RecordEvent" | "RecordEvents" => self.write.as_ref(),
+            "Recompute" => self.admin.as_ref(),
+            _ => self.read.as_ref(),
+        }
+    }
+
+    /// Whether the policy lets the request through.
+    fn admits<B>(&self, request: &http::Request<B>) -> Result<(), &'static str> {
+        let Some(secret) = self.required(request.uri().path()) else { return Ok(()) };
+        let header = request.headers().get(http::header::AUTHORIZATION).ok_or("missing bearer token")?;
+        let token = header.as_bytes().strip_prefix(b"Bearer ").ok_or("authorization must be 'Bearer <token>'")?;
+        if secret.matches(token) { Ok(()) } else { Err("invalid bearer token") }
+    }
+}
+
+/// Applies an [`AccessPolicy`].
+#[derive(Clone)]
+pub struct AuthLayer {
+    policy: Arc<AccessPolicy>,
+}
+
+impl AuthLayer {
+    /// A layer enforcing `policy`.
+    pub fn new(policy: AccessPolicy) -> Self {
+        Self { policy: Arc::new(policy) }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Auth { inner, policy: self.policy.clone() }
+    }
+}
+
+/// The service of [`AuthLayer`].
+#[derive(Clone)]
+pub struct Auth<S> {
+    inner: S,
+    policy: Arc<AccessPolicy>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Auth<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    RB: Default + Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        futures_util::future::Either<S::Future, futures_util::future::Ready<Result<Self::Response, Self::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        match self.policy.admits(&request) {
+            Ok(()) => futures_util::future::Either::Left(self.inner.call(request)),
+            Err(why) => futures_util::future::Either::Right(futures_util::future::ready(Ok(
+                tonic::Status::unauthenticated(why).into_http(),
+            ))),
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What on-call engineers rely on: the Prometheus endpoint, bearer tokens and load shedding.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use common::{TestApp, event, views};
+use ranking_client::tonic::{Code, Request};
+use ranking_client::v1::{self, EventType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn scrape(app: &TestApp) -> String {
+    let addr = app.metrics_addr.expect("metrics endpoint on");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.expect("write");
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.expect("read");
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    body
+}
+
+fn value(metrics: &str, line_prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
+}
+
+#[tokio::test]
+async fn metrics_reflect_the_calls_made() {
+    let mut app = TestApp::spawn(&[]).await;
+    let now = Utc::now();
+    let mut events = views("m", 1, 3, now);
+    events.push(event("m-0", 1, EventType::View, 0, now)); // duplicate
+    app.record(events).await;
+    let _ = app
+        .client
+        .record_events(v1::RecordEventsRequest { events: vec![event("bad", 0, EventType::View, 0, now)] })
+        .await;
+    app.recompute("").await;
+    app.top("", 5).await;
+    app.top("", 5).await;
+
+    let m = scrape(&app).await;
+    assert_eq!(value(&m, "ranking_events_accepted_total"), 3.0);
+    assert_eq!(value(&m, "ranking_events_duplicate_total"), 1.0);
+    assert_eq!(value(&m, "ranking_events_rejected_total"), 1.0);
+    assert_eq!(value(&m, r#"ranking_rpc_calls_total{method="GetTopN",code="Ok"}"#), 2.0);
+    assert_eq!(value(&m, r#"ranking_rpc_calls_total{method="RecordEvents",code="InvalidArgument"}"#), 1.0);
+    assert!(value(&m, r#"ranking_rpc_duration_seconds_count{method="GetTopN",code="Ok"}"#) >= 2.0);
+    assert_eq!(value(&m, "ranking_recompute_products"), 1.0);
+    assert!(value(&m, "ranking_seconds_since_last_recompute") >= 0.0);
+    app.stop().await;
+}
+
+fn with_token<T>(message: T, token: Option<&str>) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(t) = token {
+        request.metadata_mut().insert("authorization", format!("Bearer {t}").parse().expect("ascii"));
+    }
+    request
+}
+
+#[tokio::test]
+async fn tokens_guard_writes_admin_and_reads_separately() {
+    let mut app = TestApp::spawn(&["--write-token=w-secret", "--admin-token=a-secret"]).await;
+    let c = &mut app.client;
+    let batch = || v1::RecordEventsRequest { events: views("t", 1, 1, Utc::now()) };
+
+    for token in [None, Some("wrong"), Some("a-secret")] {
+        let err = c.record_events(with_token(batch(), token)).await.expect_err("write needs the write token");
+        assert_eq!(err.code(), Code::Unauthenticated, "{token:?}");
+    }
+    let ok = c.record_events(with_token(batch(), Some("w-secret"))).await.expect("right token").into_inner();
+    assert_eq!(ok.accepted, 1);
+
+    let recompute = || v1::RecomputeRequest::default();
+    assert_eq!(
+        c.recompute(with_token(recompute(), Some("w-secret"))).await.expect_err("admin").code(),
+        Code::Unauthenticated
+    );
+    c.recompute(with_token(recompute(), Some("a-secret"))).await.expect("admin token");
+
+    // Reads stay open while RANKING_READ_TOKEN is unset.
+    c.get_top_n(v1::GetTopNRequest::default()).await.expect("open reads");
+    app.stop().await;
+
+    let mut app = TestApp::spawn(&["--read-token=r-secret"]).await;
+    let err = app.client.get_top_n(v1::GetTopNRequest::default()).await.expect_err("read token required");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    app.client.get_top_n(with_token(v1::GetTopNRequest::default(), Some("r-secret"))).await.expect("read token");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_beyond_the_limit_is_refused_fast_while_admitted_calls_succeed() {
+    let app = TestApp::spawn(&["--max-concurrent-calls=4"]).await;
+    let mut callers = Vec::new();
+    for i in 0..64 {
+        let mut c = app.client.clone();
+        callers.push(tokio::spawn(async move {
+            let events = views(&format!("f{i}"), 1 + i, 2_000, Utc::now());
+            let started = Instant::now();
+            let r = c.record_events(v1::RecordEventsRequest { events }).await;
+            (r.map(|r| r.into_inner().accepted).map_err(|s| s.code()), started.elapsed())
+        }));
+    }
+    let (mut ok, mut refused, mut slowest_refusal) = (0, 0, Duration::ZERO);
+    for c in callers {
+        match c.await.expect("caller") {
+            (Ok(accepted), _) => {
+                assert_eq!(accepted, 2_000);
+                ok += 1;
+            }
+            (Err(Code::ResourceExhausted), took) => {
+                refused += 1;
+                slowest_refusal = slowest_refusal.max(took);
+            }
+            (Err(code), _) => panic!("unexpected {code:?}"),
+        }
+    }
+    assert!(ok >= 4, "admitted calls succeed: {ok}");
+    assert!(refused > 0, "calls beyond the limit are refused");
+    assert!(slowest_refusal < Duration::from_secs(2), "refusals do not queue: {slowest_refusal:?}");
+    app.stop().await;
+}

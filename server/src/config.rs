@@ -101,6 +101,18 @@ pub struct Settings {
     #[arg(long, env = "RANKING_READ_TOKEN", hide_env_values = true)]
     pub read_token: Option<Secret>,
 
+    /// PEM certificate chain of the server; with the key it turns TLS on.
+    #[arg(long, env = "RANKING_TLS_CERT")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of the server certificate.
+    #[arg(long, env = "RANKING_TLS_KEY")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// PEM CA bundle; when set, clients must present a certificate it signed.
+    #[arg(long, env = "RANKING_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+
     /// SQL connection pool size.
     #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
@@ -183,6 +195,12 @@ impl Settings {
         }
         if !self.metrics_listen.is_empty() && self.metrics_listen.parse::<SocketAddr>().is_err() {
             return Err(format!("RANKING_METRICS_LISTEN must be host:port or empty, got {:?}", self.metrics_listen));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err("RANKING_TLS_CERT and RANKING_TLS_KEY go together".into());
+        }
+        if self.tls_client_ca.is_some() && self.tls_cert.is_none() {
+            return Err("RANKING_TLS_CLIENT_CA needs RANKING_TLS_CERT and RANKING_TLS_KEY".into());
         }
         if self.max_concurrent_calls == 0 {
             return Err("RANKING_MAX_CONCURRENT_CALLS must be at least 1".into());

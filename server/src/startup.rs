@@ -9,8 +9,8 @@ use anyhow::Context;
 use ranking_proto::v1::ranking_service_server::RankingServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 use crate::adapters::memory::MemoryRankingStore;
 use crate::adapters::redis::{RedisOptions, RedisRankingStore};
@@ -180,7 +180,11 @@ impl Application {
         let ranking = RankingServiceServer::new(self.api).max_decoding_message_size(settings.max_message_bytes);
         // Outermost first: every call is observed, refusals included; admission runs before
         // authentication so that a flood of bad tokens is bounded too.
-        Server::builder()
+        let mut server = Server::builder();
+        if let Some(tls) = tls_config(settings)? {
+            server = server.tls_config(tls).context("invalid TLS configuration")?;
+        }
+        server
             .timeout(settings.request_timeout)
             .layer(ObserveLayer::new(self.metrics.clone()))
             .layer(AdmissionLayer::new(settings.max_concurrent_calls))
@@ -199,6 +203,17 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The server TLS settings from the PEM files, or `None` for plaintext.
+fn tls_config(settings: &Settings) -> anyhow::Result<Option<ServerTlsConfig>> {
+    let (Some(cert), Some(key)) = (&settings.tls_cert, &settings.tls_key) else { return Ok(None) };
+    let read = |path: &std::path::Path| std::fs::read(path).with_context(|| format!("cannot read {}", path.display()));
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    if let Some(ca) = &settings.tls_client_ca {
+        tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+    }
+    Ok(Some(tls))
 }
 
 async fn wait_for_stop(mut rx: watch::Receiver<bool>) {

@@ -1,0 +1,201 @@
+//! `rankctl`: the ranking service from a terminal — record an event, read the top N or a
+//! product's rank, trigger a recompute. Human-readable tables by default, `--json` for scripts.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ranking_client::tonic::transport::{Certificate, ClientTlsConfig};
+use ranking_client::{RankingClient, events, v1};
+
+/// Command-line client of the ranking service.
+#[derive(Parser)]
+#[command(name = "rankctl", version, about)]
+struct Cli {
+    /// Service address.
+    #[arg(long, env = "RANKCTL_ENDPOINT", default_value = "http://127.0.0.1:50051", global = true)]
+    endpoint: String,
+    /// Bearer token sent with every call.
+    #[arg(long, env = "RANKCTL_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// PEM CA certificate to verify an `https://` endpoint with.
+    #[arg(long, env = "RANKCTL_CA", global = true)]
+    ca: Option<std::path::PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Kind {
+    View,
+    Like,
+    Unlike,
+    Order,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Window {
+    Daily,
+    Hourly,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record one event (a fresh id and the current time are filled in).
+    Record {
+        /// What happened.
+        kind: Kind,
+        /// The product.
+        product_id: i64,
+        /// Order amount in the currency's minor unit (ORDER only).
+        #[arg(long, default_value_t = 0)]
+        amount: i64,
+        /// Use this event id instead of a fresh one (to repeat a delivery).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Show the top of a ranking.
+    Top {
+        #[arg(long, value_enum, default_value_t = Window::Daily)]
+        window: Window,
+        /// YYYY-MM-DD (default today).
+        #[arg(long, default_value = "")]
+        date: String,
+        /// Hour 0-23 (hourly window).
+        #[arg(long)]
+        hour: Option<u32>,
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+        #[arg(long, default_value_t = 0)]
+        offset: u32,
+    },
+    /// Show one product's rank.
+    Rank {
+        product_id: i64,
+        #[arg(long, value_enum, default_value_t = Window::Daily)]
+        window: Window,
+        #[arg(long, default_value = "")]
+        date: String,
+        #[arg(long)]
+        hour: Option<u32>,
+    },
+    /// Recompute a day's ranking now.
+    Recompute {
+        /// YYYY-MM-DD (default today).
+        #[arg(default_value = "")]
+        date: String,
+    },
+}
+
+fn window(w: Window) -> i32 {
+    match w {
+        Window::Daily => v1::Window::Daily as i32,
+        Window::Hourly => v1::Window::Hourly as i32,
+    }
+}
+
+fn entry_json(p: &v1::RankedProduct) -> String {
+    let breakdown = p
+        .breakdown
+        .map(|b| {
+            format!(
+                r#","breakdown":{{"main_floor":{},"view_norm":{},"like_norm":{},"recency_norm":{}}}"#,
+                b.main_floor, b.view_norm, b.like_norm, b.recency_norm
+            )
+        })
+        .unwrap_or_default();
+    format!(r#"{{"rank":{},"product_id":{},"score":{}{breakdown}}}"#, p.rank, p.product_id, p.score)
+}
+
+fn table(products: &[v1::RankedProduct]) {
+    println!(
+        "{:>6}  {:>12}  {:>16}  {:>10}  {:>4}  {:>4}  {:>7}",
+        "RANK", "PRODUCT", "SCORE", "MAIN", "VIEW", "LIKE", "RECENCY"
+    );
+    for p in products {
+        match p.breakdown {
+            Some(b) => println!(
+                "{:>6}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
+                p.rank, p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
+            ),
+            None => println!("{:>6}  {:>12}  {:>16.6}", p.rank, p.product_id, p.score),
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    let mut builder = RankingClient::builder(cli.endpoint).request_timeout(Duration::from_secs(30));
+    if let Some(token) = cli.token {
+        builder = builder.bearer_token(token);
+    }
+    if let Some(ca) = cli.ca {
+        builder = builder.tls(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(std::fs::read(ca)?)));
+    }
+    let mut client = builder.connect().await?;
+    match cli.command {
+        Command::Record { kind, product_id, amount, id } => {
+            let mut event = match kind {
+                Kind::View => events::view(product_id),
+                Kind::Like => events::like(product_id),
+                Kind::Unlike => events::unlike(product_id),
+                Kind::Order => events::order(product_id, amount),
+            };
+            if let Some(id) = id {
+                event.event_id = id;
+            }
+            let outcome = client.record_event(event.clone()).await?;
+            let name = outcome.as_str_name();
+            if cli.json {
+                println!(r#"{{"event_id":"{}","outcome":"{name}"}}"#, event.event_id);
+            } else {
+                println!("{name} {}", event.event_id);
+            }
+        }
+        Command::Top { window: w, date, hour, limit, offset } => {
+            let r = client.top_n(v1::GetTopNRequest { window: window(w), date, hour, offset, limit }).await?;
+            if cli.json {
+                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
+                println!(r#"{{"date":"{}","total":{},"products":[{}]}}"#, r.date, r.total, entries.join(","));
+            } else {
+                println!("{} — {} ranked", r.date, r.total);
+                table(&r.products);
+            }
+        }
+        Command::Rank { product_id, window: w, date, hour } => {
+            let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour }).await?;
+            let p = r.product.unwrap_or_default();
+            if cli.json {
+                println!(r#"{{"total":{},"product":{}}}"#, r.total, entry_json(&p));
+            } else {
+                println!("rank {} of {}", p.rank, r.total);
+                table(std::slice::from_ref(&p));
+            }
+        }
+        Command::Recompute { date } => {
+            let r = client.recompute(date).await?;
+            if cli.json {
+                println!(r#"{{"date":"{}","products":{},"elapsed_ms":{}}}"#, r.date, r.products, r.elapsed_ms);
+            } else {
+                println!("recomputed {}: {} products in {} ms", r.date, r.products, r.elapsed_ms);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            match e.downcast_ref::<ranking_client::tonic::Status>() {
+                Some(status) => eprintln!("rankctl: {:?}: {}", status.code(), status.message()),
+                None => eprintln!("rankctl: {e}"),
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! `rankctl` against a running server: record, recompute, top and rank, as tables and JSON.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The workspace's `rankctl` binary, next to this test's own executable (`make test` builds
+/// every target before running the tests).
+fn rankctl() -> PathBuf {
+    let exe = std::env::current_exe().expect("test path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join("rankctl");
+    assert!(bin.exists(), "{} is missing: run `cargo build --workspace` first", bin.display());
+    bin
+}
+
+fn run(endpoint: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(rankctl()).arg("--endpoint").arg(endpoint).args(args).output().expect("rankctl runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_records_recomputes_and_reads() {
+    let app = common::TestApp::spawn(&[]).await;
+    let endpoint = format!("http://{}", app.addr);
+    let ep = endpoint.clone();
+    let results = tokio::task::spawn_blocking(move || {
+        let first = run(&ep, &["record", "order", "42", "--amount", "10000", "--id", "cli-1"]);
+        let again = run(&ep, &["--json", "record", "order", "42", "--amount", "10000", "--id", "cli-1"]);
+        let recompute = run(&ep, &["recompute"]);
+        let top = run(&ep, &["top", "--json"]);
+        let table = run(&ep, &["rank", "42"]);
+        let missing = run(&ep, &["rank", "43"]);
+        let invalid = run(&ep, &["record", "view", "0"]);
+        (first, again, recompute, top, table, missing, invalid)
+    })
+    .await
+    .expect("blocking");
+    let (first, again, recompute, top, table, missing, invalid) = results;
+    assert!(first.0 && first.1.starts_with("RECORD_OUTCOME_ACCEPTED cli-1"), "{}", first.1);
+    assert!(again.0 && again.1.contains(r#""outcome":"RECORD_OUTCOME_DUPLICATE""#), "{}", again.1);
+    assert!(recompute.0 && recompute.1.contains("1 products"), "{}", recompute.1);
+    assert!(top.0 && top.1.contains(r#""product_id":42"#) && top.1.contains(r#""main_floor":5"#), "{}", top.1);
+    assert!(table.0 && table.1.contains("rank 1 of 1"), "{}", table.1);
+    assert!(!missing.0 && missing.1.contains("NotFound"), "{}", missing.1);
+    assert!(!invalid.0 && invalid.1.contains("event.product_id"), "{}", invalid.1);
+    app.stop().await;
+}

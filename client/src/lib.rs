@@ -1,7 +1,8 @@
 //! Typed gRPC client of the ranking service, for sibling services.
 //!
 //! [`RankingClient`] wraps the generated client with what a caller needs in production:
-//! timeouts, TLS, a bearer token, and retries with backoff and jitter on UNAVAILABLE for
+//! timeouts, TLS, a bearer token, W3C trace-context propagation from the current tracing
+//! span (with `tracing-opentelemetry` and a global text-map propagator), and retries with backoff and jitter on UNAVAILABLE for
 //! calls that are safe to repeat (all of them: writes carry idempotent event ids, reads and
 //! recomputes have no side effect that a repeat could double). [`events`] builds events
 //! with a fresh time-ordered id (UUID v7) and the current time.
@@ -45,21 +46,39 @@ pub async fn connect(endpoint: impl Into<String>) -> Result<RankingServiceClient
     Ok(RankingServiceClient::new(channel))
 }
 
-/// Adds `authorization: Bearer <token>` to every call.
+/// Adds `authorization: Bearer <token>` and the W3C trace context of the current tracing
+/// span (`traceparent`) to every call, so the service's spans join the caller's trace.
 #[derive(Clone, Default)]
-pub struct BearerToken(Option<MetadataValue<Ascii>>);
+pub struct CallMetadata(Option<MetadataValue<Ascii>>);
 
-impl Interceptor for BearerToken {
+impl Interceptor for CallMetadata {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         if let Some(value) = &self.0 {
             request.metadata_mut().insert("authorization", value.clone());
         }
+        let context = tracing_opentelemetry::OpenTelemetrySpanExt::context(&tracing::Span::current());
+        opentelemetry::global::get_text_map_propagator(|p| {
+            p.inject_context(&context, &mut MetadataInjector(request.metadata_mut()));
+        });
         Ok(request)
     }
 }
 
+/// Writes propagation fields into gRPC metadata.
+struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+
+impl opentelemetry::propagation::Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) =
+            (tonic::metadata::MetadataKey::from_bytes(key.as_bytes()), MetadataValue::try_from(value.as_str()))
+        {
+            self.0.insert(key, value);
+        }
+    }
+}
+
 /// The generated client behind [`RankingClient`].
-pub type Inner = RankingServiceClient<InterceptedService<Channel, BearerToken>>;
+pub type Inner = RankingServiceClient<InterceptedService<Channel, CallMetadata>>;
 
 /// How often, and how patiently, to retry a call that found the service UNAVAILABLE.
 #[derive(Debug, Clone, Copy)]
@@ -171,7 +190,7 @@ impl RankingClientBuilder {
             None => None,
         };
         Ok(RankingClient {
-            inner: RankingServiceClient::with_interceptor(channel, BearerToken(token)),
+            inner: RankingServiceClient::with_interceptor(channel, CallMetadata(token)),
             retry: self.retry,
         })
     }
@@ -187,6 +206,14 @@ impl RankingClientBuilder {
         let channel = self.endpoint()?.connect_lazy();
         self.wrap(channel)
     }
+}
+
+/// Whether the service could not be reached: UNAVAILABLE, or a call that failed in the
+/// transport (a connection reset or closed under it surfaces as UNKNOWN or CANCELLED with a
+/// transport error as its source) rather than with an answer of the service.
+fn unavailable(status: &Status) -> bool {
+    status.code() == Code::Unavailable
+        || std::error::Error::source(status).is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some())
 }
 
 /// The ranking service client. Cheap to clone: clones share the connection.
@@ -225,7 +252,7 @@ impl RankingClient {
         loop {
             match call(self.inner.clone()).await {
                 Ok(response) => return Ok(response.into_inner()),
-                Err(status) if status.code() == Code::Unavailable && attempt < self.retry.max_attempts => {
+                Err(status) if unavailable(&status) && attempt < self.retry.max_attempts => {
                     tokio::time::sleep(self.retry.delay(attempt - 1)).await;
                     attempt += 1;
                 }

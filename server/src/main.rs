@@ -7,7 +7,7 @@ use ranking_server::startup::Application;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::parse();
-    ranking_server::telemetry::init("info");
+    let _telemetry = ranking_server::telemetry::init("info");
     let app = Application::build(settings).await?;
     app.run_until_stopped(shutdown_signal()).await
 }

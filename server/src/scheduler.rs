@@ -27,6 +27,8 @@ pub struct Scheduler {
     retention_days: u32,
     /// The day of the previous tick, to notice midnight.
     last_day: Mutex<Option<NaiveDate>>,
+    /// Whether the start-up run has finished, for callers that must not race it.
+    started: tokio::sync::watch::Sender<bool>,
 }
 
 impl Scheduler {
@@ -39,7 +41,8 @@ impl Scheduler {
         interval: Duration,
         retention_days: u32,
     ) -> Self {
-        Self { recompute, store, rankings, leases, interval, retention_days, last_day: Mutex::new(None) }
+        let (started, _) = tokio::sync::watch::channel(false);
+        Self { recompute, store, rankings, leases, interval, retention_days, last_day: Mutex::new(None), started }
     }
 
     /// The start-up run: today, and yesterday when its ranking is missing, so an empty or
@@ -56,7 +59,15 @@ impl Scheduler {
                 Err(e) => tracing::warn!(error = %e, "cannot check yesterday's ranking"),
             }
         }
-        self.recompute_days(&days, true).await
+        let reports = self.recompute_days(&days, true).await;
+        self.started.send_replace(true);
+        reports
+    }
+
+    /// Resolves once the start-up run has finished.
+    pub async fn wait_started(&self) {
+        let mut started = self.started.subscribe();
+        let _ = started.wait_for(|done| *done).await;
     }
 
     /// One scheduler step at `now`: recompute today (and yesterday after midnight) unless

@@ -11,6 +11,7 @@ use std::time::Instant;
 use tonic::codegen::http;
 use tower::{Layer, Service};
 use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::metrics::Metrics;
 
@@ -40,6 +41,19 @@ impl<S> Layer<S> for ObserveLayer {
 pub struct Observe<S> {
     inner: S,
     metrics: Arc<Metrics>,
+}
+
+/// Reads propagation fields from HTTP/2 request headers.
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
 }
 
 /// The gRPC status of a response: from the headers of a trailers-only (error) response, OK
@@ -76,6 +90,9 @@ where
         let path = request.uri().path().to_string();
         let method = path.rsplit('/').next().unwrap_or_default().to_string();
         let span = tracing::info_span!("rpc", rpc.path = %path, rpc.method = %method, rpc.code = tracing::field::Empty, latency_ms = tracing::field::Empty);
+        // Continue the caller's trace when it sent W3C trace context.
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(request.headers())));
+        let _ = span.set_parent(parent);
         Box::pin(
             async move {
                 let started = Instant::now();

@@ -135,7 +135,7 @@ impl TestApp {
     /// Starts a server with explicit settings.
     pub async fn spawn_on(settings: Settings) -> Self {
         if std::env::var_os("TEST_LOG").is_some() {
-            ranking_server::telemetry::init("debug");
+            std::mem::forget(ranking_server::telemetry::init("debug"));
         }
         let app = Application::build(settings).await.expect("application builds");
         let addr = app.local_addr();
@@ -146,6 +146,11 @@ impl TestApp {
             let _ = stopped.await;
         }));
         let client = ranking_client::connect(format!("http://{addr}")).await.expect("client connects");
+        // The start-up recompute runs in the background; tests start after it so that it
+        // never interleaves with what they do.
+        tokio::time::timeout(std::time::Duration::from_secs(30), scheduler.wait_started())
+            .await
+            .expect("start-up recompute finished");
         Self { addr, metrics_addr, client, scheduler, db: None, stop: Some(stop), server: Some(server) }
     }
 

@@ -127,3 +127,36 @@ async fn a_flood_beyond_the_limit_is_refused_fast_while_admitted_calls_succeed()
     assert!(slowest_refusal < Duration::from_secs(2), "refusals do not queue: {slowest_refusal:?}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn oversized_batches_and_messages_and_slow_calls_are_bounded() {
+    let mut app = TestApp::spawn(&["--max-message-bytes=200000"]).await;
+    let now = Utc::now();
+    // 10,001 events exceed the batch limit (and this message limit): nothing is written.
+    let too_many = views("big", 1, 10_001, now);
+    let err = app.client.record_events(v1::RecordEventsRequest { events: too_many }).await.expect_err("too large");
+    assert!(matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted), "{err:?}");
+    app.stop().await;
+
+    // Within the default message limit, more than 10,000 events are refused by validation.
+    let mut app = TestApp::spawn(&[]).await;
+    let err = app
+        .client
+        .record_events(v1::RecordEventsRequest { events: views("big", 1, 10_001, now) })
+        .await
+        .expect_err("batch limit");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("events: at most 10000"), "{}", err.message());
+    app.record(views("ok", 1, 10_000, now)).await;
+    app.stop().await;
+
+    // A call that outlives RANKING_REQUEST_TIMEOUT is cut off instead of holding a slot.
+    let mut app = TestApp::spawn(&["--request-timeout=1ms"]).await;
+    let err = app
+        .client
+        .record_events(v1::RecordEventsRequest { events: views("slow", 2, 10_000, now) })
+        .await
+        .expect_err("times out");
+    assert!(matches!(err.code(), Code::Cancelled | Code::DeadlineExceeded), "{err:?}");
+    app.stop().await;
+}

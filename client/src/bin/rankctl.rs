@@ -10,7 +10,7 @@ use ranking_client::{RankingClient, events, v1};
 
 /// Command-line client of the ranking service.
 #[derive(Parser)]
-#[command(name = "rankctl", version, about)]
+#[command(name = "rankctl", version, about = "Command-line client of the ranking service")]
 struct Cli {
     /// Service address.
     #[arg(long, env = "RANKCTL_ENDPOINT", default_value = "http://127.0.0.1:50051", global = true)]

@@ -296,13 +296,15 @@ async fn shutdown_finishes_in_flight_calls_and_exits_cleanly() {
     let mut client = app.client.clone();
     let now = Utc::now();
     let in_flight = tokio::spawn(async move {
-        client.record_events(v1::RecordEventsRequest { events: views("s", 3, 2_000, now) }).await
+        client.record_events(v1::RecordEventsRequest { events: views("s", 3, 10_000, now) }).await
     });
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // Long enough for the request to reach the server, short of the time a 10,000-event
+    // batch takes to commit.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let db = app.db.take();
     app.stop().await; // panics unless the server exits with Ok
     let r = in_flight.await.expect("task").expect("in-flight call completed");
-    assert_eq!(r.into_inner().accepted, 2_000);
+    assert_eq!(r.into_inner().accepted, 10_000);
     if let Some(db) = db {
         db.drop_db().await;
     }

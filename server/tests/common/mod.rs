@@ -95,6 +95,8 @@ pub struct TestApp {
     pub client: RankingServiceClient<Channel>,
     pub scheduler: Arc<Scheduler>,
     pub db: Option<TestDb>,
+    /// Redis URL and key prefix, when the test runs on Redis: its keys are deleted at stop.
+    redis: Option<(String, String)>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -134,6 +136,7 @@ impl TestApp {
 
     /// Starts a server with explicit settings.
     pub async fn spawn_on(settings: Settings) -> Self {
+        let redis = settings.redis_url.clone().map(|url| (url, settings.redis_prefix.clone()));
         if std::env::var_os("TEST_LOG").is_some() {
             std::mem::forget(ranking_server::telemetry::init("debug"));
         }
@@ -151,7 +154,7 @@ impl TestApp {
         tokio::time::timeout(std::time::Duration::from_secs(30), scheduler.wait_started())
             .await
             .expect("start-up recompute finished");
-        Self { addr, metrics_addr, client, scheduler, db: None, stop: Some(stop), server: Some(server) }
+        Self { addr, metrics_addr, client, scheduler, db: None, redis, stop: Some(stop), server: Some(server) }
     }
 
     /// Stops the server gracefully and drops the test database.
@@ -164,6 +167,9 @@ impl TestApp {
         }
         if let Some(db) = self.db.take() {
             db.drop_db().await;
+        }
+        if let Some((url, prefix)) = self.redis.take() {
+            delete_keys(&url, &prefix).await;
         }
     }
 
@@ -196,6 +202,17 @@ impl TestApp {
             .await
             .expect("GetTopN succeeds")
             .into_inner()
+    }
+}
+
+/// Deletes every key under `prefix` (the test's own; other tests use other prefixes).
+pub async fn delete_keys(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else { return };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return };
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn).await.unwrap_or_default();
+    if !keys.is_empty() {
+        let _: Result<(), _> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
     }
 }
 

@@ -274,8 +274,15 @@ impl SqlMetricsStore {
             daily.entry((e.date, e.event.product_id)).or_default().add(&e.event);
             all_time.entry(e.event.product_id).or_default().add(&e.event);
         }
-        self.apply_daily(&txn, &daily, now_us).await?;
-        self.apply_all_time(&txn, &all_time, now_us).await?;
+        let daily_keys = |rows: &[(&(NaiveDate, i64), &MetricsDelta)]| {
+            vec![
+                Column::Date(rows.iter().map(|((date, _), _)| *date).collect()),
+                Column::Int(rows.iter().map(|((_, product), _)| *product).collect()),
+            ]
+        };
+        self.apply_deltas(&txn, &DAILY_METRICS, &daily, daily_keys, now_us).await?;
+        let product_keys = |rows: &[(&i64, &MetricsDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
+        self.apply_deltas(&txn, &PRODUCT_METRICS, &all_time, product_keys, now_us).await?;
         txn.commit().await?;
         Ok(fresh.into_iter().collect())
     }
@@ -359,90 +366,57 @@ impl SqlMetricsStore {
         Ok(Inserted::Count(txn.execute_raw(self.statement(sql, values)).await?.rows_affected()))
     }
 
-    async fn apply_daily(
+    /// Applies folded deltas to one metrics table: one additive upsert for every row, then one
+    /// clamp upsert (`likes = GREATEST(likes, floor)`) for the rows where an UNLIKE could have
+    /// crossed zero. `key_columns` turns the row keys into the table's key columns.
+    async fn apply_deltas<K>(
         &self,
         txn: &DatabaseTransaction,
-        deltas: &BTreeMap<(NaiveDate, i64), MetricsDelta>,
+        table: &MetricsTable,
+        deltas: &BTreeMap<K, MetricsDelta>,
+        key_columns: impl Fn(&[(&K, &MetricsDelta)]) -> Vec<Column>,
         now_us: i64,
     ) -> Result<(), Attempt> {
-        let head = "product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at)";
-        let key = "metric_date, product_id";
-        let add = self.upsert_tail(
-            "product_daily_metrics",
-            key,
-            &[
-                ("views", UpsertOp::Add),
-                ("likes", UpsertOp::Add),
-                ("orders", UpsertOp::Add),
-                ("order_amount", UpsertOp::Add),
-                ("last_event_at", UpsertOp::Max),
-                ("updated_at", UpsertOp::Replace),
-            ],
-        );
-        let rows = |subset: &[(&(NaiveDate, i64), &MetricsDelta)], clamp: bool| {
-            let counter = |f: fn(&MetricsDelta) -> i64| {
-                Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
-            };
-            Rows {
-                len: subset.len(),
-                columns: vec![
-                    Column::Date(subset.iter().map(|((date, _), _)| *date).collect()),
-                    Column::Int(subset.iter().map(|((_, product), _)| *product).collect()),
-                    counter(|d| d.views),
-                    Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
-                    counter(|d| d.orders),
-                    counter(|d| d.order_amount),
-                    Column::Int(subset.iter().map(|(_, d)| d.last_event_us).collect()),
-                    Column::Int(vec![now_us; subset.len()]),
-                ],
-            }
-        };
-        let all: Vec<_> = deltas.iter().collect();
-        self.upsert(txn, head, &add, &rows(&all, false)).await?;
-        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
-        let clamp = self.upsert_tail("product_daily_metrics", key, &[("likes", UpsertOp::Max)]);
-        self.upsert(txn, head, &clamp, &rows(&clamped, true)).await
-    }
+        let mut names: Vec<&str> = table.key.to_vec();
+        names.extend(["views", "likes", "orders", "order_amount"]);
+        let mut add = vec![
+            ("views", UpsertOp::Add),
+            ("likes", UpsertOp::Add),
+            ("orders", UpsertOp::Add),
+            ("order_amount", UpsertOp::Add),
+        ];
+        if table.last_event_at {
+            names.push("last_event_at");
+            add.push(("last_event_at", UpsertOp::Max));
+        }
+        names.push("updated_at");
+        add.push(("updated_at", UpsertOp::Replace));
+        let head = format!("{} ({})", table.name, names.join(", "));
+        let key = table.key.join(", ");
 
-    async fn apply_all_time(
-        &self,
-        txn: &DatabaseTransaction,
-        deltas: &BTreeMap<i64, MetricsDelta>,
-        now_us: i64,
-    ) -> Result<(), Attempt> {
-        let head = "product_metrics (product_id, views, likes, orders, order_amount, updated_at)";
-        let add = self.upsert_tail(
-            "product_metrics",
-            "product_id",
-            &[
-                ("views", UpsertOp::Add),
-                ("likes", UpsertOp::Add),
-                ("orders", UpsertOp::Add),
-                ("order_amount", UpsertOp::Add),
-                ("updated_at", UpsertOp::Replace),
-            ],
-        );
-        let rows = |subset: &[(&i64, &MetricsDelta)], clamp: bool| {
+        // The clamp rows carry zero counters: only their likes column is read by the upsert.
+        let rows = |subset: &[(&K, &MetricsDelta)], clamp: bool| {
             let counter = |f: fn(&MetricsDelta) -> i64| {
                 Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
             };
-            Rows {
-                len: subset.len(),
-                columns: vec![
-                    Column::Int(subset.iter().map(|(product, _)| **product).collect()),
-                    counter(|d| d.views),
-                    Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
-                    counter(|d| d.orders),
-                    counter(|d| d.order_amount),
-                    Column::Int(vec![now_us; subset.len()]),
-                ],
+            let mut columns = key_columns(subset);
+            columns.extend([
+                counter(|d| d.views),
+                Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
+                counter(|d| d.orders),
+                counter(|d| d.order_amount),
+            ]);
+            if table.last_event_at {
+                columns.push(Column::Int(subset.iter().map(|(_, d)| d.last_event_us).collect()));
             }
+            columns.push(Column::Int(vec![now_us; subset.len()]));
+            Rows { len: subset.len(), columns }
         };
         let all: Vec<_> = deltas.iter().collect();
-        self.upsert(txn, head, &add, &rows(&all, false)).await?;
+        self.upsert(txn, &head, &self.upsert_tail(table.name, &key, &add), &rows(&all, false)).await?;
         let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
-        let clamp = self.upsert_tail("product_metrics", "product_id", &[("likes", UpsertOp::Max)]);
-        self.upsert(txn, head, &clamp, &rows(&clamped, true)).await
+        let clamp = self.upsert_tail(table.name, &key, &[("likes", UpsertOp::Max)]);
+        self.upsert(txn, &head, &clamp, &rows(&clamped, true)).await
     }
 
     /// One upsert statement for all `rows` (none when there are no rows).
@@ -502,6 +476,20 @@ enum Inserted {
     /// How many rows were inserted (engines where `RETURNING` is not portable).
     Count(u64),
 }
+
+/// A metrics table as the upserts see it.
+struct MetricsTable {
+    name: &'static str,
+    /// Primary-key columns, the conflict target.
+    key: &'static [&'static str],
+    /// Whether the table tracks the latest `occurred_at`.
+    last_event_at: bool,
+}
+
+const DAILY_METRICS: MetricsTable =
+    MetricsTable { name: "product_daily_metrics", key: &["metric_date", "product_id"], last_event_at: true };
+const PRODUCT_METRICS: MetricsTable =
+    MetricsTable { name: "product_metrics", key: &["product_id"], last_event_at: false };
 
 /// Rows of one statement, column by column.
 struct Rows {

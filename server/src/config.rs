@@ -159,12 +159,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl Settings {
-    /// Settings from the environment alone (defaults for everything unset), as tests and
-    /// embedders use them.
-    pub fn from_env() -> Result<Self, clap::Error> {
-        Self::try_parse_from(["ranking-server"])
-    }
-
     /// The main-score weights.
     pub fn weights(&self) -> Weights {
         Weights {

@@ -163,7 +163,7 @@ impl Ingest {
 }
 
 /// Points one fresh event adds to its hourly ranking.
-pub fn hourly_points(weights: &Weights, e: &Event) -> f64 {
+fn hourly_points(weights: &Weights, e: &Event) -> f64 {
     match e.kind {
         EventKind::View => weights.view,
         EventKind::Like => weights.like,

@@ -88,9 +88,6 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// Deletes events that occurred before `events_before` and daily metrics of days before
     /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
-
-    /// Cheap liveness probe.
-    async fn ping(&self) -> Result<(), StoreError>;
 }
 
 /// Which ranking to read or write.

@@ -35,7 +35,6 @@ pub struct Application {
     scheduler: Arc<Scheduler>,
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
-    store: Arc<SqlMetricsStore>,
     settings: Settings,
 }
 
@@ -110,7 +109,7 @@ impl Application {
                 )
             }
         };
-        Ok(Self { listener, local_addr, api, scheduler, metrics, metrics_endpoint, store, settings })
+        Ok(Self { listener, local_addr, api, scheduler, metrics, metrics_endpoint, settings })
     }
 
     /// The address actually bound (port 0 resolved).
@@ -121,16 +120,6 @@ impl Application {
     /// The address of the Prometheus endpoint, when it is on.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_endpoint.as_ref().and_then(|m| m.local_addr().ok())
-    }
-
-    /// The metrics registry.
-    pub fn metrics(&self) -> Arc<Metrics> {
-        self.metrics.clone()
-    }
-
-    /// The SQL store, for tests and tools.
-    pub fn sql(&self) -> Arc<SqlMetricsStore> {
-        self.store.clone()
     }
 
     /// The scheduler, for tests that drive ticks themselves.

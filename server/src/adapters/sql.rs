@@ -111,11 +111,6 @@ impl SqlMetricsStore {
         })
     }
 
-    /// The pool, for tests and tools.
-    pub fn connection(&self) -> &DatabaseConnection {
-        &self.db
-    }
-
     fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
         Statement::from_sql_and_values(self.backend, sql, values)
     }
@@ -696,10 +691,6 @@ impl MetricsStore for SqlMetricsStore {
             )
             .await?;
         Ok(events + days)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.db.ping().await.map_err(StoreError::database)
     }
 }
 

@@ -27,11 +27,6 @@ impl RankingCalendar {
         Self { tz }
     }
 
-    /// The zone.
-    pub fn tz(&self) -> Tz {
-        self.tz
-    }
-
     /// The local date of an instant.
     pub fn day_of(&self, at: DateTime<Utc>) -> NaiveDate {
         at.with_timezone(&self.tz).date_naive()

@@ -15,9 +15,9 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcLabels {
     /// gRPC method name, e.g. `GetTopN`.
-    pub method: String,
+    pub method: &'static str,
     /// gRPC status code name, e.g. `Ok`, `InvalidArgument`.
-    pub code: String,
+    pub code: &'static str,
 }
 
 /// Every metric the service exports.
@@ -120,8 +120,8 @@ impl Metrics {
     }
 
     /// Records one finished RPC.
-    pub fn rpc_finished(&self, method: &str, code: tonic::Code, seconds: f64) {
-        let labels = RpcLabels { method: method.to_string(), code: format!("{code:?}") };
+    pub fn rpc_finished(&self, method: &'static str, code: &'static str, seconds: f64) {
+        let labels = RpcLabels { method, code };
         self.rpc_calls.get_or_create(&labels).inc();
         self.rpc_seconds.get_or_create(&labels).observe(seconds);
     }

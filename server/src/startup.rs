@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
+use crate::adapters::coalescing::CoalescingStore;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::adapters::redis::{RedisOptions, RedisRankingStore};
 use crate::adapters::sql::{SqlMetricsStore, SqlOptions};
@@ -52,7 +53,7 @@ impl Application {
                 let mut options = RedisOptions::new(url.clone());
                 options.prefix = settings.redis_prefix.clone();
                 let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
-                (redis.clone(), redis)
+                (Arc::new(CoalescingStore::new(redis.clone())), redis)
             }
             None => {
                 let memory = Arc::new(MemoryRankingStore::new());

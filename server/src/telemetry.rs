@@ -32,7 +32,10 @@ impl Drop for TelemetryGuard {
 /// call's settings apply.
 pub fn init(default_filter: &str) -> TelemetryGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let fmt = tracing_subscriber::fmt::layer().with_target(false);
+    // Colours only for a person at a terminal: log collectors get plain text, and the per-call
+    // span fields are not wrapped in escape codes on every RPC.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let fmt = tracing_subscriber::fmt::layer().with_target(false).with_ansi(ansi);
     let provider = otlp_provider();
     let otel = provider.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("ranking-server")));
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());

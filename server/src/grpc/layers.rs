@@ -87,9 +87,15 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let metrics = self.metrics.clone();
-        let path = request.uri().path().to_string();
-        let method = path.rsplit('/').next().unwrap_or_default().to_string();
-        let span = tracing::info_span!("rpc", rpc.path = %path, rpc.method = %method, rpc.code = tracing::field::Empty, latency_ms = tracing::field::Empty);
+        let (service, method) = rpc_name(request.uri().path());
+        let span = tracing::info_span!(
+            "rpc",
+            rpc.system = "grpc",
+            rpc.service = service,
+            rpc.method = method,
+            rpc.code = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
         // Continue the caller's trace when it sent W3C trace context.
         let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(request.headers())));
         let _ = span.set_parent(parent);
@@ -103,14 +109,58 @@ where
                 };
                 let seconds = started.elapsed().as_secs_f64();
                 let span = tracing::Span::current();
-                span.record("rpc.code", format!("{code:?}"));
+                span.record("rpc.code", code_name(code));
                 span.record("latency_ms", seconds * 1e3);
-                tracing::debug!(code = ?code, latency_ms = seconds * 1e3, "rpc finished");
-                metrics.rpc_finished(&method, code, seconds);
+                tracing::debug!(code = code_name(code), latency_ms = seconds * 1e3, "rpc finished");
+                metrics.rpc_finished(method, code_name(code), seconds);
                 result
             }
             .instrument(span),
         )
+    }
+}
+
+/// Services and methods this server answers, as static names for spans and metric labels.
+/// Anything else is reported as `unknown`, so probing random paths cannot create
+/// unbounded metric series.
+const KNOWN_RPCS: &[(&str, &[&str])] = &[
+    ("ranking.v1.RankingService", &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "Recompute"]),
+    ("grpc.health.v1.Health", &["Check", "Watch", "List"]),
+    ("grpc.reflection.v1.ServerReflection", &["ServerReflectionInfo"]),
+    ("grpc.reflection.v1alpha.ServerReflection", &["ServerReflectionInfo"]),
+];
+
+/// `(service, method)` of a gRPC request path `/package.Service/Method`.
+pub fn rpc_name(path: &str) -> (&'static str, &'static str) {
+    let (service, method) = path.trim_start_matches('/').split_once('/').unwrap_or_default();
+    KNOWN_RPCS
+        .iter()
+        .find(|(s, _)| *s == service)
+        .and_then(|(s, methods)| methods.iter().find(|m| **m == method).map(|m| (*s, *m)))
+        .unwrap_or(("unknown", "unknown"))
+}
+
+/// The name of a status code as the gRPC spec writes it in CamelCase (`Ok`, `NotFound`).
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "Ok",
+        Cancelled => "Cancelled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
     }
 }
 
@@ -172,5 +222,45 @@ where
             drop(permit);
             response
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+
+    #[test]
+    fn every_rpc_of_the_ranking_service_has_a_static_name() {
+        let set = prost_types::FileDescriptorSet::decode(ranking_proto::FILE_DESCRIPTOR_SET).expect("descriptor set");
+        let mut seen = 0;
+        for file in &set.file {
+            for service in &file.service {
+                let full = format!("{}.{}", file.package(), service.name());
+                for method in &service.method {
+                    let path = format!("/{full}/{}", method.name());
+                    assert_eq!(rpc_name(&path), (full.as_str(), method.name()), "{path}");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 5);
+    }
+
+    #[test]
+    fn unknown_paths_share_one_name() {
+        assert_eq!(rpc_name("/ranking.v1.RankingService/Nope"), ("unknown", "unknown"));
+        assert_eq!(rpc_name("/x.Y/GetTopN"), ("unknown", "unknown"));
+        assert_eq!(rpc_name("garbage"), ("unknown", "unknown"));
+        assert_eq!(rpc_name("/grpc.health.v1.Health/Check"), ("grpc.health.v1.Health", "Check"));
+    }
+
+    #[test]
+    fn code_names_match_their_debug_form() {
+        for n in 0..=16 {
+            let code = tonic::Code::from(n);
+            assert_eq!(code_name(code), format!("{code:?}"));
+        }
     }
 }

@@ -1,0 +1,284 @@
+//! Read coalescing in front of a ranking store: concurrent requests for the same page of the
+//! same ranking share one store round trip.
+//!
+//! "Today's top 20" is the hot read of the service: hundreds of callers ask for the very same
+//! page at once, and each answer costs a Redis round trip plus parsing 40 RESP values. Here
+//! callers that ask for a page while a fetch of it is under way wait for the *next* fetch and
+//! share it, so the store sees at most one fetch in progress and one queued per page.
+//!
+//! Joining the next fetch rather than the one in progress keeps reads exact: every caller's
+//! answer comes from a fetch sent after the caller arrived, so an event recorded (and its
+//! hourly increment applied) before a read started is always visible to that read, as with
+//! no coalescing. Only `top` is coalesced; `placement` reads are spread over many products
+//! and gain little, and writes pass through unchanged.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+
+use crate::ports::{HourlyIncrement, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
+
+/// Which page: ranking, offset, limit.
+type PageKey = (RankingKey, u64, u64);
+
+/// One shared fetch of a page; every caller that joined it gets a clone of the answer.
+type Fetch = Shared<BoxFuture<'static, Result<Page, StoreError>>>;
+
+/// The fetches of one page: the one under way and the one queued behind it.
+#[derive(Default)]
+struct Slot {
+    running: Option<(u64, Fetch)>,
+    queued: Option<(u64, Fetch)>,
+}
+
+/// A [`RankingStore`] that coalesces concurrent `top` reads of the same page.
+pub struct CoalescingStore<S> {
+    inner: Arc<S>,
+    slots: Arc<Mutex<HashMap<PageKey, Slot>>>,
+    next_id: AtomicU64,
+}
+
+impl<S: RankingStore> CoalescingStore<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<S>) -> Self {
+        Self { inner, slots: Arc::default(), next_id: AtomicU64::new(0) }
+    }
+
+    /// The fetch this caller gets its answer from: the queued one when there is one (it has
+    /// not been sent yet), else a new one, queued behind the fetch under way if any.
+    fn join(&self, page: PageKey) -> Fetch {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = slots.entry(page).or_default();
+        if let Some((_, queued)) = &slot.queued {
+            return queued.clone();
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let ahead = slot.running.as_ref().map(|(_, f)| f.clone());
+        let queued = ahead.is_some();
+        let fetch = fetch(self.inner.clone(), self.slots.clone(), page, id, ahead).boxed().shared();
+        if queued {
+            slot.queued = Some((id, fetch.clone()));
+        } else {
+            slot.running = Some((id, fetch.clone()));
+        }
+        fetch
+    }
+}
+
+/// Waits for the fetch ahead (if any), marks this one as under way, fetches, and clears its
+/// slot entry before handing the answer out.
+async fn fetch<S: RankingStore>(
+    store: Arc<S>,
+    slots: Arc<Mutex<HashMap<PageKey, Slot>>>,
+    page: PageKey,
+    id: u64,
+    ahead: Option<Fetch>,
+) -> Result<Page, StoreError> {
+    if let Some(ahead) = ahead {
+        // Its answer predates some of our callers; only its completion matters.
+        let _ = ahead.await;
+        let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = slots.entry(page).or_default();
+        if slot.queued.as_ref().is_some_and(|(queued, _)| *queued == id) {
+            slot.running = slot.queued.take();
+        }
+    }
+    let answer = store.top(page.0, page.1, page.2).await;
+    let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(slot) = slots.get_mut(&page) {
+        if slot.running.as_ref().is_some_and(|(running, _)| *running == id) {
+            slot.running = None;
+        }
+        if slot.running.is_none() && slot.queued.is_none() {
+            slots.remove(&page);
+        }
+    }
+    answer
+}
+
+#[async_trait]
+impl<S: RankingStore> RankingStore for CoalescingStore<S> {
+    async fn replace_daily(
+        &self,
+        date: NaiveDate,
+        entries: &[Scored],
+        expire_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.replace_daily(date, entries, expire_at).await
+    }
+
+    async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
+        self.inner.increment_hourly(increments).await
+    }
+
+    async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
+        self.join((key, offset, limit)).await
+    }
+
+    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError> {
+        self.inner.placement(key, product_id).await
+    }
+
+    async fn exists(&self, key: RankingKey) -> Result<bool, StoreError> {
+        self.inner.exists(key).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A store whose `top` waits for a permit per call and answers with the number of fetches
+    /// started so far (as `total`), so a test can tell which fetch an answer came from.
+    struct GatedStore {
+        started: AtomicUsize,
+        gate: Semaphore,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    impl Default for GatedStore {
+        fn default() -> Self {
+            Self { started: AtomicUsize::new(0), gate: Semaphore::new(0), fail: Default::default() }
+        }
+    }
+
+    #[async_trait]
+    impl RankingStore for GatedStore {
+        async fn replace_daily(&self, _: NaiveDate, _: &[Scored], _: DateTime<Utc>) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn increment_hourly(&self, _: &[HourlyIncrement]) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn top(&self, _: RankingKey, _: u64, _: u64) -> Result<Page, StoreError> {
+            let n = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+            self.gate.acquire().await.expect("gate open").forget();
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(StoreError::ranking("down"));
+            }
+            Ok(Page { entries: Vec::new(), total: n as u64 })
+        }
+        async fn placement(&self, _: RankingKey, _: i64) -> Result<(Option<Placement>, u64), StoreError> {
+            Ok((None, 0))
+        }
+        async fn exists(&self, _: RankingKey) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+    }
+
+    fn today() -> RankingKey {
+        RankingKey::Daily(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date"))
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    #[tokio::test]
+    async fn callers_arriving_during_a_fetch_share_the_next_one() {
+        let inner = Arc::new(GatedStore::default());
+        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let read =
+            |store: Arc<CoalescingStore<GatedStore>>| tokio::spawn(async move { store.top(today(), 0, 20).await });
+
+        let first = read(store.clone());
+        settle().await;
+        assert_eq!(inner.started.load(Ordering::SeqCst), 1);
+        // Ten callers arrive while the first fetch is under way: none may get its answer.
+        let later: Vec<_> = (0..10).map(|_| read(store.clone())).collect();
+        settle().await;
+        assert_eq!(inner.started.load(Ordering::SeqCst), 1, "the queued fetch waits for the one under way");
+
+        inner.gate.add_permits(1);
+        assert_eq!(first.await.expect("task").expect("read").total, 1);
+        settle().await;
+        assert_eq!(inner.started.load(Ordering::SeqCst), 2, "one fetch serves the ten callers");
+        inner.gate.add_permits(1);
+        for r in later {
+            assert_eq!(r.await.expect("task").expect("read").total, 2);
+        }
+        assert!(store.slots.lock().expect("lock").is_empty(), "finished pages leave no entry");
+    }
+
+    #[tokio::test]
+    async fn different_pages_are_fetched_separately() {
+        let inner = Arc::new(GatedStore::default());
+        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let a = tokio::spawn({
+            let s = store.clone();
+            async move { s.top(today(), 0, 20).await }
+        });
+        let b = tokio::spawn({
+            let s = store.clone();
+            async move { s.top(today(), 20, 20).await }
+        });
+        settle().await;
+        assert_eq!(inner.started.load(Ordering::SeqCst), 2);
+        inner.gate.add_permits(2);
+        a.await.expect("task").expect("read");
+        b.await.expect("task").expect("read");
+    }
+
+    #[tokio::test]
+    async fn a_failure_reaches_every_caller_of_the_fetch_and_the_next_fetch_retries() {
+        let inner = Arc::new(GatedStore::default());
+        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        inner.fail.store(true, Ordering::SeqCst);
+        let first = tokio::spawn({
+            let s = store.clone();
+            async move { s.top(today(), 0, 20).await }
+        });
+        settle().await;
+        let joined: Vec<_> = (0..3)
+            .map(|_| {
+                let s = store.clone();
+                tokio::spawn(async move { s.top(today(), 0, 20).await })
+            })
+            .collect();
+        settle().await;
+        inner.gate.add_permits(2);
+        assert!(first.await.expect("task").is_err());
+        for r in joined {
+            assert!(matches!(r.await.expect("task"), Err(StoreError::Unavailable { .. })));
+        }
+        inner.fail.store(false, Ordering::SeqCst);
+        inner.gate.add_permits(1);
+        assert_eq!(store.top(today(), 0, 20).await.expect("recovered").total, 3);
+    }
+
+    #[tokio::test]
+    async fn callers_that_give_up_do_not_stall_the_page() {
+        let inner = Arc::new(GatedStore::default());
+        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        // Both the fetch under way and the queued one lose all their callers.
+        let first = tokio::spawn({
+            let s = store.clone();
+            async move { s.top(today(), 0, 20).await }
+        });
+        settle().await;
+        let queued = tokio::spawn({
+            let s = store.clone();
+            async move { s.top(today(), 0, 20).await }
+        });
+        settle().await;
+        first.abort();
+        queued.abort();
+        settle().await;
+        inner.gate.add_permits(10);
+        let answer = tokio::time::timeout(Duration::from_secs(5), store.top(today(), 0, 20)).await;
+        assert!(answer.expect("a later caller is answered").is_ok());
+    }
+}

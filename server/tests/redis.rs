@@ -206,3 +206,50 @@ async fn reads_keep_working_with_the_database_stopped() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     app.stop().await;
 }
+
+/// GetTopN reads of one page are coalesced (see `adapters::coalescing`, whose unit tests pin
+/// the exact sharing rule with a gated store); end to end, a read that starts after a write
+/// has returned must see it while many readers share the page, as it would uncoalesced.
+#[tokio::test]
+async fn coalesced_reads_see_every_write_that_returned_before_them() {
+    use chrono::Timelike;
+
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut app = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let at = Utc::now();
+    let page = v1::GetTopNRequest {
+        window: v1::Window::Hourly.into(),
+        date: at.date_naive().to_string(),
+        hour: Some(at.hour()),
+        limit: 20,
+        ..Default::default()
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..32)
+        .map(|_| {
+            let mut client = app.client.clone();
+            let (stop, page) = (stop.clone(), page.clone());
+            tokio::spawn(async move {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    client.get_top_n(page.clone()).await.expect("background read");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for i in 1..=40u32 {
+        app.record(vec![event(&format!("w{i}"), 9, EventType::View, 0, at)]).await;
+        let top = app.client.get_top_n(page.clone()).await.expect("read after write").into_inner();
+        let score = top.products.first().map(|p| p.score).unwrap_or_default();
+        assert!((score - 0.1 * f64::from(i)).abs() < 1e-9, "after {i} views the read saw {score}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.await.expect("reader") > 0);
+    }
+    app.stop().await;
+    db.drop_db().await;
+}

@@ -50,6 +50,8 @@ fmt:
 BENCH = $(CARGO) bench -p ranking-server --bench service --
 bench:
 	./scripts/test-services.sh
+	@command -v h2load >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q nghttp2-client >/dev/null; } \
+	  || echo "h2load not found: the reads table will have no h2load rows (Debian package nghttp2-client)"
 	@: > target/bench-report.md
 	$(BENCH) ingest throwaway-postgres | tee -a target/bench-report.md
 	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md

@@ -180,6 +180,14 @@ mod tests {
         RankingKey::Daily(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date"))
     }
 
+    type Answer = tokio::task::JoinHandle<Result<Page, StoreError>>;
+
+    /// A caller reading the page at `offset` (limit 20) of today's ranking.
+    fn spawn_top(store: &Arc<CoalescingStore<GatedStore>>, offset: u64) -> Answer {
+        let store = store.clone();
+        tokio::spawn(async move { store.top(today(), offset, 20).await })
+    }
+
     async fn settle() {
         for _ in 0..20 {
             tokio::task::yield_now().await;
@@ -198,7 +206,7 @@ mod tests {
         settle().await;
         assert_eq!(inner.started.load(Ordering::SeqCst), 1);
         // Ten callers arrive while the first fetch is under way: none may get its answer.
-        let later: Vec<_> = (0..10).map(|_| read(store.clone())).collect();
+        let later: Vec<_> = (0..10).map(|_| spawn_top(&store, 0)).collect();
         settle().await;
         assert_eq!(inner.started.load(Ordering::SeqCst), 1, "the queued fetch waits for the one under way");
 
@@ -217,14 +225,8 @@ mod tests {
     async fn different_pages_are_fetched_separately() {
         let inner = Arc::new(GatedStore::default());
         let store = Arc::new(CoalescingStore::new(inner.clone()));
-        let a = tokio::spawn({
-            let s = store.clone();
-            async move { s.top(today(), 0, 20).await }
-        });
-        let b = tokio::spawn({
-            let s = store.clone();
-            async move { s.top(today(), 20, 20).await }
-        });
+        let a = spawn_top(&store, 0);
+        let b = spawn_top(&store, 20);
         settle().await;
         assert_eq!(inner.started.load(Ordering::SeqCst), 2);
         inner.gate.add_permits(2);
@@ -237,17 +239,9 @@ mod tests {
         let inner = Arc::new(GatedStore::default());
         let store = Arc::new(CoalescingStore::new(inner.clone()));
         inner.fail.store(true, Ordering::SeqCst);
-        let first = tokio::spawn({
-            let s = store.clone();
-            async move { s.top(today(), 0, 20).await }
-        });
+        let first = spawn_top(&store, 0);
         settle().await;
-        let joined: Vec<_> = (0..3)
-            .map(|_| {
-                let s = store.clone();
-                tokio::spawn(async move { s.top(today(), 0, 20).await })
-            })
-            .collect();
+        let joined: Vec<_> = (0..3).map(|_| spawn_top(&store, 0)).collect();
         settle().await;
         inner.gate.add_permits(2);
         assert!(first.await.expect("task").is_err());
@@ -264,15 +258,9 @@ mod tests {
         let inner = Arc::new(GatedStore::default());
         let store = Arc::new(CoalescingStore::new(inner.clone()));
         // Both the fetch under way and the queued one lose all their callers.
-        let first = tokio::spawn({
-            let s = store.clone();
-            async move { s.top(today(), 0, 20).await }
-        });
+        let first = spawn_top(&store, 0);
         settle().await;
-        let queued = tokio::spawn({
-            let s = store.clone();
-            async move { s.top(today(), 0, 20).await }
-        });
+        let queued = spawn_top(&store, 0);
         settle().await;
         first.abort();
         queued.abort();

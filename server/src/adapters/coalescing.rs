@@ -199,10 +199,7 @@ mod tests {
     async fn callers_arriving_during_a_fetch_share_the_next_one() {
         let inner = Arc::new(GatedStore::default());
         let store = Arc::new(CoalescingStore::new(inner.clone()));
-        let read =
-            |store: Arc<CoalescingStore<GatedStore>>| tokio::spawn(async move { store.top(today(), 0, 20).await });
-
-        let first = read(store.clone());
+        let first = spawn_top(&store, 0);
         settle().await;
         assert_eq!(inner.started.load(Ordering::SeqCst), 1);
         // Ten callers arrive while the first fetch is under way: none may get its answer.

@@ -253,3 +253,89 @@ async fn coalesced_reads_see_every_write_that_returned_before_them() {
     app.stop().await;
     db.drop_db().await;
 }
+
+/// A Redis server of the test's own on a free port, stopped when dropped.
+struct ThrowawayRedis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl ThrowawayRedis {
+    fn start(port: u16) -> Self {
+        let child = std::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server binary (make test installs it)");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server did not start on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ThrowawayRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Redis down: reads and recomputes answer UNAVAILABLE (promptly, never an empty ranking),
+/// writes still land in SQL; Redis back, empty: the service reconnects by itself and the next
+/// recompute restores the ranking, the events of the outage included.
+#[tokio::test]
+async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
+    use ranking_client::tonic::Code;
+
+    let db = TestDb::create().await;
+    let mut redis = ThrowawayRedis::start(common::free_port());
+    let url = format!("--redis-url=redis://127.0.0.1:{}", redis.port);
+    let mut app = TestApp::spawn_on(settings(&db.url, &[&url])).await;
+    let now = Utc::now();
+    // Product 8 gets its six views before the outage, product 7 five before and one during.
+    app.record(views("before-8", 8, 6, now)).await;
+    app.record(views("before-7", 7, 5, now)).await;
+    app.recompute("").await;
+    let top = app.top("", 10).await;
+    assert!(top.products[0].product_id == 8 && top.products[0].score > top.products[1].score);
+
+    redis.stop();
+    let started = std::time::Instant::now();
+    let top = app.client.get_top_n(v1::GetTopNRequest::default()).await.expect_err("no ranking store");
+    assert_eq!(top.code(), Code::Unavailable, "{}", top.message());
+    let rank = app.rank(7, "").await.expect_err("no ranking store");
+    assert_eq!(rank.code(), Code::Unavailable, "{}", rank.message());
+    let recompute =
+        app.client.recompute(v1::RecomputeRequest::default()).await.expect_err("recompute needs the ranking store");
+    assert_eq!(recompute.code(), Code::Unavailable, "{}", recompute.message());
+    assert!(started.elapsed() < Duration::from_secs(20), "failures are prompt: {:?}", started.elapsed());
+    // SQL is the source of truth: a write commits; only its hourly increment is lost.
+    let written = app.record(vec![event("during-7", 7, EventType::View, 0, now)]).await;
+    assert_eq!(written.accepted, 1);
+
+    let _redis = ThrowawayRedis::start(redis.port);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let restored = loop {
+        match app.client.recompute(v1::RecomputeRequest::default()).await {
+            Ok(r) => break r.into_inner(),
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "no reconnect within 30 s: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(restored.products, 2);
+    let top = app.top("", 10).await;
+    let ids: Vec<i64> = top.products.iter().map(|p| p.product_id).collect();
+    assert_eq!(ids, [8, 7], "equal scores come in descending product id");
+    assert_eq!(top.products[0].score, top.products[1].score, "the view recorded during the outage counts");
+    app.stop().await;
+    db.drop_db().await;
+}

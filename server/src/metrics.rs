@@ -41,6 +41,8 @@ pub struct Metrics {
     pub recompute_failures: Counter,
     /// Unix time of the last successful recompute (0 = none yet).
     last_recompute_unix: Gauge<i64, AtomicI64>,
+    /// GetTopN pages fetched from Redis (calls beyond this shared a fetch).
+    pub top_fetches: Counter,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -66,6 +68,7 @@ impl Metrics {
         let recompute_products = Gauge::default();
         let recompute_failures = Counter::default();
         let last_recompute_unix = Gauge::<i64, AtomicI64>::default();
+        let top_fetches = Counter::default();
         let rpc_calls = Family::<RpcLabels, Counter>::default();
         let rpc_seconds = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -88,6 +91,11 @@ impl Metrics {
             "Unix time of the last successful recompute",
             last_recompute_unix.clone(),
         );
+        registry.register(
+            "top_fetches",
+            "GetTopN pages fetched from Redis; GetTopN calls beyond this shared a fetch",
+            top_fetches.clone(),
+        );
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -101,6 +109,7 @@ impl Metrics {
             recompute_products,
             recompute_failures,
             last_recompute_unix,
+            top_fetches,
             rpc_calls,
             rpc_seconds,
         }

@@ -48,12 +48,13 @@ impl Application {
         sql.connect_timeout = settings.db_timeout;
         let store = Arc::new(SqlMetricsStore::connect(&sql).await.context("failed to open the SQL database")?);
 
+        let metrics = Arc::new(Metrics::new());
         let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match &settings.redis_url {
             Some(url) => {
                 let mut options = RedisOptions::new(url.clone());
                 options.prefix = settings.redis_prefix.clone();
                 let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
-                (Arc::new(CoalescingStore::new(redis.clone())), redis)
+                (Arc::new(CoalescingStore::new(redis.clone(), metrics.top_fetches.clone())), redis)
             }
             None => {
                 let memory = Arc::new(MemoryRankingStore::new());
@@ -61,7 +62,6 @@ impl Application {
             }
         };
 
-        let metrics = Arc::new(Metrics::new());
         let calendar = RankingCalendar::new(settings.tz);
         let weights = settings.weights();
         let metrics_store: Arc<dyn MetricsStore> = store.clone();

@@ -5,29 +5,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use common::{TestApp, event, views};
+use common::{TestApp, event, metric_value as value, views};
 use ranking_client::tonic::{Code, Request};
 use ranking_client::v1::{self, EventType};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn scrape(app: &TestApp) -> String {
-    let addr = app.metrics_addr.expect("metrics endpoint on");
-    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.expect("write");
-    let mut body = String::new();
-    conn.read_to_string(&mut body).await.expect("read");
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    body
-}
-
-fn value(metrics: &str, line_prefix: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
-}
 
 #[tokio::test]
 async fn metrics_reflect_the_calls_made() {
@@ -44,7 +24,7 @@ async fn metrics_reflect_the_calls_made() {
     app.top("", 5).await;
     app.top("", 5).await;
 
-    let m = scrape(&app).await;
+    let m = app.scrape_metrics().await;
     assert_eq!(value(&m, "ranking_events_accepted_total"), 3.0);
     assert_eq!(value(&m, "ranking_events_duplicate_total"), 1.0);
     assert_eq!(value(&m, "ranking_events_rejected_total"), 1.0);

@@ -247,9 +247,15 @@ async fn coalesced_reads_see_every_write_that_returned_before_them() {
         assert!((score - 0.1 * f64::from(i)).abs() < 1e-9, "after {i} views the read saw {score}");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut calls = 40.0;
     for r in readers {
-        assert!(r.await.expect("reader") > 0);
+        let reads = r.await.expect("reader");
+        assert!(reads > 0);
+        calls += reads as f64;
     }
+    let metrics = app.scrape_metrics().await;
+    let fetches = common::metric_value(&metrics, "ranking_top_fetches_total");
+    assert!(fetches >= 1.0 && fetches <= calls, "{fetches} fetches for {calls} calls");
     app.stop().await;
     db.drop_db().await;
 }

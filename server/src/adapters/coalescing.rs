@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
+use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{HourlyIncrement, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
 
@@ -41,12 +42,13 @@ pub struct CoalescingStore<S> {
     inner: Arc<S>,
     slots: Arc<Mutex<HashMap<PageKey, Slot>>>,
     next_id: AtomicU64,
+    fetches: Counter,
 }
 
 impl<S: RankingStore> CoalescingStore<S> {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<S>) -> Self {
-        Self { inner, slots: Arc::default(), next_id: AtomicU64::new(0) }
+    /// Wraps `inner`, counting the fetches that reach it in `fetches`.
+    pub fn new(inner: Arc<S>, fetches: Counter) -> Self {
+        Self { inner, slots: Arc::default(), next_id: AtomicU64::new(0), fetches }
     }
 
     /// The fetch this caller gets its answer from: the queued one when there is one (it has
@@ -60,6 +62,7 @@ impl<S: RankingStore> CoalescingStore<S> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let ahead = slot.running.as_ref().map(|(_, f)| f.clone());
         let queued = ahead.is_some();
+        self.fetches.inc();
         let fetch = fetch(self.inner.clone(), self.slots.clone(), page, id, ahead).boxed().shared();
         if queued {
             slot.queued = Some((id, fetch.clone()));
@@ -198,7 +201,7 @@ mod tests {
     #[tokio::test]
     async fn callers_arriving_during_a_fetch_share_the_next_one() {
         let inner = Arc::new(GatedStore::default());
-        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let store = Arc::new(CoalescingStore::new(inner.clone(), Counter::default()));
         let first = spawn_top(&store, 0);
         settle().await;
         assert_eq!(inner.started.load(Ordering::SeqCst), 1);
@@ -215,13 +218,14 @@ mod tests {
         for r in later {
             assert_eq!(r.await.expect("task").expect("read").total, 2);
         }
+        assert_eq!(store.fetches.get(), 2, "eleven calls, two fetches");
         assert!(store.slots.lock().expect("lock").is_empty(), "finished pages leave no entry");
     }
 
     #[tokio::test]
     async fn different_pages_are_fetched_separately() {
         let inner = Arc::new(GatedStore::default());
-        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let store = Arc::new(CoalescingStore::new(inner.clone(), Counter::default()));
         let a = spawn_top(&store, 0);
         let b = spawn_top(&store, 20);
         settle().await;
@@ -234,7 +238,7 @@ mod tests {
     #[tokio::test]
     async fn a_failure_reaches_every_caller_of_the_fetch_and_the_next_fetch_retries() {
         let inner = Arc::new(GatedStore::default());
-        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let store = Arc::new(CoalescingStore::new(inner.clone(), Counter::default()));
         inner.fail.store(true, Ordering::SeqCst);
         let first = spawn_top(&store, 0);
         settle().await;
@@ -253,7 +257,7 @@ mod tests {
     #[tokio::test]
     async fn callers_that_give_up_do_not_stall_the_page() {
         let inner = Arc::new(GatedStore::default());
-        let store = Arc::new(CoalescingStore::new(inner.clone()));
+        let store = Arc::new(CoalescingStore::new(inner.clone(), Counter::default()));
         // Both the fetch under way and the queued one lose all their callers.
         let first = spawn_top(&store, 0);
         settle().await;

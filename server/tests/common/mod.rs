@@ -173,6 +173,18 @@ impl TestApp {
         }
     }
 
+    /// The Prometheus text of the server's metrics endpoint.
+    pub async fn scrape_metrics(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.metrics_addr.expect("metrics endpoint on");
+        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.expect("write");
+        let mut body = String::new();
+        conn.read_to_string(&mut body).await.expect("read");
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        body
+    }
+
     pub async fn record(&mut self, events: Vec<v1::Event>) -> v1::RecordEventsResponse {
         self.client.record_events(v1::RecordEventsRequest { events }).await.expect("RecordEvents succeeds").into_inner()
     }
@@ -227,4 +239,15 @@ pub fn event(id: &str, product_id: i64, kind: v1::EventType, amount: i64, at: Da
 /// `n` VIEW events for a product at `at`, with ids `{prefix}-{i}`.
 pub fn views(prefix: &str, product_id: i64, n: usize, at: DateTime<Utc>) -> Vec<v1::Event> {
     (0..n).map(|i| event(&format!("{prefix}-{i}"), product_id, v1::EventType::View, 0, at)).collect()
+}
+
+/// The value of the first sample in Prometheus text `metrics` whose line starts with
+/// `line_prefix` (name and labels).
+pub fn metric_value(metrics: &str, line_prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
 }

@@ -59,14 +59,8 @@ enum Command {
     },
     /// Show the top of a ranking.
     Top {
-        #[arg(long, value_enum, default_value_t = Window::Daily)]
-        window: Window,
-        /// YYYY-MM-DD (default today).
-        #[arg(long, default_value = "")]
-        date: String,
-        /// Hour 0-23 (hourly window).
-        #[arg(long)]
-        hour: Option<u32>,
+        #[command(flatten)]
+        ranking: Ranking,
         #[arg(long, default_value_t = 10)]
         limit: u32,
         #[arg(long, default_value_t = 0)]
@@ -75,12 +69,8 @@ enum Command {
     /// Show one product's rank.
     Rank {
         product_id: i64,
-        #[arg(long, value_enum, default_value_t = Window::Daily)]
-        window: Window,
-        #[arg(long, default_value = "")]
-        date: String,
-        #[arg(long)]
-        hour: Option<u32>,
+        #[command(flatten)]
+        ranking: Ranking,
     },
     /// Recompute a day's ranking now.
     Recompute {
@@ -88,6 +78,19 @@ enum Command {
         #[arg(default_value = "")]
         date: String,
     },
+}
+
+/// Which ranking a read addresses: `--window`, `--date`, `--hour`.
+#[derive(clap::Args)]
+struct Ranking {
+    #[arg(long, value_enum, default_value_t = Window::Daily)]
+    window: Window,
+    /// YYYY-MM-DD (default today).
+    #[arg(long, default_value = "")]
+    date: String,
+    /// Hour 0-23 (hourly window).
+    #[arg(long)]
+    hour: Option<u32>,
 }
 
 fn window(w: Window) -> i32 {
@@ -154,7 +157,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{name} {}", event.event_id);
             }
         }
-        Command::Top { window: w, date, hour, limit, offset } => {
+        Command::Top { ranking: Ranking { window: w, date, hour }, limit, offset } => {
             let r = client.top_n(v1::GetTopNRequest { window: window(w), date, hour, offset, limit }).await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
@@ -164,7 +167,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&r.products);
             }
         }
-        Command::Rank { product_id, window: w, date, hour } => {
+        Command::Rank { product_id, ranking: Ranking { window: w, date, hour } } => {
             let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour }).await?;
             let p = r.product.unwrap_or_default();
             if cli.json {

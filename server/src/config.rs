@@ -1,11 +1,23 @@
-//! Settings from environment variables (SPEC §8), mirrored by command-line flags.
+//! Settings from environment variables, mirrored by command-line flags.
+//!
+//! One section per component, each parsed once into the type its component uses
+//! (`SocketAddr`, `NonZero*`, `Duration`, `Tz`), and each turned into that component's
+//! options here (`DatabaseSettings::options`, `RankingSettings::policy`, …). Adding a variable
+//! touches its section and the code that reads it, nothing else. Cross-field rules live in
+//! [`Settings::validate`]; every other check is done by the type a value parses into.
 
 use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use clap::Parser;
+use clap::{Args, Parser};
 
+use crate::adapters::redis::RedisOptions;
+use crate::adapters::sql::SqlOptions;
+use crate::app::policy::Policy;
+use crate::domain::calendar::RankingCalendar;
 use crate::domain::score::Weights;
 
 /// Real-time product ranking service over gRPC.
@@ -14,14 +26,125 @@ use crate::domain::score::Weights;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "ranking-server", version, about, args_override_self = true)]
 pub struct Settings {
+    #[command(flatten, next_help_heading = "Server")]
+    pub server: ServerSettings,
+    #[command(flatten, next_help_heading = "Database")]
+    pub database: DatabaseSettings,
+    #[command(flatten, next_help_heading = "Redis")]
+    pub redis: RedisSettings,
+    #[command(flatten, next_help_heading = "Ranking")]
+    pub ranking: RankingSettings,
+    #[command(flatten, next_help_heading = "Access")]
+    pub access: AccessSettings,
+    #[command(flatten, next_help_heading = "Observability")]
+    pub observability: ObservabilitySettings,
+}
+
+/// The gRPC server: address, limits, connection hygiene, TLS.
+#[derive(Debug, Clone, Args)]
+pub struct ServerSettings {
     /// gRPC listen address (port 0 picks a free port, which is logged).
-    #[arg(long, env = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
+    #[arg(long = "listen", env = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
 
+    /// Longest a call may run before it is cancelled (DEADLINE_EXCEEDED/CANCELLED).
+    #[arg(long, env = "RANKING_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_nonzero_duration)]
+    pub request_timeout: Duration,
+
+    /// Calls served at once by this process; calls beyond it are refused at once with
+    /// RESOURCE_EXHAUSTED instead of queueing.
+    #[arg(long, env = "RANKING_MAX_CONCURRENT_CALLS", default_value = "2048")]
+    pub max_concurrent_calls: NonZeroUsize,
+
+    /// Largest request message, bytes (a full 10,000-event batch is about 1 MB).
+    #[arg(long, env = "RANKING_MAX_MESSAGE_BYTES", default_value = "8388608")]
+    pub max_message_bytes: NonZeroUsize,
+
+    /// Open connections at most; connections beyond it are closed as soon as they are accepted.
+    #[arg(long, env = "RANKING_MAX_CONNECTIONS", default_value = "10000")]
+    pub max_connections: NonZeroUsize,
+
+    /// Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); one
+    /// connection can hold at most this many of the call slots.
+    #[arg(long, env = "RANKING_MAX_STREAMS_PER_CONNECTION", default_value = "100")]
+    pub max_streams_per_connection: NonZeroU32,
+
+    /// Time a call's request message may take to arrive; a call is admitted (takes one of
+    /// the concurrent-call slots) only once its message is complete.
+    #[arg(long, env = "RANKING_BODY_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
+    pub body_timeout: Duration,
+
+    /// Time from accepting a connection to its first call (TCP, TLS and HTTP/2 handshakes
+    /// included); a connection that makes none is closed.
+    #[arg(long, env = "RANKING_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_nonzero_duration)]
+    pub handshake_timeout: Duration,
+
+    /// A connection with no call in progress for this long is closed.
+    #[arg(long, env = "RANKING_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_nonzero_duration)]
+    pub idle_timeout: Duration,
+
+    /// Interval of HTTP/2 keepalive pings; a peer that does not answer one within
+    /// RANKING_KEEPALIVE_TIMEOUT is disconnected.
+    #[arg(long, env = "RANKING_KEEPALIVE_INTERVAL", default_value = "60s", value_parser = parse_nonzero_duration)]
+    pub keepalive_interval: Duration,
+
+    /// Time a peer has to answer a keepalive ping.
+    #[arg(long, env = "RANKING_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_nonzero_duration)]
+    pub keepalive_timeout: Duration,
+
+    /// After SIGTERM, time in-flight calls get to finish; then every connection is closed
+    /// and the process exits.
+    #[arg(long, env = "RANKING_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// PEM certificate chain of the server; with the key it turns TLS on.
+    #[arg(long, env = "RANKING_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of the server certificate.
+    #[arg(long, env = "RANKING_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM CA bundle; when set, clients must present a certificate it signed.
+    #[arg(long, env = "RANKING_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+/// The SQL single source of truth.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseSettings {
     /// SQL database: postgres://…, mysql://… or sqlite://….
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://ranking.db?mode=rwc")]
     pub database_url: String,
 
+    /// SQL connection pool size.
+    #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value = "16")]
+    pub db_max_connections: NonZeroU32,
+
+    /// Time allowed to connect to, or get a connection from, the database.
+    #[arg(long, env = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
+    pub db_timeout: Duration,
+
+    /// Group-commit workers of RecordEvent: each turns the calls queued meanwhile into one
+    /// transaction. Few workers make large groups, which suits hot products whose rows every
+    /// transaction must lock.
+    #[arg(long, env = "RANKING_INGEST_WORKERS", default_value = "2")]
+    pub ingest_workers: NonZeroUsize,
+}
+
+impl DatabaseSettings {
+    /// The SQL store's options.
+    pub fn options(&self) -> SqlOptions {
+        let mut options = SqlOptions::new(self.database_url.clone());
+        options.max_connections = self.db_max_connections.get();
+        options.connect_timeout = self.db_timeout;
+        options
+    }
+}
+
+/// The ranking store: Redis, or the embedded in-process store when no URL is set.
+#[derive(Debug, Clone, Args)]
+pub struct RedisSettings {
     /// Redis for rankings (redis://…); unset keeps rankings in process.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
@@ -29,7 +152,22 @@ pub struct Settings {
     /// Prefix of every Redis key, so deployments (or tests) can share one Redis.
     #[arg(long, env = "RANKING_REDIS_PREFIX", default_value = "ranking")]
     pub redis_prefix: String,
+}
 
+impl RedisSettings {
+    /// The Redis store's options, when Redis is configured.
+    pub fn options(&self) -> Option<RedisOptions> {
+        self.redis_url.as_ref().map(|url| {
+            let mut options = RedisOptions::new(url.clone());
+            options.prefix = self.redis_prefix.clone();
+            options
+        })
+    }
+}
+
+/// What is ranked and how: calendar, weights, windows of days, the scheduler period.
+#[derive(Debug, Clone, Args)]
+pub struct RankingSettings {
     /// IANA time zone of ranking days and hours.
     #[arg(long, env = "RANKING_TZ", default_value = "UTC", value_parser = parse_tz)]
     pub tz: Tz,
@@ -51,44 +189,49 @@ pub struct Settings {
     pub carry_days: u32,
 
     /// Weight of one view in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_VIEW", default_value_t = 0.1)]
+    #[arg(long, env = "RANKING_WEIGHT_VIEW", default_value = "0.1", value_parser = parse_weight)]
     pub weight_view: f64,
 
     /// Weight of one like in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_LIKE", default_value_t = 0.2)]
+    #[arg(long, env = "RANKING_WEIGHT_LIKE", default_value = "0.2", value_parser = parse_weight)]
     pub weight_like: f64,
 
     /// Weight of ln(1 + order amount) in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_ORDER", default_value_t = 0.6)]
+    #[arg(long, env = "RANKING_WEIGHT_ORDER", default_value = "0.6", value_parser = parse_weight)]
     pub weight_order: f64,
 
     /// Share of yesterday's integer main score carried into today.
-    #[arg(long, env = "RANKING_CARRY_OVER", default_value_t = 0.1)]
+    #[arg(long, env = "RANKING_CARRY_OVER", default_value = "0.1", value_parser = parse_weight)]
     pub carry_over: f64,
+}
 
-    /// Group-commit workers of RecordEvent: each turns the calls queued meanwhile into one
-    /// transaction. Few workers make large groups, which suits hot products whose rows every
-    /// transaction must lock.
-    #[arg(long, env = "RANKING_INGEST_WORKERS", default_value_t = 2)]
-    pub ingest_workers: usize,
+impl RankingSettings {
+    /// The main-score weights.
+    pub fn weights(&self) -> Weights {
+        Weights {
+            view: self.weight_view,
+            like: self.weight_like,
+            order: self.weight_order,
+            carry_over: self.carry_over,
+        }
+    }
 
-    /// Prometheus `/metrics` address; empty turns the endpoint off.
-    #[arg(long, env = "RANKING_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
-    pub metrics_listen: String,
+    /// The one policy every component reads.
+    pub fn policy(&self) -> Policy {
+        Policy::new(
+            RankingCalendar::new(self.tz),
+            self.weights(),
+            self.accept_days,
+            self.retention_days,
+            self.carry_days,
+            self.recompute_interval,
+        )
+    }
+}
 
-    /// Longest a call may run before it is cancelled (DEADLINE_EXCEEDED/CANCELLED).
-    #[arg(long, env = "RANKING_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
-    pub request_timeout: Duration,
-
-    /// Calls served at once by this process; calls beyond it are refused at once with
-    /// RESOURCE_EXHAUSTED instead of queueing.
-    #[arg(long, env = "RANKING_MAX_CONCURRENT_CALLS", default_value_t = 2048)]
-    pub max_concurrent_calls: usize,
-
-    /// Largest request message, bytes (a full 10,000-event batch is about 1 MB).
-    #[arg(long, env = "RANKING_MAX_MESSAGE_BYTES", default_value_t = 8 * 1024 * 1024)]
-    pub max_message_bytes: usize,
-
+/// Bearer tokens per kind of call.
+#[derive(Debug, Clone, Args)]
+pub struct AccessSettings {
     /// Bearer token required by RecordEvent and RecordEvents; unset leaves writes open.
     #[arg(long, env = "RANKING_WRITE_TOKEN", hide_env_values = true)]
     pub write_token: Option<Secret>,
@@ -100,27 +243,19 @@ pub struct Settings {
     /// Bearer token required by GetTopN and GetRank; unset leaves reads open.
     #[arg(long, env = "RANKING_READ_TOKEN", hide_env_values = true)]
     pub read_token: Option<Secret>,
-
-    /// PEM certificate chain of the server; with the key it turns TLS on.
-    #[arg(long, env = "RANKING_TLS_CERT")]
-    pub tls_cert: Option<std::path::PathBuf>,
-
-    /// PEM private key of the server certificate.
-    #[arg(long, env = "RANKING_TLS_KEY")]
-    pub tls_key: Option<std::path::PathBuf>,
-
-    /// PEM CA bundle; when set, clients must present a certificate it signed.
-    #[arg(long, env = "RANKING_TLS_CLIENT_CA")]
-    pub tls_client_ca: Option<std::path::PathBuf>,
-
-    /// SQL connection pool size.
-    #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value_t = 16)]
-    pub db_max_connections: u32,
-
-    /// Time allowed to connect to, or get a connection from, the database.
-    #[arg(long, env = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
-    pub db_timeout: Duration,
 }
+
+/// Metrics endpoint.
+#[derive(Debug, Clone, Args)]
+pub struct ObservabilitySettings {
+    /// Prometheus `/metrics` address; empty turns the endpoint off.
+    #[arg(long, env = "RANKING_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_addr)]
+    pub metrics_listen: OptionalAddr,
+}
+
+/// An address that may be switched off with an empty value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalAddr(pub Option<SocketAddr>);
 
 /// A secret setting: never printed by `Debug`, compared in constant time.
 #[derive(Clone, PartialEq, Eq)]
@@ -158,52 +293,37 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (examples: 30s, 5m, 1h)"))
 }
 
-impl Settings {
-    /// The main-score weights.
-    pub fn weights(&self) -> Weights {
-        Weights {
-            view: self.weight_view,
-            like: self.weight_like,
-            order: self.weight_order,
-            carry_over: self.carry_over,
-        }
-    }
+fn parse_nonzero_duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).and_then(|d| if d.is_zero() { Err("must be greater than 0".into()) } else { Ok(d) })
+}
 
-    /// Rejects combinations that would make the service wrong rather than merely slow.
+fn parse_weight(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
+        _ => Err(format!("{s:?} is not a finite number >= 0")),
+    }
+}
+
+fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
+    if s.is_empty() {
+        return Ok(OptionalAddr(None));
+    }
+    s.parse().map(|a| OptionalAddr(Some(a))).map_err(|_| format!("{s:?} must be host:port or empty"))
+}
+
+impl Settings {
+    /// Rejects combinations of values that would make the service wrong rather than merely
+    /// slow (each single value was checked by its parser).
     pub fn validate(&self) -> Result<(), String> {
-        for (name, w) in [
-            ("RANKING_WEIGHT_VIEW", self.weight_view),
-            ("RANKING_WEIGHT_LIKE", self.weight_like),
-            ("RANKING_WEIGHT_ORDER", self.weight_order),
-            ("RANKING_CARRY_OVER", self.carry_over),
-        ] {
-            if !w.is_finite() || w < 0.0 {
-                return Err(format!("{name} must be a finite number >= 0, got {w}"));
-            }
-        }
-        if self.retention_days <= self.accept_days {
+        let r = &self.ranking;
+        if r.retention_days <= r.accept_days {
             return Err(format!(
                 "RANKING_RETENTION_DAYS ({}) must exceed RANKING_ACCEPT_DAYS ({}), so that a redelivered event is either still in the ledger or refused as too old",
-                self.retention_days, self.accept_days
+                r.retention_days, r.accept_days
             ));
         }
-        if !self.metrics_listen.is_empty() && self.metrics_listen.parse::<SocketAddr>().is_err() {
-            return Err(format!("RANKING_METRICS_LISTEN must be host:port or empty, got {:?}", self.metrics_listen));
-        }
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err("RANKING_TLS_CERT and RANKING_TLS_KEY go together".into());
-        }
-        if self.tls_client_ca.is_some() && self.tls_cert.is_none() {
-            return Err("RANKING_TLS_CLIENT_CA needs RANKING_TLS_CERT and RANKING_TLS_KEY".into());
-        }
-        if self.max_concurrent_calls == 0 {
-            return Err("RANKING_MAX_CONCURRENT_CALLS must be at least 1".into());
-        }
-        if self.ingest_workers == 0 {
-            return Err("RANKING_INGEST_WORKERS must be at least 1".into());
-        }
-        if self.db_max_connections == 0 {
-            return Err("RANKING_DB_MAX_CONNECTIONS must be at least 1".into());
+        if self.server.keepalive_timeout >= self.server.keepalive_interval {
+            return Err("RANKING_KEEPALIVE_TIMEOUT must be shorter than RANKING_KEEPALIVE_INTERVAL".into());
         }
         Ok(())
     }
@@ -214,25 +334,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_match_the_spec() {
+    fn defaults_match_the_documented_ones() {
         let s = Settings::try_parse_from(["x"]).expect("defaults parse");
-        assert_eq!(s.listen.to_string(), "127.0.0.1:50051");
-        assert_eq!(s.tz, chrono_tz::UTC);
-        assert_eq!(s.recompute_interval, Duration::from_secs(300));
-        assert_eq!((s.accept_days, s.retention_days, s.carry_days), (7, 8, 7));
-        assert_eq!(s.weights(), Weights::default());
+        assert_eq!(s.server.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(s.ranking.tz, chrono_tz::UTC);
+        assert_eq!(s.ranking.recompute_interval, Duration::from_secs(300));
+        assert_eq!((s.ranking.accept_days, s.ranking.retention_days, s.ranking.carry_days), (7, 8, 7));
+        assert_eq!(s.ranking.weights(), Weights::default());
+        assert_eq!(s.observability.metrics_listen.0.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(s.server.max_concurrent_calls.get(), 2048);
+        assert_eq!(s.server.shutdown_grace, Duration::from_secs(30));
         assert!(s.validate().is_ok());
     }
 
     #[test]
-    fn bad_values_are_refused() {
-        assert!(Settings::try_parse_from(["x", "--tz", "Mars/Base"]).is_err());
-        assert!(Settings::try_parse_from(["x", "--recompute-interval", "soon"]).is_err());
-        let s = Settings::try_parse_from(["x", "--recompute-interval", "0"]).expect("0 disables");
-        assert_eq!(s.recompute_interval, Duration::ZERO);
+    fn bad_values_are_refused_by_their_parser() {
+        for args in [
+            &["x", "--tz", "Mars/Base"][..],
+            &["x", "--recompute-interval", "soon"],
+            &["x", "--weight-view=-1"],
+            &["x", "--weight-like=NaN"],
+            &["x", "--metrics-listen", "nowhere"],
+            &["x", "--max-concurrent-calls", "0"],
+            &["x", "--ingest-workers", "0"],
+            &["x", "--db-max-connections", "0"],
+            &["x", "--request-timeout", "0"],
+            &["x", "--tls-cert", "a.pem"],
+            &["x", "--tls-client-ca", "ca.pem"],
+        ] {
+            assert!(Settings::try_parse_from(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn zero_and_empty_switch_things_off() {
+        let s = Settings::try_parse_from(["x", "--recompute-interval", "0", "--metrics-listen="]).expect("parses");
+        assert_eq!(s.ranking.recompute_interval, Duration::ZERO);
+        assert_eq!(s.observability.metrics_listen, OptionalAddr(None));
+    }
+
+    #[test]
+    fn cross_field_rules_are_checked() {
         let s = Settings::try_parse_from(["x", "--retention-days", "7"]).expect("parses");
         assert!(s.validate().expect_err("retention must exceed accept").contains("RANKING_RETENTION_DAYS"));
-        let s = Settings::try_parse_from(["x", "--weight-view=-1"]).expect("parses");
+        let s = Settings::try_parse_from(["x", "--keepalive-timeout", "2m"]).expect("parses");
         assert!(s.validate().is_err());
     }
 }

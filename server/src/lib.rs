@@ -9,9 +9,8 @@
 //!
 //! - [`startup`]: builds everything from [`config::Settings`] and serves until stopped.
 //! - [`grpc`]: handlers, conversions, error mapping, instrumentation layer.
-//! - [`scheduler`]: the periodic recompute and retention.
-//! - [`ingest`]: validation, SQL commit (with group commit), hourly increments.
-//! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking.
+//! - [`app`]: the application services (ingest, queries, recompute, scheduler) and the
+//!   one policy they share.
 //! - [`adapters`]: SQL (sea-orm) and the ranking stores.
 //! - [`ports`]: the traits the application needs from its stores.
 //! - [`domain`]: the pure score engine and vocabulary.
@@ -19,14 +18,12 @@
 //!   endpoint, and logging.
 
 pub mod adapters;
+pub mod app;
 pub mod config;
 pub mod domain;
 pub mod grpc;
-pub mod ingest;
 pub mod metrics;
 pub mod metrics_endpoint;
 pub mod ports;
-pub mod recompute;
-pub mod scheduler;
 pub mod startup;
 pub mod telemetry;

@@ -78,7 +78,7 @@ impl SortedSet {
 #[derive(Debug, Default)]
 pub struct MemoryRankingStore {
     sets: Mutex<HashMap<RankingKey, SortedSet>>,
-    leases: Mutex<HashMap<String, (String, std::time::Instant)>>,
+    leases: Mutex<HashMap<String, (String, tokio::time::Instant)>>,
 }
 
 impl MemoryRankingStore {
@@ -148,7 +148,7 @@ impl RankingStore for MemoryRankingStore {
 impl LeaseLock for MemoryRankingStore {
     async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<Option<Lease>, StoreError> {
         let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         if leases.get(name).is_some_and(|(_, until)| *until > now) {
             return Ok(None);
         }
@@ -206,14 +206,15 @@ mod tests {
         assert!(!store.exists(RankingKey::Daily(day())).await.expect("exists"));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn leases_exclude_until_released_or_expired() {
         let store = MemoryRankingStore::new();
         let lease = store.try_acquire("d", Duration::from_secs(60)).await.expect("ok").expect("free");
         assert!(store.try_acquire("d", Duration::from_secs(60)).await.expect("ok").is_none());
         store.release(&lease).await.expect("release");
         assert!(store.try_acquire("d", Duration::from_millis(1)).await.expect("ok").is_some());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert!(store.try_acquire("d", Duration::from_secs(1)).await.expect("ok").is_some());
+        assert!(store.try_acquire("d", Duration::from_secs(1)).await.expect("ok").is_none(), "held for 1 ms");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(store.try_acquire("d", Duration::from_secs(1)).await.expect("ok").is_some(), "expired");
     }
 }

@@ -37,12 +37,19 @@ pub struct RedisOptions {
     pub prefix: String,
     /// Time allowed for one command or pipeline before the call fails with UNAVAILABLE.
     pub response_timeout: Duration,
+    /// Life of a staging key, so a crashed writer's half-written ranking goes away.
+    pub staging_ttl: Duration,
 }
 
 impl RedisOptions {
     /// Defaults for `url`.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), prefix: "ranking".into(), response_timeout: Duration::from_secs(5) }
+        Self {
+            url: url.into(),
+            prefix: "ranking".into(),
+            response_timeout: Duration::from_secs(5),
+            staging_ttl: Duration::from_secs(3_600),
+        }
     }
 }
 
@@ -51,6 +58,7 @@ impl RedisOptions {
 pub struct RedisRankingStore {
     conn: ConnectionManager,
     prefix: String,
+    staging_ttl: Duration,
     release: Script,
 }
 
@@ -80,6 +88,7 @@ impl RedisRankingStore {
         Ok(Self {
             conn,
             prefix: options.prefix.clone(),
+            staging_ttl: options.staging_ttl,
             release: Script::new(
                 "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
             ),
@@ -127,7 +136,7 @@ impl RankingStore for RedisRankingStore {
                     pipe.add_command(zadd).ignore();
                 }
                 // A crashed writer's staging key must not live forever.
-                pipe.cmd("EXPIRE").arg(&staging).arg(3_600).ignore();
+                pipe.cmd("EXPIRE").arg(&staging).arg(self.staging_ttl.as_secs().max(1)).ignore();
                 pipe.query_async::<()>(&mut conn).await?;
             }
             // RENAME replaces the old ranking in one step; readers see old or new.

@@ -1,16 +1,17 @@
-//! Conversions between the wire types of `ranking.v1` and the domain.
+//! Conversions between the wire types of `ranking.v1` and the application's types. Only
+//! the shape of a value is checked here (an enum value the service knows, a date written
+//! `YYYY-MM-DD`, a timestamp in range); the rules live in the application.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use ranking_proto::v1 as pb;
-use tonic::Status;
 
-use super::error::invalid;
-use crate::domain::encoding::EncodedScore;
+use crate::app::invalid::{Invalid, quote};
+use crate::app::queries::{RankAnswer, RankedEntry, Selector, TopAnswer, Window};
 use crate::domain::event::{EventKind, RawEvent};
 use crate::ports::Outcome;
 
-/// The wire event as a raw domain event (validation happens in `ingest`).
-pub fn raw_event(e: pb::Event) -> RawEvent {
+/// The wire event as a raw domain event (its rules are checked by ingest).
+pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
     let kind = match pb::EventType::try_from(e.r#type) {
         Ok(pb::EventType::View) => Some(EventKind::View),
         Ok(pb::EventType::Like) => Some(EventKind::Like),
@@ -18,9 +19,22 @@ pub fn raw_event(e: pb::Event) -> RawEvent {
         Ok(pb::EventType::Order) => Some(EventKind::Order),
         Ok(pb::EventType::Unspecified) | Err(_) => None,
     };
-    let occurred_at =
-        e.occurred_at.and_then(|t| DateTime::<Utc>::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?));
-    RawEvent { event_id: e.event_id, product_id: e.product_id, kind, amount: e.amount, occurred_at }
+    let occurred_at = e.occurred_at.map(timestamp).transpose()?;
+    Ok(RawEvent { event_id: e.event_id, product_id: e.product_id, kind, amount: e.amount, occurred_at })
+}
+
+/// The wire events of a batch, with the index of a malformed one in its error.
+pub fn raw_events(events: Vec<pb::Event>) -> Result<Vec<RawEvent>, Invalid> {
+    events.into_iter().enumerate().map(|(i, e)| raw_event(e).map_err(|err| err.within_element("events", i))).collect()
+}
+
+fn timestamp(t: prost_types::Timestamp) -> Result<DateTime<Utc>, Invalid> {
+    let nanos = u32::try_from(t.nanos)
+        .ok()
+        .filter(|n| *n < 1_000_000_000)
+        .ok_or_else(|| Invalid::field("occurred_at", format!("nanos must be 0-999999999, got {}", t.nanos)))?;
+    DateTime::<Utc>::from_timestamp(t.seconds, nanos)
+        .ok_or_else(|| Invalid::field("occurred_at", format!("seconds {} is not a representable instant", t.seconds)))
 }
 
 /// The outcome on the wire.
@@ -31,52 +45,57 @@ pub fn outcome(o: Outcome) -> pb::RecordOutcome {
     }
 }
 
-/// Which ranking a read asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowKind {
-    /// Exact daily ranking.
-    Daily,
-    /// Approximate hourly ranking.
-    Hourly,
-}
-
-/// Parses the window; UNSPECIFIED means DAILY.
-pub fn window(value: i32) -> Result<WindowKind, Status> {
+/// The window; UNSPECIFIED means DAILY.
+pub fn window(value: i32) -> Result<Window, Invalid> {
     match pb::Window::try_from(value) {
-        Ok(pb::Window::Unspecified | pb::Window::Daily) => Ok(WindowKind::Daily),
-        Ok(pb::Window::Hourly) => Ok(WindowKind::Hourly),
-        Err(_) => Err(invalid("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
+        Ok(pb::Window::Unspecified | pb::Window::Daily) => Ok(Window::Daily),
+        Ok(pb::Window::Hourly) => Ok(Window::Hourly),
+        Err(_) => Err(Invalid::field("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
     }
 }
 
-/// Parses `YYYY-MM-DD`; empty means `today`.
-pub fn date(value: &str, today: NaiveDate) -> Result<NaiveDate, Status> {
+/// `YYYY-MM-DD` exactly (four-digit year, nothing before or after); empty is `None`.
+pub fn date(value: &str) -> Result<Option<NaiveDate>, Invalid> {
     if value.is_empty() {
-        return Ok(today);
+        return Ok(None);
     }
-    NaiveDate::parse_from_str(value, "%Y-%m-%d")
-        .ok()
-        .filter(|_| value.len() == 10)
-        .ok_or_else(|| invalid("date", format!("{value:?} is not a date in YYYY-MM-DD form")))
+    let shape_ok = value.len() == 10
+        && value.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    shape_ok
+        .then(|| NaiveDate::parse_from_str(value, "%Y-%m-%d").ok())
+        .flatten()
+        .map(Some)
+        .ok_or_else(|| Invalid::field("date", format!("{} is not a date in YYYY-MM-DD form", quote(value))))
 }
 
-/// Checks an hour of day.
-pub fn hour(value: u32) -> Result<u32, Status> {
-    if value <= 23 { Ok(value) } else { Err(invalid("hour", format!("must be 0-23, got {value}"))) }
+/// The ranking a read names.
+pub fn selector(window_value: i32, date_value: &str, hour: Option<u32>) -> Result<Selector, Invalid> {
+    Ok(Selector { window: window(window_value)?, date: date(date_value)?, hour })
 }
 
-/// A ranking entry on the wire; daily scores carry their decoded breakdown.
-pub fn ranked(rank: u64, product_id: i64, score: f64, window: WindowKind) -> pb::RankedProduct {
-    let breakdown = match window {
-        WindowKind::Daily => EncodedScore(score).decode().map(|b| pb::ScoreBreakdown {
+/// An entry on the wire.
+pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
+    pb::RankedProduct {
+        rank: e.rank,
+        product_id: e.product_id,
+        score: e.score,
+        breakdown: e.breakdown.map(|b| pb::ScoreBreakdown {
             main_floor: i64::from(b.main_floor),
             view_norm: u32::from(b.view_norm),
             like_norm: u32::from(b.like_norm),
             recency_norm: u32::from(b.recency_norm),
         }),
-        WindowKind::Hourly => None,
-    };
-    pb::RankedProduct { rank, product_id, score, breakdown }
+    }
+}
+
+/// A page on the wire.
+pub fn top_response(a: TopAnswer) -> pb::GetTopNResponse {
+    pb::GetTopNResponse { products: a.entries.iter().map(ranked).collect(), total: a.total, date: a.date.to_string() }
+}
+
+/// One product's entry on the wire.
+pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
+    pb::GetRankResponse { product: Some(ranked(&a.entry)), total: a.total }
 }
 
 #[cfg(test)]
@@ -85,28 +104,50 @@ mod tests {
 
     #[test]
     fn dates_must_be_strict_iso() {
-        let today = NaiveDate::from_ymd_opt(2026, 4, 9).expect("valid");
-        assert_eq!(date("", today).expect("empty is today"), today);
-        assert_eq!(date("2026-04-01", today).expect("valid").to_string(), "2026-04-01");
-        for bad in ["2026-4-1", "2026-02-30", "20260401", "yesterday", "2026-04-01T00:00"] {
-            let e = date(bad, today).expect_err(bad);
-            assert!(e.message().starts_with("date: "), "{}", e.message());
+        assert_eq!(date("").expect("empty is today"), None);
+        assert_eq!(date("2026-04-01").expect("valid").map(|d| d.to_string()).as_deref(), Some("2026-04-01"));
+        for bad in [
+            "2026-4-1",
+            "2026-02-30",
+            "20260401",
+            "yesterday",
+            "2026-04-01T00:00",
+            "+026-11-30",
+            " 026-11-30",
+            "2026-11-3 ",
+        ] {
+            let e = date(bad).expect_err(bad);
+            assert_eq!(e.path.0, vec![crate::app::invalid::PathSegment::Field("date")], "{bad}");
         }
     }
 
     #[test]
-    fn unknown_enums_are_rejected_or_unspecified() {
-        assert_eq!(window(0).expect("unspecified"), WindowKind::Daily);
-        assert_eq!(window(2).expect("hourly"), WindowKind::Hourly);
-        assert!(window(9).expect_err("unknown").message().starts_with("window: "));
-        let raw = raw_event(pb::Event { r#type: 42, ..Default::default() });
-        assert_eq!(raw.kind, None);
-        assert!(hour(24).is_err() && hour(23).is_ok());
+    fn a_huge_date_is_quoted_by_a_prefix() {
+        let e = date(&"\0".repeat(1 << 20)).expect_err("not a date");
+        assert!(e.reason.len() < 400, "{} bytes", e.reason.len());
     }
 
     #[test]
-    fn negative_nanos_do_not_make_a_time() {
-        let e = pb::Event { occurred_at: Some(prost_types::Timestamp { seconds: 1, nanos: -1 }), ..Default::default() };
-        assert_eq!(raw_event(e).occurred_at, None);
+    fn unknown_enums_are_rejected_or_unspecified() {
+        assert_eq!(window(0).expect("unspecified"), Window::Daily);
+        assert_eq!(window(2).expect("hourly"), Window::Hourly);
+        assert!(window(9).is_err());
+        let raw = raw_event(pb::Event { r#type: 42, ..Default::default() }).expect("converts");
+        assert_eq!(raw.kind, None);
+    }
+
+    #[test]
+    fn out_of_range_timestamps_say_what_is_wrong() {
+        let at = |seconds, nanos| pb::Event {
+            occurred_at: Some(prost_types::Timestamp { seconds, nanos }),
+            ..Default::default()
+        };
+        let e = raw_event(at(1, -1)).expect_err("negative nanos");
+        assert!(e.reason.contains("nanos"), "{}", e.reason);
+        assert!(raw_event(at(1, 1_000_000_000)).expect_err("too many nanos").reason.contains("nanos"));
+        assert!(raw_event(at(i64::MAX, 0)).expect_err("far future").reason.contains("seconds"));
+        let e = raw_events(vec![at(1, 0), at(1, -1)]).expect_err("second is bad");
+        assert_eq!(e.path.0[1], crate::app::invalid::PathSegment::Index(1));
+        assert_eq!(raw_event(pb::Event::default()).expect("absent is for ingest to judge").occurred_at, None);
     }
 }

@@ -1,10 +1,13 @@
-//! The one mapping from failures to gRPC statuses.
+//! The one mapping from application failures to gRPC statuses, and the rendering of
+//! field paths (`events[3].amount`) in INVALID_ARGUMENT messages.
 
 use tonic::Status;
 
-use crate::ingest::IngestError;
+use crate::app::ingest::IngestError;
+use crate::app::invalid::{FieldPath, Invalid, PathSegment};
+use crate::app::queries::QueryError;
+use crate::app::recompute::RecomputeError;
 use crate::ports::StoreError;
-use crate::recompute::RecomputeError;
 
 /// A dependency failure: UNAVAILABLE, which tells callers the call may be retried (with the
 /// same event ids, for writes).
@@ -15,20 +18,55 @@ pub fn store(e: &StoreError) -> Status {
     }
 }
 
+/// `events[3].amount`.
+pub fn render_path(path: &FieldPath) -> String {
+    let mut out = String::new();
+    for segment in &path.0 {
+        match segment {
+            PathSegment::Field(name) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+impl From<Invalid> for Status {
+    fn from(e: Invalid) -> Self {
+        Status::invalid_argument(format!("{}: {}", render_path(&e.path), e.reason))
+    }
+}
+
 impl From<IngestError> for Status {
     fn from(e: IngestError) -> Self {
-        match &e {
-            IngestError::Invalid { .. } | IngestError::TooLarge(_) => Status::invalid_argument(e.to_string()),
-            IngestError::Store(s) => store(s),
+        match e {
+            IngestError::Invalid(invalid) => invalid.into(),
+            IngestError::Store(s) => store(&s),
+            IngestError::ShuttingDown => Status::unavailable("the server is shutting down; retry on another replica"),
         }
     }
 }
 
 impl From<RecomputeError> for Status {
     fn from(e: RecomputeError) -> Self {
-        match &e {
+        match e {
+            RecomputeError::Invalid(invalid) => invalid.into(),
             RecomputeError::Busy(_) => Status::unavailable(e.to_string()),
-            RecomputeError::Store(s) => store(s),
+            RecomputeError::Store(s) => store(&s),
+        }
+    }
+}
+
+impl From<QueryError> for Status {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(invalid) => invalid.into(),
+            QueryError::NotRanked { .. } => Status::not_found(e.to_string()),
+            QueryError::Store(s) => store(&s),
         }
     }
 }
@@ -39,7 +77,17 @@ impl From<StoreError> for Status {
     }
 }
 
-/// INVALID_ARGUMENT naming the field.
-pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(format!("{field}: {reason}"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_render_like_the_wire_fields() {
+        let e = Invalid::field("amount", "must be 0 for VIEW").within_element("events", 3);
+        assert_eq!(Status::from(e).message(), "events[3].amount: must be 0 for VIEW");
+        let e = Invalid::field("occurred_at", "is required").within("event");
+        assert_eq!(Status::from(e).message(), "event.occurred_at: is required");
+        let s = Status::from(Invalid::field("date", "x"));
+        assert_eq!((s.code(), s.message()), (tonic::Code::InvalidArgument, "date: x"));
+    }
 }

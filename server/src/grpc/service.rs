@@ -1,76 +1,30 @@
-//! `ranking.v1.RankingService`: validates requests, calls the application, maps results.
+//! `ranking.v1.RankingService`: converts each request, calls the application service for
+//! it, converts the answer. No rule is decided here.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use chrono::{Days, Utc};
 use ranking_proto::v1 as pb;
 use ranking_proto::v1::ranking_service_server::RankingService;
 use tonic::{Request, Response, Status};
 
-use super::convert::{self, WindowKind};
-use super::error::invalid;
-use crate::domain::calendar::{RankingCalendar, RankingHour};
-use crate::ingest::Ingest;
-use crate::ports::{RankingKey, RankingStore};
-use crate::recompute::Recompute;
-
-/// Largest page of `GetTopN`.
-pub const MAX_LIMIT: u32 = 1_000;
-/// Page size when the request says 0.
-pub const DEFAULT_LIMIT: u32 = 10;
+use super::convert;
+use crate::app::ingest::Ingest;
+use crate::app::invalid::Invalid;
+use crate::app::queries::{Queries, RankQuery, TopQuery};
+use crate::app::recompute::Recompute;
+use crate::ports::Outcome;
 
 /// The service implementation.
 pub struct RankingApi {
     ingest: Arc<Ingest>,
-    rankings: Arc<dyn RankingStore>,
+    queries: Arc<Queries>,
     recompute: Arc<Recompute>,
-    calendar: RankingCalendar,
-    retention_days: u32,
 }
 
 impl RankingApi {
     /// Wires the handlers to the application.
-    pub fn new(
-        ingest: Arc<Ingest>,
-        rankings: Arc<dyn RankingStore>,
-        recompute: Arc<Recompute>,
-        calendar: RankingCalendar,
-        retention_days: u32,
-    ) -> Self {
-        Self { ingest, rankings, recompute, calendar, retention_days }
-    }
-
-    /// Resolves window, date and hour to a ranking key and the date string to echo.
-    fn key(&self, window: i32, date: &str, hour: Option<u32>) -> Result<(RankingKey, WindowKind), Status> {
-        let window = convert::window(window)?;
-        let now = self.calendar.hour_of(Utc::now());
-        let day = convert::date(date, now.date)?;
-        let hour = hour.map(convert::hour).transpose()?;
-        let key = match window {
-            WindowKind::Daily => RankingKey::Daily(day),
-            WindowKind::Hourly => {
-                let hour = match hour {
-                    Some(h) => h,
-                    None if day == now.date => now.hour,
-                    None => {
-                        return Err(invalid(
-                            "hour",
-                            "required for WINDOW_HOURLY when a date other than today is given",
-                        ));
-                    }
-                };
-                RankingKey::Hourly(RankingHour { date: day, hour })
-            }
-        };
-        Ok((key, window))
-    }
-}
-
-fn key_date(key: RankingKey) -> String {
-    match key {
-        RankingKey::Daily(d) => d.to_string(),
-        RankingKey::Hourly(h) => h.date.to_string(),
+    pub fn new(ingest: Arc<Ingest>, queries: Arc<Queries>, recompute: Arc<Recompute>) -> Self {
+        Self { ingest, queries, recompute }
     }
 }
 
@@ -80,13 +34,9 @@ impl RankingService for RankingApi {
         &self,
         request: Request<pb::RecordEventRequest>,
     ) -> Result<Response<pb::RecordEventResponse>, Status> {
-        let event = request.into_inner().event.ok_or_else(|| invalid("event", "is required"))?;
-        let outcome = self.ingest.record_one(convert::raw_event(event)).await.map_err(|e| match e {
-            crate::ingest::IngestError::Invalid { error, .. } => {
-                invalid(&format!("event.{}", error.field), error.reason)
-            }
-            other => other.into(),
-        })?;
+        let event = request.into_inner().event.ok_or_else(|| Invalid::field("event", "is required"))?;
+        let raw = convert::raw_event(event).map_err(|e| e.within("event"))?;
+        let outcome = self.ingest.record_one(raw).await?;
         Ok(Response::new(pb::RecordEventResponse { outcome: convert::outcome(outcome).into() }))
     }
 
@@ -94,9 +44,9 @@ impl RankingService for RankingApi {
         &self,
         request: Request<pb::RecordEventsRequest>,
     ) -> Result<Response<pb::RecordEventsResponse>, Status> {
-        let events = request.into_inner().events;
-        let outcomes = self.ingest.record_batch(events.into_iter().map(convert::raw_event).collect()).await?;
-        let accepted = outcomes.iter().filter(|o| **o == crate::ports::Outcome::Accepted).count();
+        let raw = convert::raw_events(request.into_inner().events)?;
+        let outcomes = self.ingest.record_batch(raw).await?;
+        let accepted = outcomes.iter().filter(|o| **o == Outcome::Accepted).count();
         Ok(Response::new(pb::RecordEventsResponse {
             accepted: accepted as u32,
             duplicates: (outcomes.len() - accepted) as u32,
@@ -106,55 +56,29 @@ impl RankingService for RankingApi {
 
     async fn get_top_n(&self, request: Request<pb::GetTopNRequest>) -> Result<Response<pb::GetTopNResponse>, Status> {
         let req = request.into_inner();
-        let (key, window) = self.key(req.window, &req.date, req.hour)?;
-        let limit = match req.limit {
-            0 => DEFAULT_LIMIT,
-            n if n > MAX_LIMIT => return Err(invalid("limit", format!("must be at most {MAX_LIMIT}, got {n}"))),
-            n => n,
+        let query = TopQuery {
+            selector: convert::selector(req.window, &req.date, req.hour)?,
+            offset: req.offset,
+            limit: req.limit,
         };
-        let page = self.rankings.top(key, u64::from(req.offset), u64::from(limit)).await?;
-        let products = page
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| convert::ranked(u64::from(req.offset) + i as u64 + 1, e.product_id, e.score, window))
-            .collect();
-        Ok(Response::new(pb::GetTopNResponse { products, total: page.total, date: key_date(key) }))
+        Ok(Response::new(convert::top_response(self.queries.top(query).await?)))
     }
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {
         let req = request.into_inner();
-        if req.product_id < 1 {
-            return Err(invalid("product_id", format!("must be >= 1, got {}", req.product_id)));
-        }
-        let (key, window) = self.key(req.window, &req.date, req.hour)?;
-        let (placement, total) = self.rankings.placement(key, req.product_id).await?;
-        let placement = placement.ok_or_else(|| {
-            Status::not_found(format!("product {} is not ranked on {}", req.product_id, key_date(key)))
-        })?;
-        Ok(Response::new(pb::GetRankResponse {
-            product: Some(convert::ranked(placement.index + 1, req.product_id, placement.score, window)),
-            total,
-        }))
+        let query =
+            RankQuery { selector: convert::selector(req.window, &req.date, req.hour)?, product_id: req.product_id };
+        Ok(Response::new(convert::rank_response(self.queries.rank(query).await?)))
     }
 
     async fn recompute(
         &self,
         request: Request<pb::RecomputeRequest>,
     ) -> Result<Response<pb::RecomputeResponse>, Status> {
-        let req = request.into_inner();
-        let today = self.calendar.day_of(Utc::now());
-        let date = convert::date(&req.date, today)?;
-        if date > today {
-            return Err(invalid("date", format!("{date} is in the future")));
-        }
-        let oldest = today.checked_sub_days(Days::new(u64::from(self.retention_days))).unwrap_or(today);
-        if date < oldest {
-            return Err(invalid("date", format!("{date} is older than the {}-day retention", self.retention_days)));
-        }
-        let report = self.recompute.run(date, Duration::from_secs(30)).await?;
+        let date = convert::date(&request.into_inner().date)?;
+        let report = self.recompute.requested(date).await?;
         Ok(Response::new(pb::RecomputeResponse {
-            date: date.to_string(),
+            date: report.date.to_string(),
             products: report.products,
             elapsed_ms: report.elapsed.as_millis() as u64,
         }))

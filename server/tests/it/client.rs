@@ -1,13 +1,11 @@
 //! The client crate as a sibling service uses it: retries through a server restart, TLS
 //! (with and without client certificates) and bearer tokens.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{TestDb, settings};
+use crate::helpers::{TestDb, settings};
 use ranking_client::tonic::Code;
 use ranking_client::tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use ranking_client::{RankingClient, RetryPolicy, events, v1};
@@ -15,9 +13,9 @@ use ranking_client::{RankingClient, RetryPolicy, events, v1};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_retries_through_a_restart_and_events_land_once() {
     let db = TestDb::create().await;
-    let port = common::free_port();
+    let port = crate::helpers::free_port();
     let listen = format!("--listen=127.0.0.1:{port}");
-    let app = common::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
+    let app = crate::helpers::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
     let retry =
         RetryPolicy { max_attempts: 40, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(300) };
     let mut client = RankingClient::builder(format!("http://127.0.0.1:{port}"))
@@ -48,21 +46,21 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
     }
     down.abort();
     let _ = down.await; // the listener is dropped with the task
-    let app = common::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
+    let app = crate::helpers::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
 
     let r = pending.await.expect("task").expect("landed after the restart");
     assert_eq!(r.accepted, 9);
     // A caller that never saw the answer sends the same events again: they land once.
     let again = client.record_events(batch).await.expect("retry");
     assert_eq!((again.accepted, again.duplicates), (0, 9));
-    assert_eq!(common::count_events(&db.url).await, 10);
+    assert_eq!(crate::helpers::count_events(&db.url).await, 10);
     app.stop().await;
     db.drop_db().await;
 }
 
 #[tokio::test]
 async fn the_bearer_token_of_the_builder_is_sent() {
-    let mut app = common::TestApp::spawn(&["--write-token=s3cret"]).await;
+    let mut app = crate::helpers::TestApp::spawn(&["--write-token=s3cret"]).await;
     let endpoint = format!("http://{}", app.addr);
     let mut anonymous = RankingClient::builder(&endpoint).connect().await.expect("connect");
     let err = anonymous.record_event(events::view(1)).await.expect_err("no token");
@@ -90,12 +88,12 @@ done
 
 #[tokio::test]
 async fn tls_with_client_certificates() {
-    let dir = std::env::temp_dir().join(format!("rk-tls-{:x}", common::rand_u64()));
+    let dir = std::env::temp_dir().join(format!("rk-tls-{:x}", crate::helpers::rand_u64()));
     std::fs::create_dir_all(&dir).expect("dir");
     make_pki(&dir);
     let file = |name: &str| dir.join(name).display().to_string();
     let read = |name: &str| std::fs::read(dir.join(name)).expect("pem");
-    let mut app = common::TestApp::spawn(&[
+    let mut app = crate::helpers::TestApp::spawn(&[
         &format!("--tls-cert={}", file("server.pem")),
         &format!("--tls-key={}", file("server.key")),
         &format!("--tls-client-ca={}", file("ca.pem")),

@@ -5,15 +5,17 @@
 //! ledger one at a time, and the ranking day is streamed into a compact contender list.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use chrono::{Days, NaiveDate};
+use chrono::{DateTime, NaiveDate, Utc};
+use tokio::time::Instant;
 
-use crate::domain::calendar::RankingCalendar;
+use super::invalid::Invalid;
+use super::policy::{PRUNE_CHUNK, Policy};
 use crate::domain::ranking::{Contender, rank_day};
-use crate::domain::score::{CarryLedger, DailyMetrics, Weights};
+use crate::domain::score::{CarryLedger, DailyMetrics};
 use crate::metrics::Metrics;
-use crate::ports::{LeaseLock, MetricsStore, RankingStore, Scored, StoreError};
+use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
 
 /// What a recompute did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,9 @@ pub struct RecomputeReport {
 /// Why a recompute did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum RecomputeError {
+    /// The requested day cannot be recomputed.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     /// Another recompute of the same day held the lock for longer than we could wait.
     #[error("a recompute of {0} is already running; try again shortly")]
     Busy(NaiveDate),
@@ -37,27 +42,12 @@ pub enum RecomputeError {
     Store(#[from] StoreError),
 }
 
-/// Settings of the recompute.
-#[derive(Debug, Clone, Copy)]
-pub struct RecomputeRules {
-    /// Ranking days.
-    pub calendar: RankingCalendar,
-    /// Score weights.
-    pub weights: Weights,
-    /// How far back carry-over reaches.
-    pub carry_days: u32,
-    /// Daily rankings expire this many days after their day ends.
-    pub retention_days: u32,
-    /// Longest a recompute may hold a day's lock; a crashed holder frees it after this.
-    pub lease: Duration,
-}
-
 /// Rebuilds daily rankings.
 pub struct Recompute {
     store: Arc<dyn MetricsStore>,
     rankings: Arc<dyn RankingStore>,
     leases: Arc<dyn LeaseLock>,
-    rules: RecomputeRules,
+    policy: Arc<Policy>,
     metrics: Arc<Metrics>,
 }
 
@@ -67,30 +57,39 @@ impl Recompute {
         store: Arc<dyn MetricsStore>,
         rankings: Arc<dyn RankingStore>,
         leases: Arc<dyn LeaseLock>,
-        rules: RecomputeRules,
+        policy: Arc<Policy>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Self { store, rankings, leases, rules, metrics }
+        Self { store, rankings, leases, policy, metrics }
     }
 
-    /// The ranking calendar.
-    pub fn calendar(&self) -> RankingCalendar {
-        self.rules.calendar
+    /// The policy the recompute follows.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
-    /// Recomputes `date` under the day's lock, waiting up to `wait` for another replica's
-    /// recompute of the same day to finish.
-    pub async fn run(&self, date: NaiveDate, wait: Duration) -> Result<RecomputeReport, RecomputeError> {
+    /// A recompute a caller asked for: `date` (`None` = today) must be within retention and
+    /// not in the future.
+    pub async fn requested(&self, date: Option<NaiveDate>) -> Result<RecomputeReport, RecomputeError> {
+        let today = self.policy.today(Utc::now());
+        let date = date.unwrap_or(today);
+        self.policy.check_recomputable(date, today).map_err(|reason| Invalid::field("date", reason))?;
+        self.run(date).await
+    }
+
+    /// Recomputes `date` under the day's lock, waiting up to the policy's recompute wait for
+    /// another replica's recompute of the same day to finish.
+    pub async fn run(&self, date: NaiveDate) -> Result<RecomputeReport, RecomputeError> {
         let name = format!("recompute:{date}");
-        let deadline = Instant::now() + wait;
+        let deadline = Instant::now() + self.policy.recompute_wait;
         let lease = loop {
-            if let Some(lease) = self.leases.try_acquire(&name, self.rules.lease).await? {
+            if let Some(lease) = self.leases.try_acquire(&name, self.policy.recompute_lease).await? {
                 break lease;
             }
             if Instant::now() >= deadline {
                 return Err(RecomputeError::Busy(date));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(self.policy.lease_poll).await;
         };
         let result = self.rebuild(date).await;
         if let Err(e) = self.leases.release(&lease).await {
@@ -110,13 +109,29 @@ impl Recompute {
         result.map_err(RecomputeError::Store)
     }
 
+    /// Whether the daily ranking of `date` is missing from the ranking store.
+    pub async fn missing(&self, date: NaiveDate) -> Result<bool, StoreError> {
+        Ok(!self.rankings.exists(RankingKey::Daily(date)).await?)
+    }
+
+    /// Claims a named piece of periodic work (a day's scheduler tick, retention) for one
+    /// replica: `true` for the replica that got it. The claim lasts `ttl`.
+    pub async fn claim(&self, work: &str, ttl: Duration) -> Result<bool, StoreError> {
+        Ok(self.leases.try_acquire(work, ttl).await?.is_some())
+    }
+
+    /// Deletes events, daily metrics and their ledger entries that retention no longer
+    /// keeps at `now`. Returns the rows deleted.
+    pub async fn prune(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let oldest_day = self.policy.oldest_retained_day(self.policy.today(now));
+        self.store.prune(self.policy.events_pruned_before(now), oldest_day, PRUNE_CHUNK).await
+    }
+
     /// Computes and stores the ranking of `date` without taking the lock.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
         let (entries, clamped) = self.compute(date).await?;
-        let expire_at =
-            self.rules.calendar.day_end(date) + chrono::Duration::days(i64::from(self.rules.retention_days));
-        self.rankings.replace_daily(date, &entries, expire_at).await?;
+        self.rankings.replace_daily(date, &entries, self.policy.daily_expiry(date)).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         Ok(RecomputeReport { date, products: entries.len() as u64, elapsed: started.elapsed() })
     }
@@ -124,8 +139,8 @@ impl Recompute {
     /// The encoded ranking of `date` from SQL alone, in ascending product order, and how
     /// many main scores were clamped.
     pub async fn compute(&self, date: NaiveDate) -> Result<(Vec<Scored>, usize), StoreError> {
-        let first = date.checked_sub_days(Days::new(u64::from(self.rules.carry_days))).unwrap_or(date);
-        let mut ledger = CarryLedger::new(self.rules.weights);
+        let first = self.policy.carry_start(date);
+        let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
         while day < date {
             let mut rows: Vec<(i64, DailyMetrics)> = Vec::new();
@@ -153,7 +168,7 @@ impl Recompute {
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
 
-        let calendar = self.rules.calendar;
+        let calendar = self.policy.calendar;
         let ranking = rank_day(
             &contenders,
             calendar.day_start(date).timestamp_micros(),

@@ -10,9 +10,13 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::domain::calendar::{RankingCalendar, RankingHour};
-use crate::domain::event::{AcceptWindow, Event, EventKind, FieldError, RawEvent};
+use super::invalid::Invalid;
+use super::policy::Policy;
+use crate::domain::calendar::RankingHour;
+use crate::domain::event::{AcceptWindow, Event, EventKind, RawEvent};
 use crate::domain::score::Weights;
 use crate::metrics::Metrics;
 use crate::ports::{DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, StoreError};
@@ -26,31 +30,15 @@ const MAX_GROUP: usize = 1_000;
 /// Why events were not recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    /// An event broke a rule; nothing of the request was written.
-    #[error("{}{error}", index.map(|i| format!("events[{i}].")).unwrap_or_default())]
-    Invalid {
-        /// Position in the batch (`None` for a single event).
-        index: Option<usize>,
-        /// The broken rule.
-        error: FieldError,
-    },
-    /// The batch is larger than [`MAX_BATCH`].
-    #[error("events: at most {MAX_BATCH} events per batch, got {0}")]
-    TooLarge(usize),
+    /// The request broke a rule; nothing of it was written.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     /// The database failed; nothing was confirmed and the call may be retried.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// Settings of the ingest path.
-#[derive(Debug, Clone, Copy)]
-pub struct IngestRules {
-    /// Ranking days and hours.
-    pub calendar: RankingCalendar,
-    /// Hourly increment weights.
-    pub weights: Weights,
-    /// Oldest accepted event age in days.
-    pub accept_days: u32,
+    /// The server is stopping and takes no more events; the call may be retried elsewhere.
+    #[error("the server is shutting down")]
+    ShuttingDown,
 }
 
 /// A single event waiting for a group commit.
@@ -63,64 +51,74 @@ struct Pending {
 pub struct Ingest {
     store: Arc<dyn MetricsStore>,
     rankings: Arc<dyn RankingStore>,
-    rules: IngestRules,
+    policy: Arc<Policy>,
     metrics: Arc<Metrics>,
     queue: mpsc::Sender<Pending>,
 }
 
+/// The receiving end of the single-event queue, until [`GroupCommit::spawn`] hands it to
+/// the workers.
+pub struct GroupCommit {
+    ingest: std::sync::Weak<Ingest>,
+    rx: mpsc::Receiver<Pending>,
+}
+
 impl Ingest {
-    /// Starts `workers` group-commit workers; they stop when the `Ingest` is dropped.
-    pub fn start(
+    /// The ingest path and its group commit, whose workers are started separately (so that
+    /// building the application spawns nothing).
+    pub fn new(
         store: Arc<dyn MetricsStore>,
         rankings: Arc<dyn RankingStore>,
-        rules: IngestRules,
+        policy: Arc<Policy>,
         metrics: Arc<Metrics>,
-        workers: usize,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, GroupCommit) {
         let (queue, rx) = mpsc::channel(MAX_GROUP * 4);
-        let ingest = Arc::new(Self { store, rankings, rules, metrics, queue });
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..workers.max(1) {
-            let worker = GroupCommitWorker { ingest: Arc::downgrade(&ingest), rx: rx.clone() };
-            tokio::spawn(worker.run());
-        }
-        ingest
+        let ingest = Arc::new(Self { store, rankings, policy, metrics, queue });
+        let group_commit = GroupCommit { ingest: Arc::downgrade(&ingest), rx };
+        (ingest, group_commit)
     }
 
-    fn validate(&self, raw: RawEvent) -> Result<DatedEvent, FieldError> {
-        let window = AcceptWindow { now: Utc::now(), accept_days: self.rules.accept_days };
+    fn validate(&self, raw: RawEvent) -> Result<DatedEvent, Invalid> {
+        let window = AcceptWindow { now: Utc::now(), accept_days: self.policy.accept_days };
         let event = raw.validate(window)?;
-        let date = self.rules.calendar.day_of(event.occurred_at);
+        let date = self.policy.calendar.day_of(event.occurred_at);
         Ok(DatedEvent { event, date })
     }
 
     /// Records one event through the group commit.
     pub async fn record_one(&self, raw: RawEvent) -> Result<Outcome, IngestError> {
-        let event = self.validate(raw).map_err(|error| {
+        let event = self.validate(raw).map_err(|e| {
             self.metrics.events_rejected.inc();
-            IngestError::Invalid { index: None, error }
+            e.within("event")
         })?;
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Pending { event, reply }).await.map_err(|_| StoreError::database("ingest is shutting down"))?;
-        let outcome = answer.await.map_err(|_| StoreError::database("ingest worker stopped"))??;
+        self.queue.send(Pending { event, reply }).await.map_err(|_| IngestError::ShuttingDown)?;
+        let outcome = answer.await.map_err(|_| IngestError::ShuttingDown)??;
         Ok(outcome)
     }
 
     /// Records a batch atomically: every event is validated first, and one malformed event
     /// rejects the whole batch.
     pub async fn record_batch(&self, raw: Vec<RawEvent>) -> Result<Vec<Outcome>, IngestError> {
+        let refuse = |e: Invalid| {
+            self.metrics.events_rejected.inc();
+            IngestError::Invalid(e)
+        };
+        if raw.is_empty() {
+            return Err(refuse(Invalid::field("events", "at least 1 event is required")));
+        }
         if raw.len() > MAX_BATCH {
-            self.metrics.events_rejected.inc_by(raw.len() as u64);
-            return Err(IngestError::TooLarge(raw.len()));
+            return Err(refuse(Invalid::field(
+                "events",
+                format!("at most {MAX_BATCH} events per batch, got {}", raw.len()),
+            )));
         }
         let batch = raw
             .into_iter()
             .enumerate()
-            .map(|(i, r)| self.validate(r).map_err(|error| IngestError::Invalid { index: Some(i), error }))
+            .map(|(i, r)| self.validate(r).map_err(|e| e.within_element("events", i)))
             .collect::<Result<Vec<_>, _>>()
-            .inspect_err(|_| {
-                self.metrics.events_rejected.inc();
-            })?;
+            .map_err(refuse)?;
         self.commit(&batch).await.map_err(IngestError::Store)
     }
 
@@ -143,8 +141,8 @@ impl Ingest {
         }
         let mut sums: BTreeMap<(RankingHour, i64), f64> = BTreeMap::new();
         for e in accepted {
-            let hour = self.rules.calendar.hour_of(e.occurred_at);
-            *sums.entry((hour, e.product_id)).or_default() += hourly_points(&self.rules.weights, e);
+            let hour = self.policy.calendar.hour_of(e.occurred_at);
+            *sums.entry((hour, e.product_id)).or_default() += hourly_points(&self.policy.weights, e);
         }
         let increments: Vec<HourlyIncrement> = sums
             .into_iter()
@@ -152,7 +150,7 @@ impl Ingest {
                 hour,
                 product_id,
                 delta,
-                expire_at: self.rules.calendar.hour_end(hour) + chrono::Duration::hours(2),
+                expire_at: self.policy.hourly_expiry(hour),
             })
             .collect();
         if let Err(e) = self.rankings.increment_hourly(&increments).await {
@@ -172,11 +170,25 @@ fn hourly_points(weights: &Weights, e: &Event) -> f64 {
     }
 }
 
+impl GroupCommit {
+    /// Starts `workers` workers on `tracker`. They stop when `stop` is cancelled (after the
+    /// gRPC server has finished its calls, so no caller is left waiting) or when the last
+    /// `Ingest` is dropped.
+    pub fn spawn(self, workers: usize, tracker: &TaskTracker, stop: CancellationToken) {
+        let rx = Arc::new(Mutex::new(self.rx));
+        for _ in 0..workers.max(1) {
+            let worker = GroupCommitWorker { ingest: self.ingest.clone(), rx: rx.clone(), stop: stop.clone() };
+            tracker.spawn(worker.run());
+        }
+    }
+}
+
 /// Drains the single-event queue into shared transactions.
 struct GroupCommitWorker {
     /// Weak, so dropping the last `Ingest` stops the workers.
     ingest: std::sync::Weak<Ingest>,
     rx: Arc<Mutex<mpsc::Receiver<Pending>>>,
+    stop: CancellationToken,
 }
 
 impl GroupCommitWorker {
@@ -184,8 +196,17 @@ impl GroupCommitWorker {
         loop {
             let mut group = Vec::new();
             {
-                let mut rx = self.rx.lock().await;
-                match rx.recv().await {
+                let mut rx = tokio::select! {
+                    rx = self.rx.lock() => rx,
+                    () = self.stop.cancelled() => return,
+                };
+                let first = tokio::select! {
+                    // A queued event is committed even when the stop comes at the same time.
+                    biased;
+                    first = rx.recv() => first,
+                    () = self.stop.cancelled() => None,
+                };
+                match first {
                     Some(first) => group.push(first),
                     None => return,
                 }

@@ -1,8 +1,6 @@
 //! The `ranking-server` binary as an operator runs it: configured from the environment,
 //! serving health, and stopping cleanly on SIGTERM.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -10,8 +8,8 @@ use ranking_client::tonic::transport::Endpoint;
 
 #[tokio::test]
 async fn sigterm_turns_health_off_and_exits_with_code_0() {
-    let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", common::rand_u64()));
-    let port = common::free_port();
+    let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", crate::helpers::rand_u64()));
+    let port = crate::helpers::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
         .env_clear()
         .env("RANKING_LISTEN", format!("127.0.0.1:{port}"))

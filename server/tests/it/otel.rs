@@ -2,8 +2,6 @@
 //! (W3C `traceparent`) into the server binary, whose RPC span is exported over OTLP to a
 //! receiver started here, under the caller's trace id.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,8 +59,8 @@ async fn the_server_span_carries_the_callers_trace_id() {
     tracing::subscriber::set_global_default(subscriber).expect("one subscriber in this test binary");
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
 
-    let db = std::env::temp_dir().join(format!("rk-otel-{:x}.db", common::rand_u64()));
-    let port = common::free_port();
+    let db = std::env::temp_dir().join(format!("rk-otel-{:x}.db", crate::helpers::rand_u64()));
+    let port = crate::helpers::free_port();
     let mut server = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
         .env_clear()
         .env("RANKING_LISTEN", format!("127.0.0.1:{port}"))

@@ -3,13 +3,11 @@
 //! `RANKING_TEST_DATABASE` names (SQLite, PostgreSQL, MariaDB); the stop/restart test uses a
 //! throwaway PostgreSQL of its own.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use crate::helpers::{TestApp, event};
 use chrono::Utc;
-use common::{TestApp, event};
 use ranking_client::tonic::Code;
 use ranking_client::v1::{self, EventType};
 use sea_orm::{ConnectionTrait, Database, Statement};
@@ -124,7 +122,7 @@ async fn concurrent_overlapping_batches_end_with_exact_counts() {
     }
     assert_eq!(total_accepted, 3_000, "every id accepted exactly once across all writers");
     let url = app.db.as_ref().expect("db").url.clone();
-    assert_eq!(common::count_events(&url).await, 3_000);
+    assert_eq!(crate::helpers::count_events(&url).await, 3_000);
     let want = expected(&universe);
     assert_eq!(stored(&url, "product_metrics").await, want);
     assert_eq!(stored(&url, "product_daily_metrics").await, want);
@@ -161,46 +159,46 @@ trait Outage {
     fn restart(&self);
 }
 
-impl Outage for common::pg::ThrowawayPostgres {
+impl Outage for crate::helpers::pg::ThrowawayPostgres {
     fn url(&self) -> String {
-        common::pg::ThrowawayPostgres::url(self)
+        crate::helpers::pg::ThrowawayPostgres::url(self)
     }
     fn stop(&self) {
-        common::pg::ThrowawayPostgres::stop(self)
+        crate::helpers::pg::ThrowawayPostgres::stop(self)
     }
     fn restart(&self) {
-        common::pg::ThrowawayPostgres::restart(self)
+        crate::helpers::pg::ThrowawayPostgres::restart(self)
     }
 }
 
-impl Outage for common::mariadb::ThrowawayMariaDb {
+impl Outage for crate::helpers::mariadb::ThrowawayMariaDb {
     fn url(&self) -> String {
-        common::mariadb::ThrowawayMariaDb::url(self)
+        crate::helpers::mariadb::ThrowawayMariaDb::url(self)
     }
     fn stop(&self) {
-        common::mariadb::ThrowawayMariaDb::stop(self)
+        crate::helpers::mariadb::ThrowawayMariaDb::stop(self)
     }
     fn restart(&self) {
-        common::mariadb::ThrowawayMariaDb::restart(self)
+        crate::helpers::mariadb::ThrowawayMariaDb::restart(self)
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_stopped_mid_run_means_unavailable_and_retries_land_exactly_once() {
-    let pg = common::pg::ThrowawayPostgres::start()
+    let pg = crate::helpers::pg::ThrowawayPostgres::start()
         .expect("PostgreSQL server binaries are required (make test installs them)");
     outage_then_exact_counts(&pg).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_stopped_mid_run_means_unavailable_and_retries_land_exactly_once() {
-    let db = common::mariadb::ThrowawayMariaDb::start()
+    let db = crate::helpers::mariadb::ThrowawayMariaDb::start()
         .expect("MariaDB server binaries are required (make test installs them)");
     outage_then_exact_counts(&db).await;
 }
 
 async fn outage_then_exact_counts(db: &impl Outage) {
-    let app = TestApp::spawn_on(common::settings(&db.url(), &["--db-timeout=1s"])).await;
+    let app = TestApp::spawn_on(crate::helpers::settings(&db.url(), &["--db-timeout=1s"])).await;
     let universe = universe(2_000, 99);
     let mut writers = Vec::new();
     for w in 0..4u64 {
@@ -243,7 +241,7 @@ async fn outage_then_exact_counts(db: &impl Outage) {
     }
     assert!(refused > 0, "the outage was seen by the writers");
     assert_eq!(stored(&db.url(), "product_metrics").await, expected(&universe));
-    assert_eq!(common::count_events(&db.url()).await, 2_000);
+    assert_eq!(crate::helpers::count_events(&db.url()).await, 2_000);
     app.stop().await;
 }
 
@@ -253,7 +251,7 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
     use ranking_server::domain::event::{Event, EventKind};
     use ranking_server::ports::{DatedEvent, MetricsStore};
 
-    let db = common::TestDb::create().await;
+    let db = crate::helpers::TestDb::create().await;
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
     let now = Utc::now();
     let dated = |id: &str, days_ago: i64| {
@@ -275,7 +273,7 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
     let cutoff = now - chrono::Duration::days(8);
     let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
     assert_eq!(deleted, 14, "7 events and their 7 daily rows, three rows per statement");
-    assert_eq!(common::count_events(&db.url).await, 3);
+    assert_eq!(crate::helpers::count_events(&db.url).await, 3);
     let days = stored(&db.url, "product_daily_metrics").await;
     assert_eq!(days.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(stored(&db.url, "product_metrics").await.len(), 10, "all-time metrics are kept");

@@ -1,7 +1,5 @@
 //! `rankctl` against a running server: record, recompute, top and rank, as tables and JSON.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -23,7 +21,7 @@ fn run(endpoint: &str, args: &[&str]) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rankctl_records_recomputes_and_reads() {
-    let app = common::TestApp::spawn(&[]).await;
+    let app = crate::helpers::TestApp::spawn(&[]).await;
     let endpoint = format!("http://{}", app.addr);
     let ep = endpoint.clone();
     let results = tokio::task::spawn_blocking(move || {

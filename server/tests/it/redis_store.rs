@@ -2,17 +2,15 @@
 //! one): rebuild after a flush, replicas, atomic replace under readers, hourly keys, and
 //! reads while the database is down. Each test works under a key prefix of its own.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::helpers::{TestApp, TestDb, event, rand_u64, settings, views};
 use chrono::{Days, NaiveTime, Utc};
-use common::{TestApp, TestDb, event, rand_u64, settings, views};
 use ranking_client::v1::{self, EventType};
 use redis::AsyncCommands;
 
 fn redis_url() -> String {
-    common::test_redis().unwrap_or_else(|| "redis://127.0.0.1:6379".into())
+    crate::helpers::test_redis().unwrap_or_else(|| "redis://127.0.0.1:6379".into())
 }
 
 /// Settings on `db_url` with Redis under `prefix`.
@@ -186,7 +184,7 @@ async fn hourly_keys_ignore_duplicates_and_expire() {
 
 #[tokio::test]
 async fn reads_keep_working_with_the_database_stopped() {
-    let Some(pg) = common::pg::ThrowawayPostgres::start() else {
+    let Some(pg) = crate::helpers::pg::ThrowawayPostgres::start() else {
         panic!("PostgreSQL server binaries are required (make test installs them)");
     };
     let prefix = format!("t{:x}", rand_u64());
@@ -254,7 +252,7 @@ async fn coalesced_reads_see_every_write_that_returned_before_them() {
         calls += reads as f64;
     }
     let metrics = app.scrape_metrics().await;
-    let fetches = common::metric_value(&metrics, "ranking_top_fetches_total");
+    let fetches = crate::helpers::metric_value(&metrics, "ranking_top_fetches_total");
     assert!(fetches >= 1.0 && fetches <= calls, "{fetches} fetches for {calls} calls");
     app.stop().await;
     db.drop_db().await;
@@ -301,7 +299,7 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
     use ranking_client::tonic::Code;
 
     let db = TestDb::create().await;
-    let mut redis = ThrowawayRedis::start(common::free_port());
+    let mut redis = ThrowawayRedis::start(crate::helpers::free_port());
     let url = format!("--redis-url=redis://127.0.0.1:{}", redis.port);
     let mut app = TestApp::spawn_on(settings(&db.url, &[&url])).await;
     let now = Utc::now();

@@ -1,11 +1,9 @@
 //! What on-call engineers rely on: the Prometheus endpoint, bearer tokens and load shedding.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::helpers::{TestApp, event, metric_value as value, views};
 use chrono::Utc;
-use common::{TestApp, event, metric_value as value, views};
 use ranking_client::tonic::{Code, Request};
 use ranking_client::v1::{self, EventType};
 

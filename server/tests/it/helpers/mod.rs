@@ -5,8 +5,6 @@
 //! URL such as `postgres://postgres@127.0.0.1/test` or `mysql://root@127.0.0.1/test`), under
 //! which each test creates and drops a database of its own.
 
-#![allow(dead_code)]
-
 pub mod mariadb;
 pub mod pg;
 
@@ -16,8 +14,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use clap::Parser;
 use ranking_client::{RankingServiceClient, tonic::transport::Channel, v1};
+use ranking_server::app::scheduler::Scheduler;
 use ranking_server::config::Settings;
-use ranking_server::scheduler::Scheduler;
 use ranking_server::startup::Application;
 use sea_orm::{ConnectionTrait, Database};
 use tokio::sync::oneshot;
@@ -136,7 +134,7 @@ impl TestApp {
 
     /// Starts a server with explicit settings.
     pub async fn spawn_on(settings: Settings) -> Self {
-        let redis = settings.redis_url.clone().map(|url| (url, settings.redis_prefix.clone()));
+        let redis = settings.redis.redis_url.clone().map(|url| (url, settings.redis.redis_prefix.clone()));
         if std::env::var_os("TEST_LOG").is_some() {
             std::mem::forget(ranking_server::telemetry::init("debug"));
         }

@@ -1,9 +1,7 @@
 //! End-to-end behaviour of the API through the client crate, on the embedded ranking store.
 
-mod common;
-
+use crate::helpers::{TestApp, event, views};
 use chrono::{Days, Duration, NaiveTime, Utc};
-use common::{TestApp, event, views};
 use ranking_client::tonic::Code;
 use ranking_client::v1::{self, EventType};
 

@@ -1,0 +1,102 @@
+//! `make bench`: throughput and latency of the service on this machine, printed as tables.
+//!
+//! Scenarios (first argument; the rest are options):
+//! - `ingest <database-url|throwaway-postgres>`: RecordEvents throughput for batches of 100,
+//!   1,000 and 10,000 (Zipf-like product popularity, 5 % duplicate ids), statements per batch
+//!   as counted by the database, and RecordEvent throughput at 256 concurrent callers.
+//! - `recompute <products> <redis-url>`: Recompute end to end on a throwaway PostgreSQL with
+//!   `<products>` products ranked today: wall time and the process's peak memory.
+//! - `reads <redis-url>`: GetTopN(limit 20) and GetRank throughput and latency at 50 and 500
+//!   concurrent callers on a 100,000-product ranking, next to `redis-benchmark` on the same key.
+//!   Two load generators: `h2load` (nghttp2's HTTP/2 benchmark, a separate C process like
+//!   `redis-benchmark`; Debian package `nghttp2-client`) and this crate's own tonic client
+//!   running inside the bench process.
+//!
+//! The server runs in this process on port 0 (the integration tests' fixture, `TestApp`);
+//! figures include the gRPC round trip. One module per scenario.
+
+#[allow(dead_code, unused_imports)]
+#[path = "../../tests/it/helpers/mod.rs"]
+mod helpers;
+mod ingest;
+mod reads;
+mod recompute;
+
+use clap::Parser;
+use ranking_client::RankingServiceClient;
+use ranking_client::tonic::transport::Channel;
+use ranking_server::config::Settings;
+
+type Client = RankingServiceClient<Channel>;
+
+// The same allocator as the `ranking-server` binary, since the server runs in this process.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A server in this process and several connections to it.
+struct Running {
+    app: helpers::TestApp,
+    clients: Vec<Client>,
+    addr: std::net::SocketAddr,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.app.stop().await;
+    }
+}
+
+async fn serve(args: &[String]) -> Running {
+    let mut argv = vec!["ranking-server".to_string(), "--listen=127.0.0.1:0".into(), "--recompute-interval=0".into()];
+    argv.extend(args.iter().cloned());
+    let settings = Settings::try_parse_from(argv).expect("bench settings");
+    let app = helpers::TestApp::spawn_on(settings).await;
+    let addr = app.addr;
+    let mut clients = Vec::new();
+    // Several HTTP/2 connections, as a fleet of callers would open.
+    for _ in 0..8 {
+        clients.push(ranking_client::connect(format!("http://{addr}")).await.expect("connect"));
+    }
+    Running { app, clients, addr }
+}
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    match args.first().map(String::as_str) {
+        Some("ingest") => ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres")).await,
+        Some("recompute") => {
+            let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+            let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
+            recompute::bench_recompute(n, redis).await;
+        }
+        Some("recompute-header") => {
+            println!("\n## Recompute end to end (throwaway PostgreSQL → engine → Redis staging → RENAME)\n");
+            println!("| products | ranked | server elapsed ms | wall s | RSS before MB | peak RSS MB |");
+            println!("|---:|---:|---:|---:|---:|---:|");
+        }
+        Some("reads") => reads::bench_reads(args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379")).await,
+        _ => eprintln!(
+            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url]"
+        ),
+    }
+}

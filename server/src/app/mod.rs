@@ -1,0 +1,17 @@
+//! The application layer: one service per use case over the ports, and the policy they
+//! share. Nothing here knows about gRPC, SQL or Redis; tests call these services without a
+//! server.
+//!
+//! - [`policy`]: calendar, weights, windows of days and time constants, in one place.
+//! - [`invalid`]: rejected input as a structured field path and a reason.
+//! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
+//! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
+//! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
+//! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
+
+pub mod ingest;
+pub mod invalid;
+pub mod policy;
+pub mod queries;
+pub mod recompute;
+pub mod scheduler;

@@ -1,0 +1,151 @@
+//! The one policy every component reads: the ranking calendar, the score weights, the
+//! windows of days (accept, retention, carry-over) and every time constant of the
+//! application (recompute wait and lease, scheduler markers, staging and hourly expiry).
+//!
+//! Built once from the settings; components receive an `Arc<Policy>` and never keep copies
+//! of its numbers, so a rule such as "the oldest retained day" is computed in one place.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Days, NaiveDate, Utc};
+
+use crate::domain::calendar::{RankingCalendar, RankingHour};
+use crate::domain::score::Weights;
+
+/// Rows deleted per statement by retention.
+pub const PRUNE_CHUNK: u32 = 5_000;
+
+/// The application's rules and time constants.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Cuts time into ranking days and hours (`RANKING_TZ`).
+    pub calendar: RankingCalendar,
+    /// Main-score weights and carry-over factor.
+    pub weights: Weights,
+    /// Oldest accepted event age in days.
+    pub accept_days: u32,
+    /// Days events, daily metrics and daily rankings are kept (> `accept_days`).
+    pub retention_days: u32,
+    /// How far back carry-over follows the chain of previous days.
+    pub carry_days: u32,
+    /// Period of the scheduler; zero runs only the start-up recompute.
+    pub recompute_interval: Duration,
+    /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
+    /// of the same day to finish.
+    pub recompute_wait: Duration,
+    /// Longest a recompute may hold a day's lock; a crashed holder frees it after this.
+    pub recompute_lease: Duration,
+    /// Poll period while waiting for another replica's lease.
+    pub lease_poll: Duration,
+    /// Life of a staging key, so a crashed writer's half-written ranking goes away.
+    pub staging_ttl: Duration,
+    /// Hourly rankings expire this long after their hour ends.
+    pub hourly_ttl: chrono::Duration,
+}
+
+impl Policy {
+    /// A policy with the fixed time constants of the service.
+    pub fn new(
+        calendar: RankingCalendar,
+        weights: Weights,
+        accept_days: u32,
+        retention_days: u32,
+        carry_days: u32,
+        recompute_interval: Duration,
+    ) -> Self {
+        Self {
+            calendar,
+            weights,
+            accept_days,
+            retention_days,
+            carry_days,
+            recompute_interval,
+            recompute_wait: Duration::from_secs(30),
+            recompute_lease: Duration::from_secs(300),
+            lease_poll: Duration::from_millis(50),
+            staging_ttl: Duration::from_secs(3_600),
+            hourly_ttl: chrono::Duration::hours(2),
+        }
+    }
+
+    /// Today in the ranking time zone.
+    pub fn today(&self, now: DateTime<Utc>) -> NaiveDate {
+        self.calendar.day_of(now)
+    }
+
+    /// The oldest day whose data is still kept on `today`.
+    pub fn oldest_retained_day(&self, today: NaiveDate) -> NaiveDate {
+        today.checked_sub_days(Days::new(u64::from(self.retention_days))).unwrap_or(today)
+    }
+
+    /// Events that occurred before this instant are pruned.
+    pub fn events_pruned_before(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now - chrono::Duration::days(i64::from(self.retention_days))
+    }
+
+    /// When the daily ranking of `date` expires.
+    pub fn daily_expiry(&self, date: NaiveDate) -> DateTime<Utc> {
+        self.calendar.day_end(date) + chrono::Duration::days(i64::from(self.retention_days))
+    }
+
+    /// When the hourly ranking of `hour` expires.
+    pub fn hourly_expiry(&self, hour: RankingHour) -> DateTime<Utc> {
+        self.calendar.hour_end(hour) + self.hourly_ttl
+    }
+
+    /// The first day whose metrics the carry-over of `date` reads.
+    pub fn carry_start(&self, date: NaiveDate) -> NaiveDate {
+        date.checked_sub_days(Days::new(u64::from(self.carry_days))).unwrap_or(date)
+    }
+
+    /// Life of a scheduler tick marker: it outlives this tick but not the next one, so one
+    /// replica owns a day per tick.
+    pub fn tick_marker_ttl(&self) -> Duration {
+        self.recompute_interval.mul_f64(0.9).max(Duration::from_millis(100))
+    }
+
+    /// Whether `date` may be recomputed on `today`: not in the future, not older than
+    /// retention. The error says why, for the caller.
+    pub fn check_recomputable(&self, date: NaiveDate, today: NaiveDate) -> Result<(), String> {
+        if date > today {
+            return Err(format!("{date} is in the future"));
+        }
+        if date < self.oldest_retained_day(today) {
+            return Err(format!("{date} is older than the {}-day retention", self.retention_days));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::from_secs(300))
+    }
+
+    fn day(s: &str) -> NaiveDate {
+        s.parse().expect("valid date")
+    }
+
+    #[test]
+    fn recompute_window_is_today_back_to_retention() {
+        let p = policy();
+        let today = day("2026-04-09");
+        assert!(p.check_recomputable(today, today).is_ok());
+        assert!(p.check_recomputable(day("2026-04-01"), today).is_ok());
+        assert!(p.check_recomputable(day("2026-03-31"), today).expect_err("too old").contains("8-day retention"));
+        assert!(p.check_recomputable(day("2026-04-10"), today).expect_err("future").contains("future"));
+    }
+
+    #[test]
+    fn expiries_follow_the_calendar() {
+        let p = policy();
+        assert_eq!(p.daily_expiry(day("2026-04-09")).to_rfc3339(), "2026-04-18T00:00:00+00:00");
+        let h = RankingHour { date: day("2026-04-09"), hour: 23 };
+        assert_eq!(p.hourly_expiry(h).to_rfc3339(), "2026-04-10T02:00:00+00:00");
+        assert_eq!(p.carry_start(day("2026-04-09")), day("2026-04-02"));
+        assert_eq!(p.tick_marker_ttl(), Duration::from_secs(270));
+    }
+}

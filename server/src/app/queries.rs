@@ -1,0 +1,276 @@
+//! The read side: which ranking a request means and the page or placement it gets.
+//!
+//! Every read rule lives here: an unspecified date is today in the ranking time zone, an
+//! hourly read of another day names its hour, a page holds 1–[`MAX_LIMIT`] entries (0 means
+//! [`DEFAULT_LIMIT`]), a product id is ≥ 1. Reads touch the ranking store only, never SQL.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::invalid::Invalid;
+use super::policy::Policy;
+use crate::domain::calendar::RankingHour;
+use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
+use crate::ports::{RankingKey, RankingStore, StoreError};
+
+/// Largest page of a top-N read.
+pub const MAX_LIMIT: u32 = 1_000;
+/// Page size when the request says 0.
+pub const DEFAULT_LIMIT: u32 = 10;
+
+/// Which ranking a read asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Window {
+    /// The exact daily ranking (also what an unspecified window means).
+    #[default]
+    Daily,
+    /// The approximate hourly ranking.
+    Hourly,
+}
+
+/// A ranking as a request names it; empty parts are filled in by [`Queries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Selector {
+    /// Daily or hourly.
+    pub window: Window,
+    /// The day; `None` is today.
+    pub date: Option<NaiveDate>,
+    /// The hour (hourly window); `None` is the current hour of today.
+    pub hour: Option<u32>,
+}
+
+/// A page of a ranking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TopQuery {
+    /// Which ranking.
+    pub selector: Selector,
+    /// Entries skipped from the top.
+    pub offset: u32,
+    /// Entries wanted; 0 means [`DEFAULT_LIMIT`].
+    pub limit: u32,
+}
+
+/// One product's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RankQuery {
+    /// Which ranking.
+    pub selector: Selector,
+    /// The product.
+    pub product_id: i64,
+}
+
+/// One entry of an answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedEntry {
+    /// 1-based position.
+    pub rank: u64,
+    /// The product.
+    pub product_id: i64,
+    /// Its encoded score.
+    pub score: f64,
+    /// The decoded score (daily rankings only).
+    pub breakdown: Option<ScoreBreakdown>,
+}
+
+/// A page of a ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopAnswer {
+    /// Entries, best first.
+    pub entries: Vec<RankedEntry>,
+    /// Size of the whole ranking.
+    pub total: u64,
+    /// The ranking day.
+    pub date: NaiveDate,
+}
+
+/// One product's entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankAnswer {
+    /// The entry.
+    pub entry: RankedEntry,
+    /// Size of the whole ranking.
+    pub total: u64,
+}
+
+/// Why a read has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The request broke a rule.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The product is not in the ranking.
+    #[error("product {product_id} is not ranked on {date}")]
+    NotRanked {
+        /// The product.
+        product_id: i64,
+        /// The ranking day.
+        date: NaiveDate,
+    },
+    /// The ranking store failed; the read may be retried.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A selector with every part decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// The ranking to read.
+    pub key: RankingKey,
+    /// Its window.
+    pub window: Window,
+}
+
+impl Resolved {
+    /// The ranking day.
+    pub fn date(&self) -> NaiveDate {
+        match self.key {
+            RankingKey::Daily(d) => d,
+            RankingKey::Hourly(h) => h.date,
+        }
+    }
+
+    fn entry(&self, index: u64, product_id: i64, score: f64) -> RankedEntry {
+        let breakdown = match self.window {
+            Window::Daily => EncodedScore(score).decode(),
+            Window::Hourly => None,
+        };
+        RankedEntry { rank: index + 1, product_id, score, breakdown }
+    }
+}
+
+/// The read service.
+pub struct Queries {
+    rankings: Arc<dyn RankingStore>,
+    policy: Arc<Policy>,
+}
+
+impl Queries {
+    /// Reads from `rankings` under `policy`.
+    pub fn new(rankings: Arc<dyn RankingStore>, policy: Arc<Policy>) -> Self {
+        Self { rankings, policy }
+    }
+
+    /// Decides the ranking a selector means at `now`.
+    pub fn resolve(&self, selector: Selector, now: DateTime<Utc>) -> Result<Resolved, Invalid> {
+        let current = self.policy.calendar.hour_of(now);
+        let date = selector.date.unwrap_or(current.date);
+        if let Some(hour) = selector.hour
+            && hour > 23
+        {
+            return Err(Invalid::field("hour", format!("must be 0-23, got {hour}")));
+        }
+        let key = match selector.window {
+            Window::Daily => RankingKey::Daily(date),
+            Window::Hourly => {
+                let hour = match selector.hour {
+                    Some(h) => h,
+                    None if date == current.date => current.hour,
+                    None => {
+                        return Err(Invalid::field(
+                            "hour",
+                            "required for WINDOW_HOURLY when a date other than today is given",
+                        ));
+                    }
+                };
+                RankingKey::Hourly(RankingHour { date, hour })
+            }
+        };
+        Ok(Resolved { key, window: selector.window })
+    }
+
+    /// A page of a ranking, best first.
+    pub async fn top(&self, query: TopQuery) -> Result<TopAnswer, QueryError> {
+        let limit = match query.limit {
+            0 => DEFAULT_LIMIT,
+            n if n > MAX_LIMIT => {
+                return Err(Invalid::field("limit", format!("must be at most {MAX_LIMIT}, got {n}")).into());
+            }
+            n => n,
+        };
+        let resolved = self.resolve(query.selector, Utc::now())?;
+        let offset = u64::from(query.offset);
+        let page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
+        let entries = page
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| resolved.entry(offset + i as u64, e.product_id, e.score))
+            .collect();
+        Ok(TopAnswer { entries, total: page.total, date: resolved.date() })
+    }
+
+    /// One product's entry and the size of the ranking.
+    pub async fn rank(&self, query: RankQuery) -> Result<RankAnswer, QueryError> {
+        if query.product_id < 1 {
+            return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
+        }
+        let resolved = self.resolve(query.selector, Utc::now())?;
+        let (placement, total) = self.rankings.placement(resolved.key, query.product_id).await?;
+        let placement =
+            placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
+        Ok(RankAnswer { entry: resolved.entry(placement.index, query.product_id, placement.score), total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::app::invalid::PathSegment;
+    use crate::domain::calendar::RankingCalendar;
+    use crate::domain::score::Weights;
+    use crate::ports::Scored;
+
+    fn queries() -> (Queries, Arc<MemoryRankingStore>) {
+        let store = Arc::new(MemoryRankingStore::new());
+        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+        (Queries::new(store.clone(), Arc::new(policy)), store)
+    }
+
+    fn field(e: QueryError) -> Vec<PathSegment> {
+        match e {
+            QueryError::Invalid(i) => i.path.0,
+            other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_selector_is_todays_daily_ranking() {
+        let (q, _) = queries();
+        let now: DateTime<Utc> = "2026-04-09T13:30:00Z".parse().expect("valid");
+        let r = q.resolve(Selector::default(), now).expect("valid");
+        assert_eq!(r.key, RankingKey::Daily("2026-04-09".parse().expect("valid")));
+        let hourly = q.resolve(Selector { window: Window::Hourly, ..Default::default() }, now).expect("valid");
+        assert_eq!(hourly.key, RankingKey::Hourly(RankingHour { date: r.date(), hour: 13 }));
+        let other_day = Selector { window: Window::Hourly, date: "2026-04-08".parse().ok(), hour: None };
+        assert_eq!(q.resolve(other_day, now).expect_err("needs an hour").path.0, vec![PathSegment::Field("hour")]);
+        let bad_hour = Selector { hour: Some(24), ..Default::default() };
+        assert!(q.resolve(bad_hour, now).is_err());
+    }
+
+    #[tokio::test]
+    async fn reads_check_their_bounds_and_number_entries_from_the_offset() {
+        let (q, store) = queries();
+        let today = Utc::now().date_naive();
+        let entries: Vec<Scored> = (1..=5).map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        store.replace_daily(today, &entries, Utc::now() + chrono::Duration::days(1)).await.expect("stored");
+
+        let page = q.top(TopQuery { offset: 1, limit: 2, ..Default::default() }).await.expect("page");
+        assert_eq!(page.entries.iter().map(|e| (e.rank, e.product_id)).collect::<Vec<_>>(), vec![(2, 4), (3, 3)]);
+        assert_eq!((page.total, page.date), (5, today));
+        assert_eq!(page.entries[0].breakdown.map(|b| b.main_floor), Some(4));
+        assert_eq!(q.top(TopQuery::default()).await.expect("page").entries.len(), 5, "0 means 10");
+        let too_many = q.top(TopQuery { limit: MAX_LIMIT + 1, ..Default::default() }).await.expect_err("too many");
+        assert_eq!(field(too_many), vec![PathSegment::Field("limit")]);
+
+        let rank = q.rank(RankQuery { product_id: 2, ..Default::default() }).await.expect("ranked");
+        assert_eq!((rank.entry.rank, rank.total), (4, 5));
+        let bad = q.rank(RankQuery { product_id: 0, ..Default::default() }).await.expect_err("id 0");
+        assert_eq!(field(bad), vec![PathSegment::Field("product_id")]);
+        let missing = q.rank(RankQuery { product_id: 9, ..Default::default() }).await.expect_err("absent");
+        assert!(matches!(missing, QueryError::NotRanked { product_id: 9, .. }));
+    }
+}

@@ -1,0 +1,18 @@
+//! The integration tests, one binary: each module is an area, `helpers` holds the
+//! fixtures (a server per test on port 0 with its own database and Redis key prefix, free
+//! ports, throwaway PostgreSQL/MariaDB/Redis servers, the binaries of the workspace).
+//!
+//! One binary links the server, sea-orm and tonic once instead of once per area.
+
+#![allow(dead_code)]
+
+mod api;
+mod binary;
+mod client;
+mod helpers;
+mod operations;
+mod otel;
+mod rankctl;
+mod redis_store;
+mod scheduler;
+mod storage;

@@ -43,6 +43,14 @@ pub struct Metrics {
     last_recompute_unix: Gauge<i64, AtomicI64>,
     /// GetTopN pages fetched from Redis (calls beyond this shared a fetch).
     pub top_fetches: Counter,
+    /// Calls admitted and not finished.
+    pub calls_in_flight: Gauge,
+    /// Open gRPC connections.
+    pub connections_open: Gauge,
+    /// Connections closed at once because `RANKING_MAX_CONNECTIONS` were open.
+    pub connections_refused: Counter,
+    /// Connections closed by the handshake or idle timeout.
+    pub connections_timed_out: Counter,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -69,6 +77,10 @@ impl Metrics {
         let recompute_failures = Counter::default();
         let last_recompute_unix = Gauge::<i64, AtomicI64>::default();
         let top_fetches = Counter::default();
+        let calls_in_flight = Gauge::default();
+        let connections_open = Gauge::default();
+        let connections_refused = Counter::default();
+        let connections_timed_out = Counter::default();
         let rpc_calls = Family::<RpcLabels, Counter>::default();
         let rpc_seconds = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -96,6 +108,18 @@ impl Metrics {
             "GetTopN pages fetched from Redis; GetTopN calls beyond this shared a fetch",
             top_fetches.clone(),
         );
+        registry.register("calls_in_flight", "gRPC calls admitted and not finished", calls_in_flight.clone());
+        registry.register("connections_open", "Open gRPC connections", connections_open.clone());
+        registry.register(
+            "connections_refused",
+            "Connections closed on accept because RANKING_MAX_CONNECTIONS were open",
+            connections_refused.clone(),
+        );
+        registry.register(
+            "connections_timed_out",
+            "Connections closed by the handshake or idle timeout",
+            connections_timed_out.clone(),
+        );
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -110,6 +134,10 @@ impl Metrics {
             recompute_failures,
             last_recompute_unix,
             top_fetches,
+            calls_in_flight,
+            connections_open,
+            connections_refused,
+            connections_timed_out,
             rpc_calls,
             rpc_seconds,
         }

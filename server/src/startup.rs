@@ -17,7 +17,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 
@@ -31,7 +30,8 @@ use crate::app::recompute::Recompute;
 use crate::app::scheduler::Scheduler;
 use crate::config::{AccessSettings, ServerSettings, Settings};
 use crate::grpc::auth::{AccessPolicy, AuthLayer};
-use crate::grpc::layers::{AdmissionLayer, ObserveLayer};
+use crate::grpc::connections::{self, ConnectionLimits, ConnectionMetrics};
+use crate::grpc::layers::{AdmissionLayer, HygieneLayer, ObserveLayer};
 use crate::grpc::service::RankingApi;
 use crate::metrics::Metrics;
 use crate::metrics_endpoint::MetricsEndpoint;
@@ -143,6 +143,22 @@ impl Application {
         }
 
         tracing::info!(addr = %self.local_addr, "serving ranking.v1.RankingService");
+        let settings = &self.settings;
+        let close_all = CancellationToken::new();
+        let incoming = connections::incoming(
+            self.listener,
+            ConnectionLimits {
+                max_connections: settings.max_connections.get(),
+                handshake_timeout: settings.handshake_timeout,
+                idle_timeout: settings.idle_timeout,
+            },
+            ConnectionMetrics {
+                open: self.metrics.connections_open.clone(),
+                refused: self.metrics.connections_refused.clone(),
+                timed_out: self.metrics.connections_timed_out.clone(),
+            },
+            close_all.clone(),
+        );
         let stopping = CancellationToken::new();
         let health = self.health;
         let signal = {
@@ -154,18 +170,19 @@ impl Application {
                 stopping.cancel();
             }
         };
-        // Outermost first: every call is observed, refusals included; admission runs before
-        // authentication so that a flood of bad tokens is bounded too.
+        // Outermost first: every call is observed, refusals included; a call takes a slot
+        // only once its request message is complete; admission runs before authentication
+        // so that a flood of bad tokens is bounded too.
+        let max_message = settings.max_message_bytes.get();
         let serve = self
             .server
             .layer(ObserveLayer::new(self.metrics.clone()))
-            .layer(AdmissionLayer::new(self.settings.max_concurrent_calls.get()))
+            .layer(HygieneLayer::new(settings.body_timeout, max_message, max_buffered_bytes(settings)))
+            .layer(AdmissionLayer::new(settings.max_concurrent_calls.get(), self.metrics.calls_in_flight.clone()))
             .layer(AuthLayer::new(self.access))
             .add_routes(self.routes)
-            // Without TCP_NODELAY a response's trailers wait for the ACK of its data frame,
-            // which the peer delays by up to 40 ms.
-            .serve_with_incoming_shutdown(TcpIncoming::from(self.listener).with_nodelay(Some(true)), signal);
-        let grace = self.settings.shutdown_grace;
+            .serve_with_incoming_shutdown(incoming, signal);
+        let grace = settings.shutdown_grace;
         let served = tokio::select! {
             served = serve => served.context("gRPC server failed"),
             () = async { stopping.cancelled().await; tokio::time::sleep(grace).await } => {
@@ -173,6 +190,9 @@ impl Application {
                 Ok(())
             }
         };
+        // Connections that outlived the server (a client ignoring GOAWAY, or the grace
+        // running out) are closed now rather than when their peer lets go.
+        close_all.cancel();
 
         stop_tasks.cancel();
         tasks.close();
@@ -202,9 +222,21 @@ async fn routes(api: RankingApi, settings: &ServerSettings) -> anyhow::Result<(H
     Ok((health, routes))
 }
 
+/// Request-message bytes held at once before admission: room for every admitted call's
+/// largest message, so the budget only bites when unadmitted streams pile up.
+fn max_buffered_bytes(settings: &ServerSettings) -> usize {
+    settings.max_message_bytes.get().saturating_mul(64).max(256 << 20)
+}
+
 /// The HTTP/2 server with its limits and, when configured, TLS.
 fn server(settings: &ServerSettings) -> anyhow::Result<Server> {
-    let mut server = Server::builder().timeout(settings.request_timeout);
+    let mut server = Server::builder()
+        .timeout(settings.request_timeout)
+        // hyper's own default (200) is removed by tonic unless set: one connection must not
+        // be able to open streams without bound.
+        .max_concurrent_streams(Some(settings.max_streams_per_connection.get()))
+        .http2_keepalive_interval(Some(settings.keepalive_interval))
+        .http2_keepalive_timeout(Some(settings.keepalive_timeout));
     if let Some(tls) = tls_config(settings)? {
         server = server.tls_config(tls).context("invalid TLS configuration")?;
     }

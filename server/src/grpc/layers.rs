@@ -1,6 +1,14 @@
-//! Tower layers of the gRPC server: per-call instrumentation (one tracing span per RPC with
-//! method, status code and latency, and the RPC metrics) and admission control (a bound on
-//! calls in progress; calls beyond it are refused at once rather than queued).
+//! Tower layers of the gRPC server, outermost first:
+//!
+//! - [`ObserveLayer`]: one tracing span per RPC with method, status code and latency, and the
+//!   RPC metrics.
+//! - [`HygieneLayer`]: counts the call on its connection (for the idle timeout), and waits
+//!   for the whole request message of a unary call, within `RANKING_BODY_TIMEOUT` and
+//!   `RANKING_MAX_MESSAGE_BYTES`, before the call may take a slot: a stream whose message
+//!   never comes costs no slot and goes away after the body timeout.
+//! - [`AdmissionLayer`]: a bound on calls in progress; calls beyond it are refused at once
+//!   rather than queued. Health checks are not counted, so a flood cannot make a healthy
+//!   server look dead.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,6 +22,7 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::metrics::Metrics;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// Adds [`Observe`] around every call.
 #[derive(Clone)]
@@ -169,12 +178,14 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 #[derive(Clone)]
 pub struct AdmissionLayer {
     permits: Arc<tokio::sync::Semaphore>,
+    in_flight: Gauge,
 }
 
 impl AdmissionLayer {
-    /// Admits at most `max_in_flight` calls at once (process-wide: clones share the bound).
-    pub fn new(max_in_flight: usize) -> Self {
-        Self { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight)) }
+    /// Admits at most `max_in_flight` calls at once (process-wide: clones share the bound),
+    /// counting them in `in_flight`.
+    pub fn new(max_in_flight: usize, in_flight: Gauge) -> Self {
+        Self { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight)), in_flight }
     }
 }
 
@@ -182,7 +193,7 @@ impl<S> Layer<S> for AdmissionLayer {
     type Service = Admission<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Admission { inner, permits: self.permits.clone() }
+        Admission { inner, permits: self.permits.clone(), in_flight: self.in_flight.clone() }
     }
 }
 
@@ -191,6 +202,22 @@ impl<S> Layer<S> for AdmissionLayer {
 pub struct Admission<S> {
     inner: S,
     permits: Arc<tokio::sync::Semaphore>,
+    in_flight: Gauge,
+}
+
+/// Paths that bypass admission: the health check must answer while ordinary calls are
+/// refused, or orchestrators would restart a server that is only busy.
+fn bypasses_admission(path: &str) -> bool {
+    path.starts_with("/grpc.health.v1.Health/")
+}
+
+/// Decrements a gauge when dropped.
+struct GaugeGuard(Gauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl<S, B, RB> Service<http::Request<B>> for Admission<S>
@@ -210,6 +237,11 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if bypasses_admission(request.uri().path()) {
+            let clone = self.inner.clone();
+            let mut inner = std::mem::replace(&mut self.inner, clone);
+            return Box::pin(async move { inner.call(request).await });
+        }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             let refused =
                 tonic::Status::resource_exhausted("server is at its concurrent-call limit; retry with backoff");
@@ -217,10 +249,206 @@ where
         };
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        self.in_flight.inc();
+        let counted = GaugeGuard(self.in_flight.clone());
         Box::pin(async move {
             let response = inner.call(request).await;
             drop(permit);
+            drop(counted);
             response
+        })
+    }
+}
+
+/// Where the calls of a connection are counted and how long and large a request message
+/// may be.
+#[derive(Clone)]
+pub struct HygieneLayer {
+    body_timeout: std::time::Duration,
+    max_body_bytes: usize,
+    buffered: Arc<BufferBudget>,
+}
+
+/// Bytes of request messages being received and not yet admitted, across the process.
+struct BufferBudget {
+    used: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+impl HygieneLayer {
+    /// Unary request messages must arrive within `body_timeout` and be at most
+    /// `max_message_bytes`; at most `max_buffered_bytes` of them are held at once.
+    pub fn new(body_timeout: std::time::Duration, max_message_bytes: usize, max_buffered_bytes: usize) -> Self {
+        Self {
+            body_timeout,
+            // A gRPC message travels with a 5-byte frame header.
+            max_body_bytes: max_message_bytes.saturating_add(5),
+            buffered: Arc::new(BufferBudget { used: Default::default(), limit: max_buffered_bytes }),
+        }
+    }
+}
+
+impl<S> Layer<S> for HygieneLayer {
+    type Service = Hygiene<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Hygiene { inner, settings: self.clone() }
+    }
+}
+
+/// The service of [`HygieneLayer`].
+#[derive(Clone)]
+pub struct Hygiene<S> {
+    inner: S,
+    settings: HygieneLayer,
+}
+
+/// Unary RPCs, whose request is one message: their body is awaited before admission.
+/// Streaming RPCs (health Watch, reflection) pass through as they are.
+fn is_unary(path: &str) -> bool {
+    path.starts_with("/ranking.v1.RankingService/") || path == "/grpc.health.v1.Health/Check"
+}
+
+/// The connection activity of a request (plaintext or TLS).
+fn activity<B>(request: &http::Request<B>) -> Option<Arc<super::connections::Activity>> {
+    use super::connections::ConnInfo;
+    let ext = request.extensions();
+    ext.get::<ConnInfo>()
+        .or_else(|| ext.get::<tonic::transport::server::TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
+        .map(|info| info.activity.clone())
+}
+
+/// Marks the call finished on its connection when dropped (with the response body).
+struct CallGuard(Option<Arc<super::connections::Activity>>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Some(a) = &self.0 {
+            a.call_finished();
+        }
+    }
+}
+
+/// A response body that holds its call's [`CallGuard`] until it is finished or dropped.
+struct GuardedBody {
+    inner: tonic::body::Body,
+    _guard: CallGuard,
+}
+
+impl http_body::Body for GuardedBody {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Why a request message was not taken.
+enum BodyRefusal {
+    TooLarge,
+    TooSlow,
+    Busy,
+    Broken(String),
+}
+
+impl<S> Hygiene<S> {
+    /// The whole request message, within the time, size and buffer budgets.
+    async fn receive(settings: &HygieneLayer, body: tonic::body::Body) -> Result<bytes::Bytes, BodyRefusal> {
+        use http_body_util::BodyExt;
+        let budget = &settings.buffered;
+        let mut taken = 0usize;
+        let result = tokio::time::timeout(settings.body_timeout, async {
+            let mut body = std::pin::pin!(body);
+            let mut parts = bytes::BytesMut::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| BodyRefusal::Broken(e.to_string()))?;
+                let Ok(data) = frame.into_data() else { continue };
+                if parts.len() + data.len() > settings.max_body_bytes {
+                    return Err(BodyRefusal::TooLarge);
+                }
+                let before = budget.used.fetch_add(data.len(), std::sync::atomic::Ordering::AcqRel);
+                taken += data.len();
+                if before + data.len() > budget.limit {
+                    return Err(BodyRefusal::Busy);
+                }
+                parts.extend_from_slice(&data);
+            }
+            Ok(parts.freeze())
+        })
+        .await;
+        budget.used.fetch_sub(taken, std::sync::atomic::Ordering::AcqRel);
+        result.unwrap_or(Err(BodyRefusal::TooSlow))
+    }
+}
+
+impl<S> Service<http::Request<tonic::body::Body>> for Hygiene<S>
+where
+    S: Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let settings = self.settings.clone();
+        let activity = activity(&request);
+        if let Some(a) = &activity {
+            a.call_started();
+        }
+        let guard = CallGuard(activity);
+        let unary = is_unary(request.uri().path());
+        Box::pin(async move {
+            let request = if unary {
+                let (parts, body) = request.into_parts();
+                match Self::receive(&settings, body).await {
+                    Ok(bytes) => {
+                        http::Request::from_parts(parts, tonic::body::Body::new(http_body_util::Full::new(bytes)))
+                    }
+                    Err(refusal) => {
+                        let status = match refusal {
+                            BodyRefusal::TooLarge => tonic::Status::resource_exhausted(format!(
+                                "request message larger than {} bytes (RANKING_MAX_MESSAGE_BYTES)",
+                                settings.max_body_bytes - 5
+                            )),
+                            BodyRefusal::TooSlow => tonic::Status::deadline_exceeded(format!(
+                                "request message not received within {:?} (RANKING_BODY_TIMEOUT)",
+                                settings.body_timeout
+                            )),
+                            BodyRefusal::Busy => tonic::Status::resource_exhausted(
+                                "server is receiving too many request messages; retry with backoff",
+                            ),
+                            BodyRefusal::Broken(why) => {
+                                tonic::Status::cancelled(format!("request stream broken: {why}"))
+                            }
+                        };
+                        return Ok(status.into_http());
+                    }
+                }
+            } else {
+                request
+            };
+            let response = inner.call(request).await?;
+            Ok(response.map(|body| tonic::body::Body::new(GuardedBody { inner: body, _guard: guard })))
         })
     }
 }

@@ -4,6 +4,7 @@
 //! Proto types stop here: everything below works on domain types and ports.
 
 pub mod auth;
+pub mod connections;
 pub mod convert;
 pub mod error;
 pub mod layers;

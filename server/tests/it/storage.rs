@@ -4,7 +4,10 @@
 //! throwaway PostgreSQL of its own.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Barrier;
 
 use crate::helpers::{TestApp, event};
 use chrono::Utc;
@@ -200,30 +203,43 @@ async fn mariadb_stopped_mid_run_means_unavailable_and_retries_land_exactly_once
 async fn outage_then_exact_counts(db: &impl Outage) {
     let app = TestApp::spawn_on(crate::helpers::settings(&db.url(), &["--db-timeout=1s"])).await;
     let universe = universe(2_000, 99);
+    // Each writer sends half its batches, waits for the database to be stopped, and sends
+    // the rest as a caller retrying with the same ids does, as UNAVAILABLE invites it to.
+    let half_done = Arc::new(Barrier::new(5));
+    let stopped = Arc::new(Barrier::new(5));
+    let (refused_tx, mut refused_rx) = tokio::sync::mpsc::channel(4);
     let mut writers = Vec::new();
     for w in 0..4u64 {
         let mut client = app.client.clone();
         let batches = batches_for(w, &universe, 250);
+        let (half_done, stopped, refused_tx) = (half_done.clone(), stopped.clone(), refused_tx.clone());
         writers.push(tokio::spawn(async move {
             let mut unavailable = 0;
-            for b in batches {
-                // A caller retrying with the same ids, as UNAVAILABLE invites it to.
+            let half = batches.len() / 2;
+            for (i, b) in batches.into_iter().enumerate() {
+                if i == half {
+                    half_done.wait().await;
+                    stopped.wait().await;
+                }
                 loop {
                     match client.record_events(v1::RecordEventsRequest { events: b.clone() }).await {
                         Ok(_) => break,
                         Err(s) if s.code() == Code::Unavailable => {
+                            if unavailable == 0 {
+                                refused_tx.send(()).await.expect("test is listening");
+                            }
                             unavailable += 1;
-                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            // Retry backoff, as a client does; not a wait for a state.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
                         }
                         Err(s) => panic!("unexpected status {s:?}"),
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             unavailable
         }));
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    half_done.wait().await;
     db.stop();
     // While it is down, a write is refused, never falsely confirmed.
     let mut client = app.client.clone();
@@ -232,16 +248,59 @@ async fn outage_then_exact_counts(db: &impl Outage) {
         .await
         .expect_err("no durable commit, no OK");
     assert_eq!(err.code(), Code::Unavailable, "{}", err.message());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    stopped.wait().await;
+    for _ in 0..4 {
+        refused_rx.recv().await.expect("every writer saw the outage");
+    }
     db.restart();
 
-    let mut refused = 0;
     for w in writers {
-        refused += w.await.expect("writer");
+        assert!(w.await.expect("writer") > 0, "each writer was refused while the database was down");
     }
-    assert!(refused > 0, "the outage was seen by the writers");
     assert_eq!(stored(&db.url(), "product_metrics").await, expected(&universe));
     assert_eq!(crate::helpers::count_events(&db.url()).await, 2_000);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_order_amount_counter_at_its_limit_saturates_and_keeps_its_type() {
+    let mut app = TestApp::spawn(&[]).await;
+    let url = app.db.as_ref().expect("own database").url.clone();
+    app.record(vec![event("first", 5, EventType::Order, 1, Utc::now())]).await;
+    let db = Database::connect(&url).await.expect("connect");
+    let backend = db.get_database_backend();
+    let near_max = i64::MAX - 10;
+    for table in ["product_metrics", "product_daily_metrics"] {
+        db.execute_raw(Statement::from_string(backend, format!("UPDATE {table} SET order_amount = {near_max}")))
+            .await
+            .expect("seed a counter near its limit");
+    }
+    // A valid 10^12 order is accepted, never refused for the size of a counter.
+    let r = app.record(vec![event("big", 5, EventType::Order, 1_000_000_000_000, Utc::now())]).await;
+    assert_eq!(r.accepted, 1);
+    for table in ["product_metrics", "product_daily_metrics"] {
+        let row = db
+            .query_one_raw(Statement::from_string(backend, format!("SELECT order_amount, orders FROM {table}")))
+            .await
+            .expect("query")
+            .expect("row");
+        let (amount, orders): (i64, i64) =
+            (row.try_get_by_index(0).expect("an integer"), row.try_get_by_index(1).expect("orders"));
+        assert_eq!((amount, orders), (i64::MAX, 2), "{table} saturates; the order still counts");
+    }
+    if backend == sea_orm::DbBackend::Sqlite {
+        let row = db
+            .query_one_raw(Statement::from_string(
+                backend,
+                "SELECT typeof(order_amount) FROM product_metrics".to_string(),
+            ))
+            .await
+            .expect("query")
+            .expect("row");
+        assert_eq!(row.try_get_by_index::<String>(0).expect("type"), "integer", "SQLite did not widen to REAL");
+    }
+    // The ranking still computes (ln_1p of the daily amount is finite).
+    assert_eq!(app.recompute("").await.products, 1);
     app.stop().await;
 }
 

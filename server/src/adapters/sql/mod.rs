@@ -1,0 +1,203 @@
+//! The SQL metrics store (sea-orm): PostgreSQL, MySQL/MariaDB and SQLite.
+//!
+//! - this module: connecting (and migrating), the retry loop around a batch, the day scan
+//!   and retention;
+//! - [`write`]: the batch write path, a constant number of statements per batch;
+//! - [`dialect`]: every difference between the engines;
+//! - [`rows`]: the column-wise rows of a batch statement and their encodings.
+
+pub mod dialect;
+pub mod rows;
+pub mod write;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::TryStreamExt;
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement, StreamTrait, TransactionTrait, Value,
+};
+use tokio::sync::Mutex;
+
+use self::dialect::Dialect;
+use self::write::{Attempt, BatchWrite};
+use crate::domain::score::DailyMetrics;
+use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, StoreError};
+
+/// Connection settings of the SQL store.
+#[derive(Debug, Clone)]
+pub struct SqlOptions {
+    /// `postgres://…`, `mysql://…` or `sqlite://…`.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+    /// Time to establish a connection, and to wait for a pooled one.
+    pub connect_timeout: Duration,
+    /// Attempts of a transaction that hits a deadlock or serialization failure.
+    pub max_attempts: u32,
+}
+
+impl SqlOptions {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), max_connections: 16, connect_timeout: Duration::from_secs(5), max_attempts: 20 }
+    }
+}
+
+/// The SQL single source of truth.
+pub struct SqlMetricsStore {
+    db: DatabaseConnection,
+    dialect: Dialect,
+    /// Writers of this process take turns where the dialect says so
+    /// ([`Dialect::serialises_writers`]); held for one attempt, never across a backoff.
+    write_gate: Option<Mutex<()>>,
+    max_attempts: u32,
+}
+
+impl SqlMetricsStore {
+    /// Connects and applies pending migrations.
+    pub async fn connect(options: &SqlOptions) -> Result<Self, StoreError> {
+        let mut connect = ConnectOptions::new(options.url.clone());
+        connect
+            .max_connections(options.max_connections)
+            .min_connections(0)
+            .connect_timeout(options.connect_timeout)
+            .acquire_timeout(options.connect_timeout)
+            .sqlx_logging(false);
+        let db = Database::connect(connect).await.map_err(StoreError::database)?;
+        use ranking_migrations::MigratorTrait;
+        ranking_migrations::Migrator::up(&db, None)
+            .await
+            .map_err(|e| StoreError::database(format!("migration failed: {e}")))?;
+        let dialect = Dialect::of(db.get_database_backend());
+        Ok(Self {
+            db,
+            dialect,
+            write_gate: dialect.serialises_writers().then(|| Mutex::new(())),
+            max_attempts: options.max_attempts.max(1),
+        })
+    }
+
+    fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
+        Statement::from_sql_and_values(self.dialect.backend(), sql, values)
+    }
+
+    /// One attempt of a batch, in its own transaction, under the write gate.
+    async fn record_once(&self, batch: &[DatedEvent], candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
+        let _gate = match &self.write_gate {
+            Some(g) => Some(g.lock().await),
+            None => None,
+        };
+        let txn = self
+            .db
+            .begin_with_config(self.dialect.write_isolation(), None)
+            .await
+            .map_err(|e| Attempt::Fail(StoreError::database(e)))?;
+        let write = BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us: Utc::now().timestamp_micros() };
+        match write.run(candidates).await {
+            Ok(fresh) => {
+                txn.commit().await?;
+                Ok(fresh)
+            }
+            Err(e) => {
+                txn.rollback().await.ok();
+                Err(e)
+            }
+        }
+    }
+
+    async fn delete_chunked(
+        &self,
+        table: &str,
+        key: &str,
+        column: &str,
+        bound: Value,
+        chunk: u32,
+    ) -> Result<u64, StoreError> {
+        let sql = self.dialect.delete_chunk(table, key, column, chunk);
+        let mut total = 0;
+        loop {
+            let deleted = {
+                let _gate = match &self.write_gate {
+                    Some(g) => Some(g.lock().await),
+                    None => None,
+                };
+                self.db
+                    .execute_raw(self.statement(sql.clone(), vec![bound.clone()]))
+                    .await
+                    .map_err(StoreError::database)?
+                    .rows_affected()
+            };
+            total += deleted;
+            if deleted < u64::from(chunk) {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl MetricsStore for SqlMetricsStore {
+    async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
+        let mut seen = HashSet::with_capacity(batch.len());
+        let candidates: Vec<usize> =
+            (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
+        let mut attempt = 1;
+        let fresh = loop {
+            match self.record_once(batch, &candidates).await {
+                Ok(fresh) => break fresh,
+                Err(Attempt::Retry(why)) if attempt < self.max_attempts => {
+                    tracing::debug!(attempt, %why, "retrying transaction");
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(Attempt::Retry(why)) => {
+                    return Err(StoreError::database(format!("transaction failed {attempt} times: {why}")));
+                }
+                Err(Attempt::Fail(e)) => return Err(e),
+            }
+        };
+        Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())
+    }
+
+    async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
+        let (sql, values) = self.dialect.scan_day(date);
+        let mut rows = self.db.stream_raw(self.statement(sql, values)).await.map_err(StoreError::database)?;
+        let mut count = 0;
+        while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
+            let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
+            visit(DailyRow {
+                product_id: get(0)?,
+                metrics: DailyMetrics { views: get(1)?, likes: get(2)?, order_amount: get(3)? },
+                last_event_us: get(4)?,
+            });
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
+        let chunk = chunk.max(1);
+        let events = self
+            .delete_chunked("events", "event_id", "occurred_at", events_before.timestamp_micros().into(), chunk)
+            .await?;
+        let days = self
+            .delete_chunked(
+                "product_daily_metrics",
+                "metric_date, product_id",
+                "metric_date",
+                days_before.into(),
+                chunk,
+            )
+            .await?;
+        Ok(events + days)
+    }
+}
+
+/// Exponential backoff with full jitter: 5 ms, 10 ms, 20 ms … capped at 500 ms.
+fn backoff(attempt: u32) -> Duration {
+    let cap = 5u64.saturating_mul(1 << attempt.min(7)).min(500);
+    Duration::from_millis(rand::random_range(1..=cap))
+}

@@ -160,7 +160,9 @@ pub trait RankingStore: Send + Sync + 'static {
     /// One product's place and the size of the ranking.
     async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError>;
 
-    /// Whether the ranking exists.
+    /// Whether the ranking exists: for a daily ranking, whether a recompute has written it
+    /// (possibly empty) since the store was last emptied, so a lost ranking can be told
+    /// from a day without products.
     async fn exists(&self, key: RankingKey) -> Result<bool, StoreError>;
 }
 

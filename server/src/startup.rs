@@ -78,7 +78,7 @@ impl Application {
         let (ingest, group_commit) = Ingest::new(store.clone(), rankings.clone(), policy.clone(), metrics.clone());
         let recompute = Arc::new(Recompute::new(store, rankings.clone(), leases, policy.clone(), metrics.clone()));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
-        let queries = Arc::new(Queries::new(rankings, policy));
+        let queries = Arc::new(Queries::new(rankings, policy, recompute.clone()));
         let api = RankingApi::new(ingest, queries, recompute);
 
         let server_settings = settings.server.clone();

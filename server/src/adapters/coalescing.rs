@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
+use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{HourlyIncrement, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
@@ -30,17 +30,21 @@ type PageKey = (RankingKey, u64, u64);
 /// One shared fetch of a page; every caller that joined it gets a clone of the answer.
 type Fetch = Shared<BoxFuture<'static, Result<Page, StoreError>>>;
 
-/// The fetches of one page: the one under way and the one queued behind it.
+/// The fetches of one page: the one under way and the one queued behind it. The slots
+/// hold them weakly: a fetch lives only as long as a caller waits for it, so callers that
+/// give up (deadline, disconnect) take their fetch with them while the store is slow.
 #[derive(Default)]
 struct Slot {
-    running: Option<(u64, Fetch)>,
-    queued: Option<(u64, Fetch)>,
+    running: Option<(u64, WeakShared<BoxFuture<'static, Result<Page, StoreError>>>)>,
+    queued: Option<(u64, WeakShared<BoxFuture<'static, Result<Page, StoreError>>>)>,
 }
+
+type Slots = Arc<Mutex<HashMap<PageKey, Slot>>>;
 
 /// A [`RankingStore`] that coalesces concurrent `top` reads of the same page.
 pub struct CoalescingStore<S> {
     inner: Arc<S>,
-    slots: Arc<Mutex<HashMap<PageKey, Slot>>>,
+    slots: Slots,
     next_id: AtomicU64,
     fetches: Counter,
 }
@@ -51,36 +55,69 @@ impl<S: RankingStore> CoalescingStore<S> {
         Self { inner, slots: Arc::default(), next_id: AtomicU64::new(0), fetches }
     }
 
+    /// Pages with a fetch under way or queued (for tests of the cleanup).
+    pub fn pages_in_progress(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// The fetch this caller gets its answer from: the queued one when there is one (it has
     /// not been sent yet), else a new one, queued behind the fetch under way if any.
     fn join(&self, page: PageKey) -> Fetch {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let slot = slots.entry(page).or_default();
-        if let Some((_, queued)) = &slot.queued {
-            return queued.clone();
+        if let Some(queued) = slot.queued.as_ref().and_then(|(_, f)| f.upgrade()) {
+            return queued;
         }
+        let ahead = slot.running.as_ref().and_then(|(_, f)| f.upgrade());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let ahead = slot.running.as_ref().map(|(_, f)| f.clone());
-        let queued = ahead.is_some();
         self.fetches.inc();
-        let fetch = fetch(self.inner.clone(), self.slots.clone(), page, id, ahead).boxed().shared();
+        let guard = SlotGuard { slots: self.slots.clone(), page, id };
+        let queued = ahead.is_some();
+        let fetch = fetch(self.inner.clone(), self.slots.clone(), page, id, ahead, guard).boxed().shared();
+        let weak = fetch.downgrade().map(|w| (id, w));
         if queued {
-            slot.queued = Some((id, fetch.clone()));
+            slot.queued = weak;
         } else {
-            slot.running = Some((id, fetch.clone()));
+            slot.running = weak;
         }
         fetch
     }
 }
 
-/// Waits for the fetch ahead (if any), marks this one as under way, fetches, and clears its
-/// slot entry before handing the answer out.
+/// Removes a fetch from its page's slot when the fetch ends or is dropped unfinished (its
+/// last caller went away), and the slot when it is empty.
+struct SlotGuard {
+    slots: Slots,
+    page: PageKey,
+    id: u64,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.get_mut(&self.page) {
+            if slot.running.as_ref().is_some_and(|(id, _)| *id == self.id) {
+                slot.running = None;
+            }
+            if slot.queued.as_ref().is_some_and(|(id, _)| *id == self.id) {
+                slot.queued = None;
+            }
+            if slot.running.is_none() && slot.queued.is_none() {
+                slots.remove(&self.page);
+            }
+        }
+    }
+}
+
+/// Waits for the fetch ahead (if any), marks this one as under way, and fetches. The guard
+/// is an argument so that it is dropped with the future even if it was never polled.
 async fn fetch<S: RankingStore>(
     store: Arc<S>,
-    slots: Arc<Mutex<HashMap<PageKey, Slot>>>,
+    slots: Slots,
     page: PageKey,
     id: u64,
     ahead: Option<Fetch>,
+    guard: SlotGuard,
 ) -> Result<Page, StoreError> {
     if let Some(ahead) = ahead {
         // Its answer predates some of our callers; only its completion matters.
@@ -92,15 +129,7 @@ async fn fetch<S: RankingStore>(
         }
     }
     let answer = store.top(page.0, page.1, page.2).await;
-    let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(slot) = slots.get_mut(&page) {
-        if slot.running.as_ref().is_some_and(|(running, _)| *running == id) {
-            slot.running = None;
-        }
-        if slot.running.is_none() && slot.queued.is_none() {
-            slots.remove(&page);
-        }
-    }
+    drop(guard);
     answer
 }
 
@@ -191,11 +220,11 @@ mod tests {
         tokio::spawn(async move { store.top(today(), offset, 20).await })
     }
 
+    /// Lets every spawned task run until it waits on the gate (the runtime is single-threaded).
     async fn settle() {
-        for _ in 0..20 {
+        for _ in 0..50 {
             tokio::task::yield_now().await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
     #[tokio::test]
@@ -269,5 +298,22 @@ mod tests {
         inner.gate.add_permits(10);
         let answer = tokio::time::timeout(Duration::from_secs(5), store.top(today(), 0, 20)).await;
         assert!(answer.expect("a later caller is answered").is_ok());
+    }
+
+    #[tokio::test]
+    async fn callers_that_give_up_while_the_store_hangs_leave_nothing_behind() {
+        // The store never answers (Redis stopped): every caller gives up, each on a page of
+        // its own, and nothing of them may stay in memory.
+        let inner = Arc::new(GatedStore::default());
+        let store = Arc::new(CoalescingStore::new(inner.clone(), Counter::default()));
+        let callers: Vec<_> = (0..1_000).map(|i| spawn_top(&store, i * 20)).collect();
+        settle().await;
+        assert_eq!(store.pages_in_progress(), 1_000);
+        for c in &callers {
+            c.abort();
+        }
+        settle().await;
+        assert_eq!(store.pages_in_progress(), 0, "abandoned fetches are dropped with their slots");
+        assert_eq!(Arc::strong_count(&inner), 2, "no fetch holds the store any more");
     }
 }

@@ -107,12 +107,9 @@ impl RankingStore for MemoryRankingStore {
         expire_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         // Built outside the lock, swapped in under it: readers see old or new, never a mix.
-        // An empty ranking does not exist, as with Redis, where an empty ZSET is no key.
-        let set = (!entries.is_empty()).then(|| SortedSet::from_entries(entries, expire_at));
-        self.with_sets(|sets| match set {
-            Some(set) => sets.insert(RankingKey::Daily(date), set),
-            None => sets.remove(&RankingKey::Daily(date)),
-        });
+        // An empty ranking is kept as an empty set: the day was built, it has no products.
+        let set = SortedSet::from_entries(entries, expire_at);
+        self.with_sets(|sets| sets.insert(RankingKey::Daily(date), set));
         Ok(())
     }
 

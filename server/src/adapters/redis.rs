@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `P:{YYYY-MM-DD}:daily` | ZSET | the exact daily ranking; expires `RANKING_RETENTION_DAYS` after the day ends |
 //! | `P:{YYYY-MM-DD}:daily:staging:<token>` | ZSET | a daily ranking being written, renamed over the daily key when complete |
+//! | `P:{YYYY-MM-DD}:built` | string | set by every recompute of the day (also of an empty one), with the daily key's expiry: a daily key missing while this is missing means Redis lost it |
 //! | `P:{YYYY-MM-DD}:hour:HH` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker) |
 //!
@@ -103,6 +104,11 @@ impl RedisRankingStore {
         }
     }
 
+    /// The marker of a built daily ranking (same hash tag as the daily key).
+    fn built_key(&self, date: NaiveDate) -> String {
+        format!("{}:{{{date}}}:built", self.prefix)
+    }
+
     fn lock_key(&self, name: &str) -> String {
         format!("{}:lock:{name}", self.prefix)
     }
@@ -118,9 +124,24 @@ impl RankingStore for RedisRankingStore {
     ) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         let daily = self.key(RankingKey::Daily(date));
+        let built = self.built_key(date);
         if entries.is_empty() {
-            // An empty ZSET cannot exist; the ranking of a day without products is no key.
-            redis::cmd("DEL").arg(&daily).query_async::<()>(&mut conn).await.map_err(unavailable)?;
+            // An empty ZSET cannot exist; the ranking of a day without products is no key
+            // and a marker.
+            redis::pipe()
+                .atomic()
+                .cmd("DEL")
+                .arg(&daily)
+                .ignore()
+                .cmd("SET")
+                .arg(&built)
+                .arg(0)
+                .arg("EXAT")
+                .arg(expire_at.timestamp())
+                .ignore()
+                .query_async::<()>(&mut conn)
+                .await
+                .map_err(unavailable)?;
             return Ok(());
         }
         let staging = format!("{daily}:staging:{:016x}", rand::random::<u64>());
@@ -148,6 +169,12 @@ impl RankingStore for RedisRankingStore {
                 .ignore()
                 .cmd("EXPIREAT")
                 .arg(&daily)
+                .arg(expire_at.timestamp())
+                .ignore()
+                .cmd("SET")
+                .arg(&built)
+                .arg(entries.len())
+                .arg("EXAT")
                 .arg(expire_at.timestamp())
                 .ignore()
                 .query_async::<()>(&mut conn)
@@ -216,7 +243,11 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn exists(&self, key: RankingKey) -> Result<bool, StoreError> {
-        redis::cmd("EXISTS").arg(self.key(key)).query_async(&mut self.conn.clone()).await.map_err(unavailable)
+        let key = match key {
+            RankingKey::Daily(date) => self.built_key(date),
+            hourly => self.key(hourly),
+        };
+        redis::cmd("EXISTS").arg(key).query_async(&mut self.conn.clone()).await.map_err(unavailable)
     }
 }
 

@@ -3,13 +3,23 @@
 //! Every read rule lives here: an unspecified date is today in the ranking time zone, an
 //! hourly read of another day names its hour, a page holds 1–[`MAX_LIMIT`] entries (0 means
 //! [`DEFAULT_LIMIT`]), a product id is ≥ 1. Reads touch the ranking store only, never SQL.
+//!
+//! A daily ranking of a retained day that is missing from the store without ever having
+//! been written there since (Redis restarted empty or was flushed) is rebuilt at once by the
+//! lease-guarded recompute, and the read answers from the rebuilt ranking: an empty store
+//! is never served as an empty home page until the next scheduler tick. Concurrent reads of
+//! the same day share one rebuild.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 
 use super::invalid::Invalid;
 use super::policy::Policy;
+use super::recompute::Recompute;
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
 use crate::ports::{RankingKey, RankingStore, StoreError};
@@ -139,16 +149,55 @@ impl Resolved {
     }
 }
 
+/// A rebuild of a lost daily ranking, shared by the reads waiting for it.
+type Rebuild = Shared<BoxFuture<'static, Result<(), StoreError>>>;
+
 /// The read service.
 pub struct Queries {
     rankings: Arc<dyn RankingStore>,
     policy: Arc<Policy>,
+    recompute: Arc<Recompute>,
+    /// Rebuilds under way, by day; an entry lives while its rebuild runs.
+    rebuilds: Arc<Mutex<HashMap<NaiveDate, Rebuild>>>,
 }
 
 impl Queries {
-    /// Reads from `rankings` under `policy`.
-    pub fn new(rankings: Arc<dyn RankingStore>, policy: Arc<Policy>) -> Self {
-        Self { rankings, policy }
+    /// Reads from `rankings` under `policy`; lost daily rankings are rebuilt by `recompute`.
+    pub fn new(rankings: Arc<dyn RankingStore>, policy: Arc<Policy>, recompute: Arc<Recompute>) -> Self {
+        Self { rankings, policy, recompute, rebuilds: Arc::default() }
+    }
+
+    /// When a daily ranking reads as empty, makes sure it is not a lost one: if the store
+    /// has no trace of it and its day is retained, rebuilds it (sharing a rebuild under way)
+    /// and returns `true` so the caller reads again.
+    async fn rebuilt_if_lost(&self, resolved: &Resolved) -> Result<bool, StoreError> {
+        let RankingKey::Daily(date) = resolved.key else { return Ok(false) };
+        let today = self.policy.today(Utc::now());
+        if self.policy.check_recomputable(date, today).is_err() || self.rankings.exists(resolved.key).await? {
+            return Ok(false);
+        }
+        let rebuild = {
+            let mut rebuilds = self.rebuilds.lock().unwrap_or_else(|e| e.into_inner());
+            rebuilds
+                .entry(date)
+                .or_insert_with(|| {
+                    let (recompute, rebuilds) = (self.recompute.clone(), self.rebuilds.clone());
+                    async move {
+                        tracing::warn!(%date, "daily ranking missing from the ranking store; rebuilding it now");
+                        let result = recompute.run(date).await.map(|_| ()).map_err(|e| match e {
+                            super::recompute::RecomputeError::Store(s) => s,
+                            other => StoreError::ranking(other),
+                        });
+                        rebuilds.lock().unwrap_or_else(|e| e.into_inner()).remove(&date);
+                        result
+                    }
+                    .boxed()
+                    .shared()
+                })
+                .clone()
+        };
+        rebuild.await?;
+        Ok(true)
     }
 
     /// Decides the ranking a selector means at `now`.
@@ -190,7 +239,10 @@ impl Queries {
         };
         let resolved = self.resolve(query.selector, Utc::now())?;
         let offset = u64::from(query.offset);
-        let page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
+        let mut page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
+        if page.total == 0 && self.rebuilt_if_lost(&resolved).await? {
+            page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
+        }
         let entries = page
             .entries
             .iter()
@@ -206,7 +258,10 @@ impl Queries {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
         let resolved = self.resolve(query.selector, Utc::now())?;
-        let (placement, total) = self.rankings.placement(resolved.key, query.product_id).await?;
+        let (mut placement, mut total) = self.rankings.placement(resolved.key, query.product_id).await?;
+        if total == 0 && self.rebuilt_if_lost(&resolved).await? {
+            (placement, total) = self.rankings.placement(resolved.key, query.product_id).await?;
+        }
         let placement =
             placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
         Ok(RankAnswer { entry: resolved.entry(placement.index, query.product_id, placement.score), total })
@@ -224,10 +279,34 @@ mod tests {
     use crate::domain::score::Weights;
     use crate::ports::Scored;
 
+    /// A SQL store with no events: a rebuild finds nothing to rank.
+    struct NoEvents;
+
+    #[async_trait::async_trait]
+    impl crate::ports::MetricsStore for NoEvents {
+        async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_day(
+            &self,
+            _: NaiveDate,
+            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+        ) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
     fn queries() -> (Queries, Arc<MemoryRankingStore>) {
         let store = Arc::new(MemoryRankingStore::new());
-        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
-        (Queries::new(store.clone(), Arc::new(policy)), store)
+        let policy =
+            Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let recompute =
+            Arc::new(Recompute::new(Arc::new(NoEvents), store.clone(), store.clone(), policy.clone(), metrics));
+        (Queries::new(store.clone(), policy, recompute), store)
     }
 
     fn field(e: QueryError) -> Vec<PathSegment> {

@@ -9,6 +9,7 @@
 mod api;
 mod binary;
 mod client;
+mod hardening;
 mod helpers;
 mod operations;
 mod otel;

@@ -103,6 +103,33 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
 }
 
 #[tokio::test]
+async fn a_read_of_a_ranking_lost_by_redis_rebuilds_it_at_once() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    // An hour between ticks: only the read can bring the ranking back within the test.
+    let mut app = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--recompute-interval=1h"])).await;
+    app.record(views("v", 7, 5, Utc::now())).await;
+    app.record(views("w", 8, 2, Utc::now())).await;
+    app.recompute("").await;
+    let before = app.top("", 10).await;
+    assert_eq!(before.total, 2);
+
+    flush(&prefix).await; // Redis restarted empty
+    let after = app.top("", 10).await;
+    assert_eq!(after.products, before.products, "served from a rebuild, not as an empty ranking");
+    assert_eq!(app.rank(8, "").await.expect("ranked").product.expect("entry").rank, 2);
+
+    // A day that really has no products reads as empty, and is not rebuilt on every read.
+    let empty_day = day(3);
+    assert_eq!(app.top(&empty_day, 10).await.total, 0);
+    let mut conn = redis().await;
+    let built: bool = conn.exists(format!("{prefix}:{{{empty_day}}}:built")).await.expect("EXISTS");
+    assert!(built, "the rebuild of an empty day leaves its marker");
+    app.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
 async fn two_replicas_recompute_each_day_once_per_tick() {
     let db = TestDb::create().await;
     let prefix = format!("t{:x}", rand_u64());

@@ -73,7 +73,7 @@ pub struct RawEvent {
     pub occurred_at: Option<DateTime<Utc>>,
 }
 
-/// A validated event: every field satisfies SPEC §2.
+/// A validated event: every field satisfies the rules of [`RawEvent::validate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// Idempotency key, 1–128 printable ASCII characters.
@@ -113,7 +113,9 @@ pub struct AcceptWindow {
 }
 
 impl RawEvent {
-    /// Checks every rule of SPEC §2; the first broken rule is reported.
+    /// Checks every rule of an event (id 1–128 printable ASCII, product ≥ 1, a known type,
+    /// an amount only on ORDER and within 0…10^12, a time at most 5 minutes ahead and at most
+    /// the accept days old); the first broken rule is reported.
     pub fn validate(self, window: AcceptWindow) -> Result<Event, FieldError> {
         let err = |field, reason: String| Err(FieldError { field, reason });
         if self.event_id.is_empty() || self.event_id.len() > MAX_EVENT_ID_LEN {

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use super::encoding::MAX_MAIN_FLOOR;
 
-/// Weights of the main score; the defaults are the article's.
+/// Weights of the main score; the defaults are 0.1 per view, 0.2 per like, 0.6 per
+/// ln(1 + order amount), and 0.1 of yesterday's integer part carried over.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights {
     /// Weight of one view.

@@ -285,7 +285,37 @@ async fn health_and_reflection_are_served() {
         .expect("health")
         .into_inner();
     assert_eq!(status.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::{ServerReflectionRequest, server_reflection_request::MessageRequest};
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut reflection = ServerReflectionClient::new(channel_for_reflection(app.addr).await);
+    let answer = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("reflection")
+        .into_inner()
+        .message()
+        .await
+        .expect("answer")
+        .expect("one answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else { panic!("{answer:?}") };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"ranking.v1.RankingService".to_string()), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health".to_string()), "{names:?}");
     app.stop().await;
+}
+
+async fn channel_for_reflection(addr: std::net::SocketAddr) -> ranking_client::tonic::transport::Channel {
+    ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect")
 }
 
 #[tokio::test]

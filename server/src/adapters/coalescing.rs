@@ -27,16 +27,18 @@ use crate::ports::{HourlyIncrement, Page, Placement, RankingKey, RankingStore, S
 /// Which page: ranking, offset, limit.
 type PageKey = (RankingKey, u64, u64);
 
+/// A fetch of a page from the inner store.
+type FetchFuture = BoxFuture<'static, Result<Page, StoreError>>;
 /// One shared fetch of a page; every caller that joined it gets a clone of the answer.
-type Fetch = Shared<BoxFuture<'static, Result<Page, StoreError>>>;
+type Fetch = Shared<FetchFuture>;
 
 /// The fetches of one page: the one under way and the one queued behind it. The slots
 /// hold them weakly: a fetch lives only as long as a caller waits for it, so callers that
 /// give up (deadline, disconnect) take their fetch with them while the store is slow.
 #[derive(Default)]
 struct Slot {
-    running: Option<(u64, WeakShared<BoxFuture<'static, Result<Page, StoreError>>>)>,
-    queued: Option<(u64, WeakShared<BoxFuture<'static, Result<Page, StoreError>>>)>,
+    running: Option<(u64, WeakShared<FetchFuture>)>,
+    queued: Option<(u64, WeakShared<FetchFuture>)>,
 }
 
 type Slots = Arc<Mutex<HashMap<PageKey, Slot>>>;

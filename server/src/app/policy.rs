@@ -98,10 +98,17 @@ impl Policy {
         date.checked_sub_days(Days::new(u64::from(self.carry_days))).unwrap_or(date)
     }
 
-    /// Life of a scheduler tick marker: it outlives this tick but not the next one, so one
-    /// replica owns a day per tick.
-    pub fn tick_marker_ttl(&self) -> Duration {
-        self.recompute_interval.mul_f64(0.9).max(Duration::from_millis(100))
+    /// Length of one scheduler slot: the periodic work of a slot is claimed by one replica.
+    /// The interval, or 100 ms when the periodic loop is off (ticks are then driven by hand).
+    pub fn scheduler_slot(&self) -> Duration {
+        self.recompute_interval.max(Duration::from_millis(100))
+    }
+
+    /// How long a slot's claim is kept. Claims are named by their slot, so a long life
+    /// cannot block a later slot; it must outlast any tick of its own slot (a tick may take
+    /// longer than a short slot, and ticks driven by hand may repeat an instant).
+    pub fn scheduler_claim_ttl(&self) -> Duration {
+        (self.scheduler_slot() * 2).max(Duration::from_secs(60))
     }
 
     /// Whether `date` may be recomputed on `today`: not in the future, not older than
@@ -146,6 +153,12 @@ mod tests {
         let h = RankingHour { date: day("2026-04-09"), hour: 23 };
         assert_eq!(p.hourly_expiry(h).to_rfc3339(), "2026-04-10T02:00:00+00:00");
         assert_eq!(p.carry_start(day("2026-04-09")), day("2026-04-02"));
-        assert_eq!(p.tick_marker_ttl(), Duration::from_secs(270));
+        assert_eq!(p.scheduler_slot(), Duration::from_secs(300));
+        let off = Policy { recompute_interval: Duration::ZERO, ..p };
+        assert_eq!(off.scheduler_slot(), Duration::from_millis(100));
+        assert_eq!(
+            (p.scheduler_claim_ttl(), off.scheduler_claim_ttl()),
+            (Duration::from_secs(600), Duration::from_secs(60))
+        );
     }
 }

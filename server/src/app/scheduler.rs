@@ -8,7 +8,6 @@
 //! so tests drive it directly.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use tokio::sync::Mutex;
@@ -33,15 +32,10 @@ impl Scheduler {
         Self { recompute, last_day: Mutex::new(None), started }
     }
 
-    /// Length of one scheduler slot: the interval, or 100 ms when the periodic loop is off
-    /// (ticks are then driven by hand).
-    fn slot_length(&self) -> Duration {
-        self.recompute.policy().recompute_interval.max(Duration::from_millis(100))
-    }
-
     /// The name of `work` in the slot of `now`.
     fn slot_name(&self, work: &str, now: DateTime<Utc>) -> String {
-        let slot = u128::try_from(now.timestamp_millis()).unwrap_or(0) / self.slot_length().as_millis().max(1);
+        let slot = u128::try_from(now.timestamp_millis()).unwrap_or(0)
+            / self.recompute.policy().scheduler_slot().as_millis().max(1);
         format!("{work}:{slot}")
     }
 
@@ -92,7 +86,11 @@ impl Scheduler {
         let mut reports = Vec::new();
         for day in days {
             if let Some(now) = slot_of {
-                match self.recompute.claim(&self.slot_name(&format!("tick:{day}"), now), self.slot_length()).await {
+                match self
+                    .recompute
+                    .claim(&self.slot_name(&format!("tick:{day}"), now), self.recompute.policy().scheduler_claim_ttl())
+                    .await
+                {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(e) => {
@@ -110,7 +108,7 @@ impl Scheduler {
     }
 
     async fn prune(&self, now: DateTime<Utc>) {
-        match self.recompute.claim(&self.slot_name("prune", now), self.slot_length()).await {
+        match self.recompute.claim(&self.slot_name("prune", now), self.recompute.policy().scheduler_claim_ttl()).await {
             Ok(true) => {}
             _ => return,
         }

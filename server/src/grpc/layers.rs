@@ -363,9 +363,10 @@ enum BodyRefusal {
     Broken(String),
 }
 
-impl<S> Hygiene<S> {
+impl HygieneLayer {
     /// The whole request message, within the time, size and buffer budgets.
-    async fn receive(settings: &HygieneLayer, body: tonic::body::Body) -> Result<bytes::Bytes, BodyRefusal> {
+    async fn receive(&self, body: tonic::body::Body) -> Result<bytes::Bytes, BodyRefusal> {
+        let settings = self;
         use http_body_util::BodyExt;
         let budget = &settings.buffered;
         let mut taken = 0usize;
@@ -420,7 +421,7 @@ where
         Box::pin(async move {
             let request = if unary {
                 let (parts, body) = request.into_parts();
-                match Self::receive(&settings, body).await {
+                match settings.receive(body).await {
                     Ok(bytes) => {
                         http::Request::from_parts(parts, tonic::body::Body::new(http_body_util::Full::new(bytes)))
                     }

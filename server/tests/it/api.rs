@@ -278,7 +278,7 @@ async fn health_and_reflection_are_served() {
         .connect()
         .await
         .expect("connect");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
     let status = health
         .check(tonic_health::pb::HealthCheckRequest { service: "ranking.v1.RankingService".into() })
         .await
@@ -293,7 +293,7 @@ async fn health_and_reflection_are_served() {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
     };
-    let mut reflection = ServerReflectionClient::new(channel_for_reflection(app.addr).await);
+    let mut reflection = ServerReflectionClient::new(channel);
     let answer = reflection
         .server_reflection_info(tokio_stream::iter([request]))
         .await

@@ -84,12 +84,17 @@ impl SqlMetricsStore {
         Statement::from_sql_and_values(self.dialect.backend(), sql, values)
     }
 
+    /// This writer's turn at the write gate, where writers take turns.
+    async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.write_gate {
+            Some(gate) => Some(gate.lock().await),
+            None => None,
+        }
+    }
+
     /// One attempt of a batch, in its own transaction, under the write gate.
     async fn record_once(&self, batch: &[DatedEvent], candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
-        let _gate = match &self.write_gate {
-            Some(g) => Some(g.lock().await),
-            None => None,
-        };
+        let _gate = self.write_turn().await;
         let txn = self
             .db
             .begin_with_config(self.dialect.write_isolation(), None)
@@ -120,10 +125,7 @@ impl SqlMetricsStore {
         let mut total = 0;
         loop {
             let deleted = {
-                let _gate = match &self.write_gate {
-                    Some(g) => Some(g.lock().await),
-                    None => None,
-                };
+                let _gate = self.write_turn().await;
                 self.db
                     .execute_raw(self.statement(sql.clone(), vec![bound.clone()]))
                     .await

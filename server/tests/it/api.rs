@@ -326,9 +326,16 @@ async fn shutdown_finishes_in_flight_calls_and_exits_cleanly() {
     let in_flight = tokio::spawn(async move {
         client.record_events(v1::RecordEventsRequest { events: views("s", 3, 10_000, now) }).await
     });
-    // Long enough for the request to reach the server, short of the time a 10,000-event
-    // batch takes to commit.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Stop once the call is admitted (or, on a machine fast enough, already answered).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !in_flight.is_finished() {
+        let metrics = app.scrape_metrics().await;
+        if crate::helpers::metric_value(&metrics, "ranking_calls_in_flight") >= 1.0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the call never reached the server");
+        tokio::task::yield_now().await;
+    }
     let db = app.db.take();
     app.stop().await; // panics unless the server exits with Ok
     let r = in_flight.await.expect("task").expect("in-flight call completed");

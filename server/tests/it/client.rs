@@ -29,10 +29,12 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
     // While "down", the port stays ours: a stand-in accepts and drops every connection, so a
     // server of a parallel test cannot be handed the same port and answer in our place.
     let stand_in = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("port still free");
+    let (attempt_tx, mut attempts) = tokio::sync::mpsc::unbounded_channel();
     let down = tokio::spawn(async move {
         loop {
             if let Ok((conn, _)) = stand_in.accept().await {
                 drop(conn);
+                let _ = attempt_tx.send(());
             }
         }
     });
@@ -40,7 +42,11 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
     let mut writer = client.clone();
     let sent = batch.clone();
     let pending = tokio::spawn(async move { writer.record_events(sent).await });
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The client keeps trying while the server is down: three refused connections, and the
+    // call is still waiting for its answer.
+    for _ in 0..3 {
+        attempts.recv().await.expect("the client reconnects");
+    }
     if pending.is_finished() {
         panic!("the call should still be retried while the server is down: {:?}", pending.await);
     }

@@ -2,9 +2,7 @@
 //! (W3C `traceparent`) into the server binary, whose RPC span is exported over OTLP to a
 //! receiver started here, under the caller's trace id.
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
@@ -13,6 +11,8 @@ use ranking_client::{RankingClient, v1};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
+
+use crate::helpers::process::ServerProcess;
 
 /// (trace id, span name) of an exported span.
 type Exported = (Vec<u8>, String);
@@ -59,20 +59,9 @@ async fn the_server_span_carries_the_callers_trace_id() {
     tracing::subscriber::set_global_default(subscriber).expect("one subscriber in this test binary");
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
 
-    let db = std::env::temp_dir().join(format!("rk-otel-{:x}.db", crate::helpers::rand_u64()));
-    let port = crate::helpers::free_port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
-        .env_clear()
-        .env("RANKING_LISTEN", format!("127.0.0.1:{port}"))
-        .env("DATABASE_URL", format!("sqlite://{}?mode=rwc", db.display()))
-        .env("RANKING_METRICS_LISTEN", "")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{otlp_port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("server starts");
-
-    let mut client = RankingClient::builder(format!("http://127.0.0.1:{port}"))
+    let server =
+        ServerProcess::start(&[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{otlp_port}"))]).await;
+    let mut client = RankingClient::builder(format!("http://{}", server.addr))
         .retry(ranking_client::RetryPolicy { max_attempts: 50, ..Default::default() })
         .connect_lazy()
         .expect("client");
@@ -81,22 +70,14 @@ async fn the_server_span_carries_the_callers_trace_id() {
     assert_ne!(trace_id, opentelemetry::trace::TraceId::INVALID);
     client.top_n(v1::GetTopNRequest::default()).instrument(span).await.expect("call");
 
-    // SIGTERM makes the server flush its spans on the way out.
-    assert!(Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("kill").success());
-    let _ = tokio::task::spawn_blocking(move || server.wait()).await;
+    // SIGTERM makes the server flush its spans on the way out: its exporter's shutdown waits
+    // for the receiver's answer, which comes after the spans are stored, so they are all
+    // here once the process has exited.
+    server.terminate();
+    assert_eq!(server.wait().await.code(), Some(0));
     let wanted = trace_id.to_bytes().to_vec();
-    let mut found = false;
-    for _ in 0..50 {
-        found =
-            receiver.0.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(t, name)| *t == wanted && name == "rpc");
-        if found {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let found =
+        receiver.0.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(t, name)| *t == wanted && name == "rpc");
     let seen = receiver.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert!(found, "no exported rpc span with trace id {trace_id}; exported: {seen:?}");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
 }

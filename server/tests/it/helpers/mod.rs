@@ -7,6 +7,7 @@
 
 pub mod mariadb;
 pub mod pg;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

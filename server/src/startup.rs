@@ -222,10 +222,10 @@ async fn routes(api: RankingApi, settings: &ServerSettings) -> anyhow::Result<(H
     Ok((health, routes))
 }
 
-/// Request-message bytes held at once before admission: room for every admitted call's
-/// largest message, so the budget only bites when unadmitted streams pile up.
+/// Unary request-message bytes held at once, from their first byte until their call is
+/// answered: eight largest messages, and at least 64 MB (64 full 10,000-event batches).
 fn max_buffered_bytes(settings: &ServerSettings) -> usize {
-    settings.max_message_bytes.get().saturating_mul(64).max(256 << 20)
+    settings.max_message_bytes.get().saturating_mul(8).max(64 << 20)
 }
 
 /// The HTTP/2 server with its limits and, when configured, TLS.

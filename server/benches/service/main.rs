@@ -18,6 +18,7 @@
 #[allow(dead_code, unused_imports)]
 #[path = "../../tests/it/helpers/mod.rs"]
 mod helpers;
+mod hostile;
 mod ingest;
 mod reads;
 mod recompute;
@@ -95,8 +96,14 @@ async fn main() {
             println!("|---:|---:|---:|---:|---:|---:|");
         }
         Some("reads") => reads::bench_reads(args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379")).await,
+        Some("hostile") => {
+            let addr = args.get(1).and_then(|a| a.parse().ok()).expect("hostile <addr> <pid>");
+            let pid = args.get(2).and_then(|p| p.parse().ok()).expect("hostile <addr> <pid>");
+            hostile::bench_hostile(addr, pid).await;
+        }
         _ => eprintln!(
-            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url]"
+            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] \
+             | hostile <addr> <pid>"
         ),
     }
 }

@@ -269,10 +269,33 @@ pub struct HygieneLayer {
     buffered: Arc<BufferBudget>,
 }
 
-/// Bytes of request messages being received and not yet admitted, across the process.
+/// Bytes of unary request messages held by this process, from their first byte until their
+/// call is answered.
 struct BufferBudget {
     used: std::sync::atomic::AtomicUsize,
     limit: usize,
+}
+
+/// A share of the [`BufferBudget`], given back when dropped.
+struct BudgetShare {
+    budget: Arc<BufferBudget>,
+    bytes: usize,
+}
+
+impl BudgetShare {
+    /// Takes `n` more bytes; `false` (the bytes still counted until the drop) when that goes
+    /// beyond the limit.
+    fn take(&mut self, n: usize) -> bool {
+        let before = self.budget.used.fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+        self.bytes += n;
+        before + n <= self.budget.limit
+    }
+}
+
+impl Drop for BudgetShare {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl HygieneLayer {
@@ -364,24 +387,21 @@ enum BodyRefusal {
 }
 
 impl HygieneLayer {
-    /// The whole request message, within the time, size and buffer budgets.
-    async fn receive(&self, body: tonic::body::Body) -> Result<bytes::Bytes, BodyRefusal> {
-        let settings = self;
+    /// The whole request message, within the time, size and buffer budgets, and the share
+    /// of the buffer budget it holds until dropped (after the call is answered).
+    async fn receive(&self, body: tonic::body::Body) -> Result<(bytes::Bytes, BudgetShare), BodyRefusal> {
         use http_body_util::BodyExt;
-        let budget = &settings.buffered;
-        let mut taken = 0usize;
-        let result = tokio::time::timeout(settings.body_timeout, async {
+        let mut share = BudgetShare { budget: self.buffered.clone(), bytes: 0 };
+        let received = tokio::time::timeout(self.body_timeout, async {
             let mut body = std::pin::pin!(body);
             let mut parts = bytes::BytesMut::new();
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| BodyRefusal::Broken(e.to_string()))?;
                 let Ok(data) = frame.into_data() else { continue };
-                if parts.len() + data.len() > settings.max_body_bytes {
+                if parts.len() + data.len() > self.max_body_bytes {
                     return Err(BodyRefusal::TooLarge);
                 }
-                let before = budget.used.fetch_add(data.len(), std::sync::atomic::Ordering::AcqRel);
-                taken += data.len();
-                if before + data.len() > budget.limit {
+                if !share.take(data.len()) {
                     return Err(BodyRefusal::Busy);
                 }
                 parts.extend_from_slice(&data);
@@ -389,8 +409,8 @@ impl HygieneLayer {
             Ok(parts.freeze())
         })
         .await;
-        budget.used.fetch_sub(taken, std::sync::atomic::Ordering::AcqRel);
-        result.unwrap_or(Err(BodyRefusal::TooSlow))
+        let message = received.unwrap_or(Err(BodyRefusal::TooSlow))?;
+        Ok((message, share))
     }
 }
 
@@ -419,10 +439,12 @@ where
         let guard = CallGuard(activity);
         let unary = is_unary(request.uri().path());
         Box::pin(async move {
+            let mut share = None;
             let request = if unary {
                 let (parts, body) = request.into_parts();
                 match settings.receive(body).await {
-                    Ok(bytes) => {
+                    Ok((bytes, held)) => {
+                        share = Some(held);
                         http::Request::from_parts(parts, tonic::body::Body::new(http_body_util::Full::new(bytes)))
                     }
                     Err(refusal) => {
@@ -448,7 +470,10 @@ where
             } else {
                 request
             };
-            let response = inner.call(request).await?;
+            let response = inner.call(request).await;
+            // The handler has decoded (and dropped) the message by the time it answers.
+            drop(share);
+            let response = response?;
             Ok(response.map(|body| tonic::body::Body::new(GuardedBody { inner: body, _guard: guard })))
         })
     }
@@ -483,6 +508,30 @@ mod tests {
         assert_eq!(rpc_name("/x.Y/GetTopN"), ("unknown", "unknown"));
         assert_eq!(rpc_name("garbage"), ("unknown", "unknown"));
         assert_eq!(rpc_name("/grpc.health.v1.Health/Check"), ("grpc.health.v1.Health", "Check"));
+    }
+
+    fn body(n: usize) -> tonic::body::Body {
+        tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(vec![0u8; n])))
+    }
+
+    #[tokio::test]
+    async fn request_messages_hold_their_share_of_the_buffer_until_dropped() {
+        let layer = HygieneLayer::new(std::time::Duration::from_secs(5), 1_000, 100);
+        let (message, held) = layer.receive(body(80)).await.ok().expect("within budget");
+        assert_eq!(message.len(), 80);
+        assert!(matches!(layer.receive(body(80)).await, Err(BodyRefusal::Busy)), "80 + 80 > 100 while held");
+        drop(held);
+        assert!(layer.receive(body(80)).await.is_ok(), "the share came back");
+        assert!(matches!(layer.receive(body(1_006)).await, Err(BodyRefusal::TooLarge)));
+        assert_eq!(layer.buffered.used.load(std::sync::atomic::Ordering::Acquire), 0, "refusals hold nothing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_that_never_ends_times_out() {
+        let layer = HygieneLayer::new(std::time::Duration::from_secs(5), 1_000, 100);
+        let (_tx, never) = tokio::sync::mpsc::channel::<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>(1);
+        let stream = http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(never));
+        assert!(matches!(layer.receive(tonic::body::Body::new(stream)).await, Err(BodyRefusal::TooSlow)));
     }
 
     #[test]

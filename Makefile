@@ -9,8 +9,12 @@ BUF        := .tools/node_modules/.bin/buf
 .PHONY: run run-release test test-unit lint fmt migrate bench load buf
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
+## Built with the very command `make test` builds with: a package-only build resolves crate
+## features differently (dev-dependencies, the client crate) and would recompile ~22 crates.
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 run:
-	$(CARGO) run -p ranking-server --bin ranking-server
+	$(CARGO) build --workspace --all-targets
+	$(TARGET_DIR)/debug/ranking-server
 
 run-release:
 	$(CARGO) run --release -p ranking-server --bin ranking-server

@@ -122,7 +122,14 @@ impl std::fmt::Display for BuildError {
     }
 }
 
-impl std::error::Error for BuildError {}
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Transport(e) => Some(e),
+            Self::InvalidToken => None,
+        }
+    }
+}
 
 impl From<tonic::transport::Error> for BuildError {
     fn from(e: tonic::transport::Error) -> Self {

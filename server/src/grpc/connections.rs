@@ -104,7 +104,7 @@ impl Activity {
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
     /// The peer.
-    pub remote_addr: Option<SocketAddr>,
+    pub remote_addr: SocketAddr,
     /// The connection's calls.
     pub activity: Arc<Activity>,
 }
@@ -227,7 +227,7 @@ pub fn incoming(
                 let activity = Arc::new(Activity::new());
                 let io = TrackedIo {
                     tcp,
-                    info: ConnInfo { remote_addr: Some(remote), activity },
+                    info: ConnInfo { remote_addr: remote, activity },
                     limits,
                     timer: Box::pin(tokio::time::sleep(limits.handshake_timeout)),
                     closed: Box::pin(close_all.cancelled_owned()),

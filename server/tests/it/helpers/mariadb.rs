@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// A private MariaDB instance (grant tables skipped: it listens on loopback for one test).
 pub struct ThrowawayMariaDb {
@@ -50,7 +49,7 @@ impl ThrowawayMariaDb {
 
     /// Starts it on the same port and data, and waits until it accepts connections.
     pub fn restart(&self) {
-        let child = Command::new("/usr/sbin/mariadbd")
+        let mut child = Command::new("/usr/sbin/mariadbd")
             .arg("--no-defaults")
             .arg(format!("--datadir={}/data", self.dir.display()))
             .arg(format!("--port={}", self.port))
@@ -58,17 +57,15 @@ impl ThrowawayMariaDb {
             .arg(format!("--pid-file={}/pid", self.dir.display()))
             .args(["--bind-address=127.0.0.1", "--user=mysql", "--skip-grant-tables", "--innodb-buffer-pool-size=32M"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("mariadbd starts");
+        let log = child.stderr.take().expect("piped stderr");
         *self.child.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("throwaway MariaDB did not come up");
+        assert!(
+            super::process::wait_for_line(log, "ready for connections").is_some(),
+            "throwaway MariaDB did not come up"
+        );
     }
 }
 

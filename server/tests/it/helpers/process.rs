@@ -7,8 +7,26 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-/// A generous bound for the binary to reach a state; never an assertion about speed.
-const EVENTUALLY: Duration = Duration::from_secs(120);
+/// A generous bound for a process to reach a state; never an assertion about speed.
+pub const EVENTUALLY: Duration = Duration::from_secs(120);
+
+/// Waits (blocking, at most [`EVENTUALLY`]) for a line of `output` containing `needle` and
+/// returns it; the rest of the output is drained on a thread of its own, so the child never
+/// blocks on a full pipe. `None` when the output ended or the deadline passed first.
+pub fn wait_for_line(output: impl std::io::Read + Send + 'static, needle: &'static str) -> Option<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if line.contains(needle)
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx.recv_timeout(EVENTUALLY).ok()
+}
 
 /// A running `ranking-server` process on a SQLite file of its own.
 pub struct ServerProcess {
@@ -33,26 +51,18 @@ impl ServerProcess {
             .spawn()
             .expect("binary starts");
         let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // Reads the log until the serving line, then keeps draining it so the pipe never fills.
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("serving ranking.v1.RankingService") {
-                    let addr = line.split_whitespace().find_map(|w| w.strip_prefix("addr=")).map(str::to_string);
-                    if let (Some(tx), Some(addr)) = (tx.take(), addr) {
-                        let _ = tx.send(addr);
-                    }
-                }
-            }
-        });
-        let addr = match tokio::time::timeout(EVENTUALLY, rx).await {
-            Ok(Ok(addr)) => addr.parse().expect("a socket address in the serving line"),
-            _ => {
-                let _ = child.kill();
-                panic!("ranking-server never logged that it was serving");
-            }
+        let serving = tokio::task::spawn_blocking(move || wait_for_line(stdout, "serving ranking.v1.RankingService"))
+            .await
+            .expect("reader task");
+        let Some(line) = serving else {
+            let _ = child.kill();
+            panic!("ranking-server never logged that it was serving");
         };
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("addr="))
+            .and_then(|a| a.parse().ok())
+            .expect("a socket address in the serving line");
         Self { child, addr, db }
     }
 

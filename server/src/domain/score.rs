@@ -98,21 +98,6 @@ impl CarryLedger {
         Self { weights, carried: HashMap::new() }
     }
 
-    /// What `product_id` inherits from the day before the ledger's current day.
-    pub fn carried(&self, product_id: i64) -> CarryOver {
-        self.carried.get(&product_id).copied().unwrap_or_default()
-    }
-
-    /// How many products inherit at least 1.
-    pub fn len(&self) -> usize {
-        self.carried.len()
-    }
-
-    /// Whether nothing is carried.
-    pub fn is_empty(&self) -> bool {
-        self.carried.is_empty()
-    }
-
     /// Closes the current day: `rows` are every metrics row of that day (any order). The
     /// result is the ledger of the next day.
     pub fn close_day(mut self, rows: impl IntoIterator<Item = (i64, DailyMetrics)>) -> Self {
@@ -162,6 +147,11 @@ impl DayStanding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `product_id` inherits from the day before the ledger's current day.
+    fn carried(ledger: &CarryLedger, product_id: i64) -> CarryOver {
+        ledger.carried.get(&product_id).copied().unwrap_or_default()
+    }
 
     /// Ranks `day` (index into `days`) by folding the ledger through the earlier days.
     fn standings(w: Weights, days: &[Vec<(i64, DailyMetrics)>]) -> Vec<(i64, DayStanding)> {
@@ -217,10 +207,10 @@ mod tests {
     #[test]
     fn a_fresh_ledger_carries_nothing() {
         let ledger = CarryLedger::new(Weights::default());
-        assert!(ledger.is_empty());
-        assert_eq!(ledger.carried(1), CarryOver(0));
+        assert!(ledger.carried.is_empty());
+        assert_eq!(carried(&ledger, 1), CarryOver(0));
         let ledger = ledger.close_day([(1, views(1)), (2, views(35))]);
-        assert_eq!((ledger.len(), ledger.carried(1), ledger.carried(2)), (1, CarryOver(0), CarryOver(3)));
+        assert_eq!((ledger.carried.len(), carried(&ledger, 1), carried(&ledger, 2)), (1, CarryOver(0), CarryOver(3)));
     }
 
     #[test]

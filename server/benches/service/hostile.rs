@@ -183,3 +183,42 @@ pub async fn bench_hostile(addr: SocketAddr, pid: u32) {
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
 }
+
+/// `hostile-reads <addr> <pid> <redis-pid>`: the server's Redis is stopped (SIGSTOP), and 4
+/// rounds of 30,000 GetTopN calls with distinct offsets give up after 0.3 s each; server RSS
+/// after each round, then after Redis resumes (SIGCONT).
+pub async fn bench_hostile_reads(addr: SocketAddr, pid: u32, redis_pid: u32) {
+    let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let client = ranking_client::RankingServiceClient::new(channel);
+    println!("\n## Cancelled reads while Redis is stopped, server at {addr} (pid {pid})\n");
+    println!("| moment | server RSS MB |");
+    println!("|---|---:|");
+    println!("| Redis running, before | {:.0} |", rss_mb(pid));
+    let _ = std::process::Command::new("kill").args(["-STOP", &redis_pid.to_string()]).status();
+    let mut offset = 0u32;
+    for round in 1..=4 {
+        for _ in 0..30 {
+            let calls: Vec<_> = (0..1_000)
+                .map(|_| {
+                    offset += 1;
+                    let mut c = client.clone();
+                    let request = v1::GetTopNRequest { offset, limit: 1, ..Default::default() };
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(Duration::from_millis(300), c.get_top_n(request)).await;
+                    })
+                })
+                .collect();
+            for c in calls {
+                let _ = c.await;
+            }
+        }
+        println!("| Redis stopped, after round {round} (30,000 calls given up) | {:.0} |", rss_mb(pid));
+    }
+    let _ = std::process::Command::new("kill").args(["-CONT", &redis_pid.to_string()]).status();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    println!("| Redis resumed, 10 s later | {:.0} |", rss_mb(pid));
+}

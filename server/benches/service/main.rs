@@ -101,9 +101,15 @@ async fn main() {
             let pid = args.get(2).and_then(|p| p.parse().ok()).expect("hostile <addr> <pid>");
             hostile::bench_hostile(addr, pid).await;
         }
+        Some("hostile-reads") => {
+            let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+            let addr = arg(1).parse().expect("hostile-reads <addr> <pid> <redis-pid>");
+            let (pid, redis) = (arg(2).parse().expect("server pid"), arg(3).parse().expect("redis pid"));
+            hostile::bench_hostile_reads(addr, pid, redis).await;
+        }
         _ => eprintln!(
             "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] \
-             | hostile <addr> <pid>"
+             | hostile <addr> <pid> | hostile-reads <addr> <pid> <redis-pid>"
         ),
     }
 }

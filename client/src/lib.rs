@@ -28,6 +28,9 @@
 //! ```
 
 use std::future::Future;
+
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 use std::time::Duration;
 
 pub use ranking_proto::v1;
@@ -295,6 +298,47 @@ impl RankingClient {
             async move { c.get_top_n(request).await }
         })
         .await
+    }
+
+    /// Every page of a ranking from the first `request` names (its `offset` and `limit`)
+    /// to the last, following `next_page_token`: all pages come from the version the first
+    /// one was read from, so no product is repeated or skipped while the ranking is
+    /// recomputed. The stream ends after the last page or at the first error (a
+    /// FAILED_PRECONDITION means that version is no longer kept: walk again).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ranking_client::RankingClient) -> Result<(), tonic::Status> {
+    /// use futures_util::TryStreamExt;
+    /// use ranking_client::v1;
+    ///
+    /// let mut pages = client.pages(v1::GetTopNRequest { limit: 1_000, ..Default::default() });
+    /// while let Some(page) = pages.try_next().await? {
+    ///     println!("{} products of version {}", page.products.len(), page.version);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn pages(&self, request: v1::GetTopNRequest) -> BoxStream<'static, Result<v1::GetTopNResponse, Status>> {
+        let client = self.clone();
+        futures_util::stream::try_unfold((client, Some(request)), |(mut client, request)| async move {
+            let Some(request) = request else { return Ok(None) };
+            let page = client.top_n(request.clone()).await?;
+            let next = (!page.next_page_token.is_empty()).then(|| v1::GetTopNRequest {
+                page_token: page.next_page_token.clone(),
+                offset: 0,
+                ..request
+            });
+            Ok(Some((page, (client, next))))
+        })
+        .boxed()
+    }
+
+    /// Every entry of a ranking, best first, following page tokens as [`RankingClient::pages`].
+    pub fn entries(&self, request: v1::GetTopNRequest) -> BoxStream<'static, Result<v1::RankedProduct, Status>> {
+        self.pages(request)
+            .map_ok(|page| futures_util::stream::iter(page.products.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed()
     }
 
     /// One product's entry; NOT_FOUND when it is not ranked.

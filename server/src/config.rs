@@ -203,6 +203,15 @@ pub struct RankingSettings {
     /// Share of yesterday's integer main score carried into today.
     #[arg(long, env = "RANKING_CARRY_OVER", default_value = "0.1", value_parser = parse_weight)]
     pub carry_over: f64,
+
+    /// How long a superseded version of a ranking stays readable for page tokens; 0 keeps none.
+    #[arg(long, env = "RANKING_SNAPSHOT_TTL", default_value = "10m", value_parser = parse_duration)]
+    pub snapshot_ttl: Duration,
+
+    /// Entries of ranking versions each replica holds in memory; a ranking above it is read
+    /// from Redis.
+    #[arg(long, env = "RANKING_SNAPSHOT_MAX_ENTRIES", default_value_t = 5_000_000)]
+    pub snapshot_max_entries: usize,
 }
 
 impl RankingSettings {
@@ -226,6 +235,7 @@ impl RankingSettings {
             self.carry_days,
             self.recompute_interval,
         )
+        .with_snapshot_ttl(self.snapshot_ttl)
     }
 }
 

@@ -51,6 +51,12 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed by the handshake or idle timeout.
     pub connections_timed_out: Counter,
+    /// Snapshot versions installed on this replica.
+    pub snapshot_loads: Counter,
+    /// Versions not held in memory because they would exceed `RANKING_SNAPSHOT_MAX_ENTRIES`.
+    pub snapshot_oversize: Counter,
+    /// The version of today's snapshot per window (rendered with its age).
+    snapshot_versions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -81,6 +87,8 @@ impl Metrics {
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
         let connections_timed_out = Counter::default();
+        let snapshot_loads = Counter::default();
+        let snapshot_oversize = Counter::default();
         let rpc_calls = Family::<RpcLabels, Counter>::default();
         let rpc_seconds = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -120,6 +128,16 @@ impl Metrics {
             "Connections closed by the handshake or idle timeout",
             connections_timed_out.clone(),
         );
+        registry.register(
+            "snapshot_loads",
+            "Ranking versions installed in this replica's memory",
+            snapshot_loads.clone(),
+        );
+        registry.register(
+            "snapshot_oversize",
+            "Ranking versions read from Redis because they exceed RANKING_SNAPSHOT_MAX_ENTRIES",
+            snapshot_oversize.clone(),
+        );
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -138,6 +156,9 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_timed_out,
+            snapshot_loads,
+            snapshot_oversize,
+            snapshot_versions: Default::default(),
             rpc_calls,
             rpc_seconds,
         }
@@ -154,6 +175,15 @@ impl Metrics {
     pub fn seconds_since_last_recompute(&self) -> Option<i64> {
         let last = self.last_recompute_unix.get();
         (last > 0).then(|| chrono::Utc::now().timestamp() - last)
+    }
+
+    /// Records the version of today's snapshot of `window` (`None`: none held).
+    pub fn snapshot_serving(&self, window: &'static str, version: Option<u64>) {
+        let mut versions = self.snapshot_versions.lock().unwrap_or_else(|e| e.into_inner());
+        match version {
+            Some(v) => versions.insert(window, v),
+            None => versions.remove(window),
+        };
     }
 
     /// Records one finished RPC.
@@ -176,6 +206,28 @@ impl Metrics {
                  # TYPE ranking_seconds_since_last_recompute gauge\nranking_seconds_since_last_recompute {since}\n"
             ),
         );
+        let versions = self.snapshot_versions.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if !versions.is_empty() {
+            // A version is its publication time in Unix milliseconds, so its age needs no
+            // other record; it keeps growing while Redis is unreachable.
+            let now_ms = chrono::Utc::now().timestamp_millis() as f64;
+            let mut text = String::from(
+                "# HELP ranking_snapshot_version Version of today's ranking served from memory.\n\
+                 # TYPE ranking_snapshot_version gauge\n",
+            );
+            for (window, v) in &versions {
+                text.push_str(&format!("ranking_snapshot_version{{window=\"{window}\"}} {v}\n"));
+            }
+            text.push_str(
+                "# HELP ranking_snapshot_age_seconds Seconds since the served version of today's ranking was published.\n\
+                 # TYPE ranking_snapshot_age_seconds gauge\n",
+            );
+            for (window, v) in &versions {
+                let age = ((now_ms - *v as f64) / 1000.0).max(0.0);
+                text.push_str(&format!("ranking_snapshot_age_seconds{{window=\"{window}\"}} {age:.3}\n"));
+            }
+            out.insert_str(0, &text);
+        }
         out
     }
 }

@@ -15,6 +15,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::domain::calendar::RankingHour;
 use crate::domain::event::Event;
 use crate::domain::score::DailyMetrics;
+pub use crate::domain::snapshot::Scored;
 
 /// A dependency failed. Every variant means "nothing was confirmed": the caller may retry.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -99,13 +100,21 @@ pub enum RankingKey {
     Hourly(RankingHour),
 }
 
-/// A product and its score in a ranking.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scored {
-    /// The product.
-    pub product_id: i64,
-    /// Its score.
-    pub score: f64,
+impl RankingKey {
+    /// Whether the ranking is exact and replaced whole by a recompute, so that it has
+    /// versions (and replicas may serve it from a snapshot); hourly rankings change with
+    /// every event and have none.
+    pub fn is_versioned(&self) -> bool {
+        matches!(self, Self::Daily(_))
+    }
+
+    /// The ranking day.
+    pub fn date(&self) -> NaiveDate {
+        match self {
+            Self::Daily(d) => *d,
+            Self::Hourly(h) => h.date,
+        }
+    }
 }
 
 /// A page of a ranking.
@@ -115,6 +124,9 @@ pub struct Page {
     pub entries: Vec<Scored>,
     /// Size of the whole ranking.
     pub total: u64,
+    /// The version the page was read from (versioned rankings that were built; `None` for
+    /// hourly rankings and for a versioned ranking the store has no trace of).
+    pub version: Option<u64>,
 }
 
 /// A product's place in a ranking.
@@ -124,6 +136,17 @@ pub struct Placement {
     pub index: u64,
     /// Its score.
     pub score: f64,
+}
+
+/// A product's place (if ranked), the size of the ranking and the version read.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Placed {
+    /// Where the product is; `None` when it is not ranked.
+    pub placement: Option<Placement>,
+    /// Size of the whole ranking.
+    pub total: u64,
+    /// As [`Page::version`].
+    pub version: Option<u64>,
 }
 
 /// One hourly increment after a commit.
@@ -139,31 +162,67 @@ pub struct HourlyIncrement {
     pub expire_at: DateTime<Utc>,
 }
 
+/// How long a published version and the one it supersedes live.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VersionLife {
+    /// When the new version (the current one) expires.
+    pub expire_at: DateTime<Utc>,
+    /// How long the superseded version stays readable (page tokens); zero drops it at once.
+    pub superseded_for: Duration,
+}
+
+/// A new version of a versioned ranking, as announced to every replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announcement {
+    /// The ranking.
+    pub key: RankingKey,
+    /// Its new current version.
+    pub version: u64,
+}
+
+/// Announcements of new versions, as long as the subscription lasts; the stream ends when
+/// the subscription is lost (the subscriber polls meanwhile and subscribes again).
+pub type Announcements = futures_util::stream::BoxStream<'static, Announcement>;
+
 /// Derived rankings. Equal scores are ordered by descending product id in every read.
+///
+/// Versioned rankings ([`RankingKey::is_versioned`]) are immutable between publications:
+/// every [`RankingStore::publish`] makes a new version with a number greater than every
+/// earlier one of that ranking (also after the store was emptied), and readers see one
+/// version whole, never a mix.
 #[async_trait]
 pub trait RankingStore: Send + Sync + 'static {
-    /// Replaces the daily ranking of `date` as a whole: readers see the old ranking or the
-    /// new one, never a mix, and products absent from `entries` disappear.
-    async fn replace_daily(
+    /// Publishes `entries` as the new current version of a versioned ranking and announces
+    /// it; products absent from `entries` are not in it. The superseded version stays
+    /// readable through [`RankingStore::version_page`] for `life.superseded_for`.
+    /// Returns the new version.
+    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
+
+    /// The current version of each versioned ranking, `None` for one that was never
+    /// published since the store was last emptied (a lost ranking, told from an empty day).
+    async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError>;
+
+    /// A page of one version of a versioned ranking, current or superseded; `None` when
+    /// that version is no longer kept.
+    async fn version_page(
         &self,
-        date: NaiveDate,
-        entries: &[Scored],
-        expire_at: DateTime<Utc>,
-    ) -> Result<(), StoreError>;
+        key: RankingKey,
+        version: u64,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Option<Page>, StoreError>;
 
     /// Adds the increments to their hourly rankings and sets their expiry.
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError>;
 
-    /// A page of a ranking, best first.
+    /// A page of the current version of a ranking, best first.
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError>;
 
-    /// One product's place and the size of the ranking.
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError>;
+    /// One product's place in the current version of a ranking.
+    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError>;
 
-    /// Whether the ranking exists: for a daily ranking, whether a recompute has written it
-    /// (possibly empty) since the store was last emptied, so a lost ranking can be told
-    /// from a day without products.
-    async fn exists(&self, key: RankingKey) -> Result<bool, StoreError>;
+    /// Subscribes to announcements of new versions.
+    async fn announcements(&self) -> Result<Announcements, StoreError>;
 }
 
 /// Proof of holding a lease; released with [`LeaseLock::release`].

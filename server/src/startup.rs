@@ -3,7 +3,7 @@
 //! [`Application::build`] does every fallible step (settings, database and migrations,
 //! stores, TLS files, reflection, binding both ports) and spawns nothing, so a failure
 //! leaves nothing behind. [`Application::run_until_stopped`] starts the background tasks on
-//! one [`TaskTracker`] (group-commit workers, scheduler, metrics endpoint), serves until the
+//! one [`TaskTracker`] (group-commit workers, scheduler, snapshot refresher, metrics endpoint), serves until the
 //! shutdown future resolves, gives in-flight calls the drain grace, then cancels the tasks
 //! and joins every one of them before returning.
 
@@ -28,6 +28,7 @@ use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
 use crate::app::recompute::Recompute;
 use crate::app::scheduler::Scheduler;
+use crate::app::snapshots::Snapshots;
 use crate::config::{AccessSettings, ServerSettings, Settings};
 use crate::grpc::auth::{AccessPolicy, AuthLayer};
 use crate::grpc::connections::{self, ConnectionLimits, ConnectionMetrics};
@@ -48,6 +49,7 @@ pub struct Application {
     group_commit: GroupCommit,
     ingest_workers: usize,
     scheduler: Arc<Scheduler>,
+    snapshots: Arc<Snapshots>,
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
@@ -76,9 +78,22 @@ impl Application {
         };
 
         let (ingest, group_commit) = Ingest::new(store.clone(), rankings.clone(), policy.clone(), metrics.clone());
-        let recompute = Arc::new(Recompute::new(store, rankings.clone(), leases, policy.clone(), metrics.clone()));
+        let snapshots = Arc::new(Snapshots::new(
+            rankings.clone(),
+            policy.clone(),
+            metrics.clone(),
+            settings.ranking.snapshot_max_entries,
+        ));
+        let recompute = Arc::new(Recompute::new(
+            store,
+            rankings.clone(),
+            leases,
+            snapshots.clone(),
+            policy.clone(),
+            metrics.clone(),
+        ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
-        let queries = Arc::new(Queries::new(rankings, policy, recompute.clone()));
+        let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy, recompute.clone()));
         let api = RankingApi::new(ingest, queries, recompute);
 
         let server_settings = settings.server.clone();
@@ -103,6 +118,7 @@ impl Application {
             group_commit,
             ingest_workers: settings.database.ingest_workers.get(),
             scheduler,
+            snapshots,
             metrics,
             metrics_endpoint,
             settings: server_settings,
@@ -132,6 +148,7 @@ impl Application {
         let stop_tasks = CancellationToken::new();
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
+        tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");
             let stop = stop_tasks.clone().cancelled_owned();

@@ -65,6 +65,9 @@ enum Command {
         limit: u32,
         #[arg(long, default_value_t = 0)]
         offset: u32,
+        /// Continue a walk: the `next_page_token` a previous `top` printed.
+        #[arg(long)]
+        page_token: Option<String>,
     },
     /// Show one product's rank.
     Rank {
@@ -157,21 +160,39 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{name} {}", event.event_id);
             }
         }
-        Command::Top { ranking: Ranking { window: w, date, hour }, limit, offset } => {
-            let r = client.top_n(v1::GetTopNRequest { window: window(w), date, hour, offset, limit }).await?;
+        Command::Top { ranking: Ranking { window: w, date, hour }, limit, offset, page_token } => {
+            let request = v1::GetTopNRequest {
+                window: window(w),
+                date,
+                hour,
+                offset,
+                limit,
+                page_token: page_token.unwrap_or_default(),
+            };
+            let r = client.top_n(request).await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                println!(r#"{{"date":"{}","total":{},"products":[{}]}}"#, r.date, r.total, entries.join(","));
+                println!(
+                    r#"{{"date":"{}","total":{},"version":{},"next_page_token":"{}","products":[{}]}}"#,
+                    r.date,
+                    r.total,
+                    r.version,
+                    r.next_page_token,
+                    entries.join(",")
+                );
             } else {
-                println!("{} — {} ranked", r.date, r.total);
+                println!("{} — {} ranked (version {})", r.date, r.total, r.version);
                 table(&r.products);
+                if !r.next_page_token.is_empty() {
+                    println!("next page: --page-token {}", r.next_page_token);
+                }
             }
         }
         Command::Rank { product_id, ranking: Ranking { window: w, date, hour } } => {
             let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour }).await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
-                println!(r#"{{"total":{},"product":{}}}"#, r.total, entry_json(&p));
+                println!(r#"{{"total":{},"version":{},"product":{}}}"#, r.total, r.version, entry_json(&p));
             } else {
                 println!("rank {} of {}", p.rank, r.total);
                 table(std::slice::from_ref(&p));
@@ -180,9 +201,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Recompute { date } => {
             let r = client.recompute(date).await?;
             if cli.json {
-                println!(r#"{{"date":"{}","products":{},"elapsed_ms":{}}}"#, r.date, r.products, r.elapsed_ms);
+                println!(
+                    r#"{{"date":"{}","products":{},"elapsed_ms":{},"version":{}}}"#,
+                    r.date, r.products, r.elapsed_ms, r.version
+                );
             } else {
-                println!("recomputed {}: {} products in {} ms", r.date, r.products, r.elapsed_ms);
+                println!(
+                    "recomputed {}: {} products in {} ms (version {})",
+                    r.date, r.products, r.elapsed_ms, r.version
+                );
             }
         }
     }

@@ -141,8 +141,13 @@ pub async fn bench_reads(redis: &str) {
         .map(|p| ranking_server::ports::Scored { product_id: p, score: ((p * 7919) % 1_000_000) as f64 / 1000.0 })
         .collect();
     use ranking_server::ports::RankingStore;
-    store.replace_daily(today, &entries, Utc::now() + chrono::Duration::hours(1)).await.expect("seed ranking");
-    let key = store.key(ranking_server::ports::RankingKey::Daily(today));
+    let daily = ranking_server::ports::RankingKey::Daily(today);
+    let life = ranking_server::ports::VersionLife {
+        expire_at: Utc::now() + chrono::Duration::hours(1),
+        superseded_for: Duration::from_secs(60),
+    };
+    let version = store.publish(daily, &entries, life).await.expect("seed ranking");
+    let key = store.versioned_key(daily, version);
     let member = ranking_server::adapters::redis::member(50_000);
 
     let top_request = v1::GetTopNRequest { limit: 20, ..Default::default() };

@@ -17,12 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
-use crate::ports::{HourlyIncrement, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
+use crate::ports::{
+    Announcements, HourlyIncrement, Page, Placed, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+};
 
 /// Which page: ranking, offset, limit.
 type PageKey = (RankingKey, u64, u64);
@@ -137,13 +138,22 @@ async fn fetch<S: RankingStore>(
 
 #[async_trait]
 impl<S: RankingStore> RankingStore for CoalescingStore<S> {
-    async fn replace_daily(
+    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
+        self.inner.publish(key, entries, life).await
+    }
+
+    async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        self.inner.versions(keys).await
+    }
+
+    async fn version_page(
         &self,
-        date: NaiveDate,
-        entries: &[Scored],
-        expire_at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        self.inner.replace_daily(date, entries, expire_at).await
+        key: RankingKey,
+        version: u64,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        self.inner.version_page(key, version, offset, limit).await
     }
 
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
@@ -154,12 +164,12 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.join((key, offset, limit)).await
     }
 
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError> {
+    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
         self.inner.placement(key, product_id).await
     }
 
-    async fn exists(&self, key: RankingKey) -> Result<bool, StoreError> {
-        self.inner.exists(key).await
+    async fn announcements(&self) -> Result<Announcements, StoreError> {
+        self.inner.announcements().await
     }
 }
 
@@ -188,8 +198,14 @@ mod tests {
 
     #[async_trait]
     impl RankingStore for GatedStore {
-        async fn replace_daily(&self, _: NaiveDate, _: &[Scored], _: DateTime<Utc>) -> Result<(), StoreError> {
-            Ok(())
+        async fn publish(&self, _: RankingKey, _: &[Scored], _: VersionLife) -> Result<u64, StoreError> {
+            Ok(1)
+        }
+        async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
+            Ok(vec![None; keys.len()])
+        }
+        async fn version_page(&self, _: RankingKey, _: u64, _: u64, _: u64) -> Result<Option<Page>, StoreError> {
+            Ok(None)
         }
         async fn increment_hourly(&self, _: &[HourlyIncrement]) -> Result<(), StoreError> {
             Ok(())
@@ -200,18 +216,18 @@ mod tests {
             if self.fail.load(Ordering::SeqCst) {
                 return Err(StoreError::ranking("down"));
             }
-            Ok(Page { entries: Vec::new(), total: n as u64 })
+            Ok(Page { entries: Vec::new(), total: n as u64, version: None })
         }
-        async fn placement(&self, _: RankingKey, _: i64) -> Result<(Option<Placement>, u64), StoreError> {
-            Ok((None, 0))
+        async fn placement(&self, _: RankingKey, _: i64) -> Result<Placed, StoreError> {
+            Ok(Placed::default())
         }
-        async fn exists(&self, _: RankingKey) -> Result<bool, StoreError> {
-            Ok(false)
+        async fn announcements(&self) -> Result<Announcements, StoreError> {
+            Ok(Box::pin(futures_util::stream::empty()))
         }
     }
 
     fn today() -> RankingKey {
-        RankingKey::Daily(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date"))
+        RankingKey::Daily(chrono::NaiveDate::from_ymd_opt(2026, 11, 30).expect("date"))
     }
 
     type Answer = tokio::task::JoinHandle<Result<Page, StoreError>>;

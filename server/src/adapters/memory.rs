@@ -1,16 +1,23 @@
-//! The embedded in-process ranking store: the Redis key semantics (atomic replace, rank,
-//! range, increment, expiry) on ordered sets in memory, so `make run` needs no external
-//! service. Rankings live as long as the process, like a Redis that is flushed on restart;
-//! the start-up recompute fills them again from SQL.
+//! The embedded in-process ranking store: the Redis key semantics (versions published
+//! whole, superseded versions kept for a while, rank, range, increment, expiry,
+//! announcements) in memory, so `make run` needs no external service. Rankings live as long
+//! as the process, like a Redis that is flushed on restart; the start-up recompute fills
+//! them again from SQL. Versions are immutable [`Snapshot`]s, so a read shares them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
 
-use crate::ports::{HourlyIncrement, Lease, LeaseLock, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
+use crate::domain::snapshot::Snapshot;
+use crate::ports::{
+    Announcement, Announcements, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, RankingKey, RankingStore,
+    Scored, StoreError, VersionLife,
+};
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
 /// order is the reverse of both).
@@ -38,14 +45,6 @@ impl Ord for OrderedScore {
 }
 
 impl SortedSet {
-    fn from_entries(entries: &[Scored], expire_at: DateTime<Utc>) -> Self {
-        let mut set = Self { expire_at: Some(expire_at), ..Self::default() };
-        for e in entries {
-            set.insert(e.product_id, e.score);
-        }
-        set
-    }
-
     fn insert(&mut self, product_id: i64, score: f64) {
         if let Some(old) = self.by_member.insert(product_id, score) {
             self.by_rank.remove(&(OrderedScore(old), product_id));
@@ -62,7 +61,7 @@ impl SortedSet {
             .take(usize::try_from(limit).unwrap_or(usize::MAX))
             .map(|(s, id)| Scored { product_id: *id, score: s.0 })
             .collect();
-        Page { entries, total: self.by_member.len() as u64 }
+        Page { entries, total: self.by_member.len() as u64, version: None }
     }
 
     fn placement(&self, product_id: i64) -> Option<Placement> {
@@ -74,11 +73,42 @@ impl SortedSet {
     }
 }
 
+/// The versions of one versioned ranking.
+#[derive(Debug)]
+struct Versions {
+    current: u64,
+    ranking: Arc<Snapshot>,
+    expire_at: DateTime<Utc>,
+    /// Superseded versions still readable, and until when.
+    superseded: Vec<(u64, Arc<Snapshot>, Instant)>,
+}
+
 /// Rankings and leases held in this process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryRankingStore {
-    sets: Mutex<HashMap<RankingKey, SortedSet>>,
+    hourly: Mutex<HashMap<RankingKey, SortedSet>>,
+    versioned: Mutex<HashMap<RankingKey, Versions>>,
+    last_version: Mutex<u64>,
+    announce: broadcast::Sender<Announcement>,
     leases: Mutex<HashMap<String, (String, tokio::time::Instant)>>,
+}
+
+impl Default for MemoryRankingStore {
+    fn default() -> Self {
+        Self {
+            hourly: Mutex::default(),
+            versioned: Mutex::default(),
+            last_version: Mutex::default(),
+            announce: broadcast::channel(64).0,
+            leases: Mutex::default(),
+        }
+    }
+}
+
+/// A poisoned lock only means another call panicked mid-update of an in-memory ranking that
+/// the next recompute rebuilds anyway; keep serving.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl MemoryRankingStore {
@@ -87,34 +117,89 @@ impl MemoryRankingStore {
         Self::default()
     }
 
-    /// Runs `f` on the live sets after dropping expired ones.
-    fn with_sets<T>(&self, f: impl FnOnce(&mut HashMap<RankingKey, SortedSet>) -> T) -> T {
-        // A poisoned lock only means another call panicked mid-update of an in-memory
-        // ranking that the next recompute rebuilds anyway; keep serving.
-        let mut sets = self.sets.lock().unwrap_or_else(|p| p.into_inner());
+    /// Runs `f` on the live hourly sets after dropping expired ones.
+    fn with_hourly<T>(&self, f: impl FnOnce(&mut HashMap<RankingKey, SortedSet>) -> T) -> T {
+        let mut sets = lock(&self.hourly);
         let now = Utc::now();
         sets.retain(|_, s| s.expire_at.is_none_or(|t| t > now));
         f(&mut sets)
     }
+
+    /// Runs `f` on the live versioned rankings after dropping expired ones and superseded
+    /// versions past their time.
+    fn with_versioned<T>(&self, f: impl FnOnce(&mut HashMap<RankingKey, Versions>) -> T) -> T {
+        let mut rankings = lock(&self.versioned);
+        let (now, instant) = (Utc::now(), Instant::now());
+        rankings.retain(|_, v| v.expire_at > now);
+        for v in rankings.values_mut() {
+            v.superseded.retain(|(_, _, until)| *until > instant);
+        }
+        f(&mut rankings)
+    }
+
+    /// The next version number: milliseconds since the epoch, or one more than the last.
+    fn next_version(&self) -> u64 {
+        let mut last = lock(&self.last_version);
+        let now = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+        *last = now.max(*last + 1);
+        *last
+    }
+}
+
+fn page_of(ranking: &Snapshot, version: u64, offset: u64, limit: u64) -> Page {
+    Page { entries: ranking.page(offset, limit).to_vec(), total: ranking.len() as u64, version: Some(version) }
 }
 
 #[async_trait]
 impl RankingStore for MemoryRankingStore {
-    async fn replace_daily(
-        &self,
-        date: NaiveDate,
-        entries: &[Scored],
-        expire_at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
+        if !key.is_versioned() {
+            return Err(StoreError::Corrupt(format!("{key:?} has no versions")));
+        }
         // Built outside the lock, swapped in under it: readers see old or new, never a mix.
-        // An empty ranking is kept as an empty set: the day was built, it has no products.
-        let set = SortedSet::from_entries(entries, expire_at);
-        self.with_sets(|sets| sets.insert(RankingKey::Daily(date), set));
-        Ok(())
+        let ranking =
+            Arc::new(Snapshot::from_unordered(entries.to_vec()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        let version = self.next_version();
+        self.with_versioned(|rankings| {
+            let superseded = match rankings.remove(&key) {
+                Some(mut old) => {
+                    if !life.superseded_for.is_zero() {
+                        old.superseded.push((old.current, old.ranking, Instant::now() + life.superseded_for));
+                    }
+                    old.superseded
+                }
+                None => Vec::new(),
+            };
+            rankings.insert(key, Versions { current: version, ranking, expire_at: life.expire_at, superseded });
+        });
+        // Nobody listening is fine: replicas poll.
+        let _ = self.announce.send(Announcement { key, version });
+        Ok(version)
+    }
+
+    async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        Ok(self.with_versioned(|rankings| keys.iter().map(|k| rankings.get(k).map(|v| v.current)).collect()))
+    }
+
+    async fn version_page(
+        &self,
+        key: RankingKey,
+        version: u64,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        Ok(self.with_versioned(|rankings| {
+            let v = rankings.get(&key)?;
+            if v.current == version {
+                return Some(page_of(&v.ranking, version, offset, limit));
+            }
+            let (_, ranking, _) = v.superseded.iter().find(|(n, _, _)| *n == version)?;
+            Some(page_of(ranking, version, offset, limit))
+        }))
     }
 
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
-        self.with_sets(|sets| {
+        self.with_hourly(|sets| {
             for inc in increments {
                 let set = sets.entry(RankingKey::Hourly(inc.hour)).or_default();
                 let score = set.by_member.get(&inc.product_id).copied().unwrap_or(0.0) + inc.delta;
@@ -126,18 +211,46 @@ impl RankingStore for MemoryRankingStore {
     }
 
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
-        Ok(self.with_sets(|sets| sets.get(&key).map(|s| s.page(offset, limit)).unwrap_or_default()))
+        if key.is_versioned() {
+            return Ok(self.with_versioned(|rankings| {
+                rankings.get(&key).map(|v| page_of(&v.ranking, v.current, offset, limit)).unwrap_or_default()
+            }));
+        }
+        Ok(self.with_hourly(|sets| sets.get(&key).map(|s| s.page(offset, limit)).unwrap_or_default()))
     }
 
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError> {
-        Ok(self.with_sets(|sets| match sets.get(&key) {
-            Some(s) => (s.placement(product_id), s.by_member.len() as u64),
-            None => (None, 0),
+    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
+        if key.is_versioned() {
+            return Ok(self.with_versioned(|rankings| match rankings.get(&key) {
+                Some(v) => Placed {
+                    placement: v
+                        .ranking
+                        .position(product_id)
+                        .map(|(index, e)| Placement { index: index as u64, score: e.score }),
+                    total: v.ranking.len() as u64,
+                    version: Some(v.current),
+                },
+                None => Placed::default(),
+            }));
+        }
+        Ok(self.with_hourly(|sets| match sets.get(&key) {
+            Some(s) => Placed { placement: s.placement(product_id), total: s.by_member.len() as u64, version: None },
+            None => Placed::default(),
         }))
     }
 
-    async fn exists(&self, key: RankingKey) -> Result<bool, StoreError> {
-        Ok(self.with_sets(|sets| sets.contains_key(&key)))
+    async fn announcements(&self) -> Result<Announcements, StoreError> {
+        let receiver = self.announce.subscribe();
+        Ok(Box::pin(futures_util::stream::unfold(receiver, |mut receiver| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(a) => return Some((a, receiver)),
+                    // Missed announcements are found by the poll.
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })))
     }
 }
 
@@ -165,42 +278,75 @@ impl LeaseLock for MemoryRankingStore {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use chrono::NaiveDate;
+    use futures_util::StreamExt;
 
-    fn day() -> NaiveDate {
-        NaiveDate::from_ymd_opt(2026, 4, 9).expect("valid")
+    use super::*;
+    use crate::domain::calendar::RankingHour;
+
+    fn day() -> RankingKey {
+        RankingKey::Daily(NaiveDate::from_ymd_opt(2026, 4, 9).expect("valid"))
     }
 
-    fn later() -> DateTime<Utc> {
-        Utc::now() + chrono::Duration::hours(1)
+    fn life(superseded_for: Duration) -> VersionLife {
+        VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for }
+    }
+
+    fn scored(pairs: &[(i64, f64)]) -> Vec<Scored> {
+        pairs.iter().map(|&(product_id, score)| Scored { product_id, score }).collect()
     }
 
     #[tokio::test]
     async fn equal_scores_order_by_descending_product_id() {
         let store = MemoryRankingStore::new();
-        let entries: Vec<Scored> = [(999, 1.0), (1000, 1.0), (5, 2.0), (42, 1.0)]
-            .into_iter()
-            .map(|(product_id, score)| Scored { product_id, score })
-            .collect();
-        store.replace_daily(day(), &entries, later()).await.expect("replace");
-        let page = store.top(RankingKey::Daily(day()), 0, 10).await.expect("top");
+        let entries = scored(&[(999, 1.0), (1000, 1.0), (5, 2.0), (42, 1.0)]);
+        store.publish(day(), &entries, life(Duration::ZERO)).await.expect("publish");
+        let page = store.top(day(), 0, 10).await.expect("top");
         let ids: Vec<_> = page.entries.iter().map(|e| e.product_id).collect();
         assert_eq!(ids, vec![5, 1000, 999, 42]);
-        let (p, total) = store.placement(RankingKey::Daily(day()), 999).await.expect("rank");
-        assert_eq!((p.map(|p| p.index), total), (Some(2), 4));
-        let page = store.top(RankingKey::Daily(day()), 3, 10).await.expect("top");
-        assert_eq!(page.entries.len(), 1);
+        let placed = store.placement(day(), 999).await.expect("rank");
+        assert_eq!((placed.placement.map(|p| p.index), placed.total), (Some(2), 4));
+        assert_eq!(store.top(day(), 3, 10).await.expect("top").entries.len(), 1);
+        let hour = RankingKey::Hourly(RankingHour { date: day().date(), hour: 3 });
+        let inc = |product_id, delta| HourlyIncrement {
+            hour: RankingHour { date: day().date(), hour: 3 },
+            product_id,
+            delta,
+            expire_at: Utc::now() + chrono::Duration::hours(1),
+        };
+        store.increment_hourly(&[inc(999, 1.0), inc(1000, 1.0), inc(999, 0.5)]).await.expect("increment");
+        let ids: Vec<_> = store.top(hour, 0, 10).await.expect("top").entries.iter().map(|e| e.product_id).collect();
+        assert_eq!(ids, vec![999, 1000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn versions_grow_and_superseded_ones_stay_readable_for_their_life() {
+        let store = MemoryRankingStore::new();
+        let mut announced = store.announcements().await.expect("subscribe");
+        let v1 = store.publish(day(), &scored(&[(1, 1.0), (2, 2.0)]), life(Duration::from_secs(60))).await.expect("v1");
+        let v2 = store.publish(day(), &scored(&[(1, 1.0)]), life(Duration::from_secs(60))).await.expect("v2");
+        assert!(v2 > v1);
+        assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v1 }));
+        assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v2 }));
+        assert_eq!(store.versions(&[day()]).await.expect("versions"), vec![Some(v2)]);
+        assert_eq!(store.placement(day(), 2).await.expect("rank").placement, None, "products that left are gone");
+        let old = store.version_page(day(), v1, 0, 10).await.expect("read").expect("kept");
+        assert_eq!((old.total, old.version), (2, Some(v1)));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(store.version_page(day(), v1, 0, 10).await.expect("read"), None, "past its life");
+        assert!(store.version_page(day(), v2, 0, 10).await.expect("read").is_some(), "the current one stays");
+        let v3 = store.publish(day(), &[], life(Duration::ZERO)).await.expect("v3");
+        assert_eq!(store.version_page(day(), v2, 0, 10).await.expect("read"), None, "zero keeps none");
+        let empty = store.top(day(), 0, 10).await.expect("top");
+        assert_eq!((empty.total, empty.version), (0, Some(v3)), "an empty day is built, with a version");
     }
 
     #[tokio::test]
-    async fn replace_drops_products_that_left_and_expired_keys_vanish() {
+    async fn expired_rankings_vanish() {
         let store = MemoryRankingStore::new();
-        let one = [Scored { product_id: 1, score: 1.0 }];
-        store.replace_daily(day(), &[one[0], Scored { product_id: 2, score: 2.0 }], later()).await.expect("replace");
-        store.replace_daily(day(), &one, later()).await.expect("replace");
-        assert_eq!(store.placement(RankingKey::Daily(day()), 2).await.expect("rank"), (None, 1));
-        store.replace_daily(day(), &one, Utc::now() - chrono::Duration::seconds(1)).await.expect("replace");
-        assert!(!store.exists(RankingKey::Daily(day())).await.expect("exists"));
+        let gone = VersionLife { expire_at: Utc::now() - chrono::Duration::seconds(1), superseded_for: Duration::ZERO };
+        store.publish(day(), &scored(&[(1, 1.0)]), gone).await.expect("publish");
+        assert_eq!(store.versions(&[day()]).await.expect("versions"), vec![None]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,30 +4,107 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `P:{YYYY-MM-DD}:daily` | ZSET | the exact daily ranking; expires `RANKING_RETENTION_DAYS` after the day ends |
-//! | `P:{YYYY-MM-DD}:daily:staging:<token>` | ZSET | a daily ranking being written, renamed over the daily key when complete |
-//! | `P:{YYYY-MM-DD}:built` | string | set by every recompute of the day (also of an empty one), with the daily key's expiry: a daily key missing while this is missing means Redis lost it |
-//! | `P:{YYYY-MM-DD}:hour:HH` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
+//! | `P:{daily:YYYY-MM-DD}:version` | string | the current version of the day's daily ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
+//! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written |
+//! | `P:{daily:YYYY-MM-DD}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
+//! | `P:{daily:YYYY-MM-DD}:staging:<token>` | ZSET | a version being written, renamed to `v<N>` when complete |
+//! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker) |
+//! | channel `P:versions` | pub/sub | `daily YYYY-MM-DD <N>` when version N is published |
 //!
-//! The `{date}` hash tag puts a daily key and its staging key in the same cluster slot, so
-//! RENAME works in cluster mode. Members are product ids zero-padded to 19 digits: Redis
-//! orders equal scores by member bytes, and padding makes that order numeric ("999" sorts
-//! before "1000"). Reads use `ZREVRANGE`, so equal scores come in descending product id.
+//! Every ranking has a hash tag of its own (`{daily:…}`, `{hour:…}`), so a cluster spreads
+//! rankings over its shards, while a ranking's version pointer, versions, staging key and
+//! superseded index share one slot: the publish script and every read touch one slot only.
+//!
+//! Publishing is one Lua script: the new version number is `max(Redis TIME in ms,
+//! previous+1)`, so it only grows, also after FLUSHALL (the clock does not go back); the
+//! staging key is renamed to its version key (no key is overwritten, so nothing big is freed inside the
+//! script), the pointer moves, the superseded version gets `RANKING_SNAPSHOT_TTL` (0: UNLINK
+//! at once), versions past their time are UNLINKed (freed off the main thread; a superseded
+//! version also expires by itself at twice its life, should no publication come to sweep
+//! it), and the announcement is published. A reader resolves the pointer and reads the version in one
+//! script, so it sees one version whole.
+//!
+//! Members are product ids zero-padded to 19 digits: Redis orders equal scores by member
+//! bytes, and padding makes that order numeric ("999" sorts before "1000"). Reads use
+//! `ZREVRANGE`, so equal scores come in descending product id.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
+use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 use redis::{Client, RedisError, Script};
 
-use crate::ports::{HourlyIncrement, Lease, LeaseLock, Page, Placement, RankingKey, RankingStore, Scored, StoreError};
+use crate::domain::calendar::RankingHour;
+use crate::ports::{
+    Announcement, Announcements, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, RankingKey, RankingStore,
+    Scored, StoreError, VersionLife,
+};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
 /// ZADD commands per pipeline round trip.
 const PIPELINE_CHUNKS: usize = 20;
+
+/// Publishes a staging key as the next version. KEYS: staging, version pointer, superseded
+/// index. ARGV: version key prefix, expire-at (Unix s), superseded life (ms), channel,
+/// announcement prefix, whether the staging key holds entries (1/0).
+const PUBLISH: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local old = tonumber(redis.call('GET', KEYS[2]) or '0')
+local v = math.max(now, old + 1)
+local vs = string.format('%.0f', v)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g) end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if old > 0 then
+  local ok = ARGV[1] .. string.format('%.0f', old)
+  local keep = tonumber(ARGV[3])
+  if keep > 0 and redis.call('EXISTS', ok) == 1 then
+    redis.call('PEXPIRE', ok, keep * 2)
+    redis.call('ZADD', KEYS[3], now + keep, string.format('%.0f', old))
+    redis.call('EXPIREAT', KEYS[3], ARGV[2])
+  else
+    redis.call('UNLINK', ok)
+  end
+end
+if ARGV[6] == '1' then
+  redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
+  redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
+end
+redis.call('SET', KEYS[2], vs, 'EXAT', ARGV[2])
+redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. vs)
+return v
+";
+
+/// The current version and a page of it. KEYS: version pointer. ARGV: version key prefix,
+/// start, stop. Returns {version or false, members with scores, cardinality}.
+const CURRENT_PAGE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return {false, {}, 0} end
+local k = ARGV[1] .. v
+return {v, redis.call('ZREVRANGE', k, ARGV[2], ARGV[3], 'WITHSCORES'), redis.call('ZCARD', k)}
+";
+
+/// A product's place in the current version. KEYS: version pointer. ARGV: version key
+/// prefix, member. Returns {version or false, rank or false, score or false, cardinality}.
+const CURRENT_PLACEMENT: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return {false, false, false, 0} end
+local k = ARGV[1] .. v
+return {v, redis.call('ZREVRANK', k, ARGV[2]), redis.call('ZSCORE', k, ARGV[2]), redis.call('ZCARD', k)}
+";
+
+/// A page of one version, if kept. KEYS: version pointer. ARGV: version key prefix,
+/// version, start, stop. Returns {kept (1/0), members with scores, cardinality}.
+const VERSION_PAGE: &str = r"
+local k = ARGV[1] .. ARGV[2]
+if redis.call('EXISTS', k) == 0 and redis.call('GET', KEYS[1]) ~= ARGV[2] then return {0, {}, 0} end
+return {1, redis.call('ZREVRANGE', k, ARGV[3], ARGV[4], 'WITHSCORES'), redis.call('ZCARD', k)}
+";
 
 /// Connection settings of the Redis store.
 #[derive(Debug, Clone)]
@@ -57,10 +134,16 @@ impl RedisOptions {
 /// Rankings and leases in Redis.
 #[derive(Clone)]
 pub struct RedisRankingStore {
+    client: Client,
     conn: ConnectionManager,
     prefix: String,
     staging_ttl: Duration,
+    response_timeout: Duration,
     release: Script,
+    publish: Script,
+    current_page: Script,
+    current_placement: Script,
+    version_page: Script,
 }
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -76,6 +159,21 @@ fn product_of(member: &str) -> Result<i64, StoreError> {
     member.parse().map_err(|_| StoreError::Corrupt(format!("ranking member {member:?} is not a product id")))
 }
 
+fn scored(members: Vec<(String, f64)>) -> Result<Vec<Scored>, StoreError> {
+    members.into_iter().map(|(m, score)| Ok(Scored { product_id: product_of(&m)?, score })).collect()
+}
+
+/// `ZREVRANGE` bounds of a page.
+fn bounds(offset: u64, limit: u64) -> (isize, isize) {
+    let start = isize::try_from(offset).unwrap_or(isize::MAX);
+    let stop = isize::try_from(offset.saturating_add(limit).saturating_sub(1)).unwrap_or(isize::MAX);
+    (start, stop)
+}
+
+fn parse_version(v: Option<String>) -> Result<Option<u64>, StoreError> {
+    v.map(|v| v.parse().map_err(|_| StoreError::Corrupt(format!("ranking version {v:?} is not a number")))).transpose()
+}
+
 impl RedisRankingStore {
     /// A store on `options.url`. The connection is made lazily: the service starts while
     /// Redis is down and answers UNAVAILABLE until it is back.
@@ -85,113 +183,161 @@ impl RedisRankingStore {
             .set_connection_timeout(Some(options.response_timeout))
             .set_response_timeout(Some(options.response_timeout))
             .set_number_of_retries(2);
-        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(unavailable)?;
         Ok(Self {
+            client,
             conn,
             prefix: options.prefix.clone(),
             staging_ttl: options.staging_ttl,
+            response_timeout: options.response_timeout,
             release: Script::new(
                 "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
             ),
+            publish: Script::new(PUBLISH),
+            current_page: Script::new(CURRENT_PAGE),
+            current_placement: Script::new(CURRENT_PLACEMENT),
+            version_page: Script::new(VERSION_PAGE),
         })
     }
 
-    /// The Redis key of a ranking.
-    pub fn key(&self, key: RankingKey) -> String {
+    /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`, `P:{hour:2026-12-01T13}`.
+    pub fn base(&self, key: RankingKey) -> String {
         match key {
-            RankingKey::Daily(date) => format!("{}:{{{date}}}:daily", self.prefix),
-            RankingKey::Hourly(h) => format!("{}:{{{}}}:hour:{:02}", self.prefix, h.date, h.hour),
+            RankingKey::Daily(date) => format!("{}:{{daily:{date}}}", self.prefix),
+            RankingKey::Hourly(h) => format!("{}:{{hour:{}T{:02}}}", self.prefix, h.date, h.hour),
         }
     }
 
-    /// The marker of a built daily ranking (same hash tag as the daily key).
-    fn built_key(&self, date: NaiveDate) -> String {
-        format!("{}:{{{date}}}:built", self.prefix)
+    /// The key of the current version pointer of a versioned ranking.
+    pub fn version_key(&self, key: RankingKey) -> String {
+        format!("{}:version", self.base(key))
+    }
+
+    /// The key of one version of a versioned ranking.
+    pub fn versioned_key(&self, key: RankingKey, version: u64) -> String {
+        format!("{}:v{version}", self.base(key))
+    }
+
+    /// The pub/sub channel of announcements.
+    pub fn channel(&self) -> String {
+        format!("{}:versions", self.prefix)
     }
 
     fn lock_key(&self, name: &str) -> String {
         format!("{}:lock:{name}", self.prefix)
     }
+
+    /// The announcement text of a ranking (before the version number).
+    fn announced(key: RankingKey) -> Option<String> {
+        match key {
+            RankingKey::Daily(date) => Some(format!("daily {date}")),
+            RankingKey::Hourly(_) => None,
+        }
+    }
+
+    fn parse_announcement(text: &str) -> Option<Announcement> {
+        let mut parts = text.split(' ');
+        let (kind, date, version) = (parts.next()?, parts.next()?, parts.next()?);
+        let key = match kind {
+            "daily" => RankingKey::Daily(date.parse::<NaiveDate>().ok()?),
+            _ => return None,
+        };
+        Some(Announcement { key, version: version.parse().ok()? })
+    }
+
+    fn hourly(&self, hour: RankingHour) -> String {
+        self.base(RankingKey::Hourly(hour))
+    }
+
+    /// Writes `entries` into a fresh staging key of `base` and returns its name.
+    async fn stage(&self, base: &str, entries: &[Scored]) -> Result<String, RedisError> {
+        let mut conn = self.conn.clone();
+        let staging = format!("{base}:staging:{:016x}", rand::random::<u64>());
+        for group in entries.chunks(ZADD_CHUNK * PIPELINE_CHUNKS) {
+            let mut pipe = redis::pipe();
+            for chunk in group.chunks(ZADD_CHUNK) {
+                let mut zadd = redis::cmd("ZADD");
+                zadd.arg(&staging);
+                for e in chunk {
+                    zadd.arg(e.score).arg(member(e.product_id));
+                }
+                pipe.add_command(zadd).ignore();
+            }
+            // A crashed writer's staging key must not live forever.
+            pipe.cmd("EXPIRE").arg(&staging).arg(self.staging_ttl.as_secs().max(1)).ignore();
+            if let Err(e) = pipe.query_async::<()>(&mut conn).await {
+                let _ = redis::cmd("UNLINK").arg(&staging).query_async::<()>(&mut conn).await;
+                return Err(e);
+            }
+        }
+        Ok(staging)
+    }
 }
 
 #[async_trait]
 impl RankingStore for RedisRankingStore {
-    async fn replace_daily(
+    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
+        let announced = Self::announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
+        let base = self.base(key);
+        let staging = self.stage(&base, entries).await.map_err(unavailable)?;
+        let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
+        let published = self
+            .publish
+            .key(&staging)
+            .key(self.version_key(key))
+            .key(format!("{base}:superseded"))
+            .arg(format!("{base}:v"))
+            .arg(life.expire_at.timestamp())
+            .arg(superseded_ms)
+            .arg(self.channel())
+            .arg(announced)
+            .arg(if entries.is_empty() { "0" } else { "1" })
+            .invoke_async::<u64>(&mut self.conn.clone())
+            .await;
+        if published.is_err() && !entries.is_empty() {
+            let _ = redis::cmd("UNLINK").arg(&staging).query_async::<()>(&mut self.conn.clone()).await;
+        }
+        published.map_err(unavailable)
+    }
+
+    async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("GET").arg(self.version_key(*key));
+        }
+        let raw: Vec<Option<String>> = pipe.query_async(&mut self.conn.clone()).await.map_err(unavailable)?;
+        raw.into_iter().map(parse_version).collect()
+    }
+
+    async fn version_page(
         &self,
-        date: NaiveDate,
-        entries: &[Scored],
-        expire_at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let daily = self.key(RankingKey::Daily(date));
-        let built = self.built_key(date);
-        if entries.is_empty() {
-            // An empty ZSET cannot exist; the ranking of a day without products is no key
-            // and a marker.
-            redis::pipe()
-                .atomic()
-                .cmd("DEL")
-                .arg(&daily)
-                .ignore()
-                .cmd("SET")
-                .arg(&built)
-                .arg(0)
-                .arg("EXAT")
-                .arg(expire_at.timestamp())
-                .ignore()
-                .query_async::<()>(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            return Ok(());
+        key: RankingKey,
+        version: u64,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        let (start, stop) = bounds(offset, limit);
+        let (kept, members, total): (u8, Vec<(String, f64)>, u64) = self
+            .version_page
+            .key(self.version_key(key))
+            .arg(format!("{}:v", self.base(key)))
+            .arg(version)
+            .arg(start)
+            .arg(stop)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if kept == 0 {
+            return Ok(None);
         }
-        let staging = format!("{daily}:staging:{:016x}", rand::random::<u64>());
-        let write = async {
-            for group in entries.chunks(ZADD_CHUNK * PIPELINE_CHUNKS) {
-                let mut pipe = redis::pipe();
-                for chunk in group.chunks(ZADD_CHUNK) {
-                    let mut zadd = redis::cmd("ZADD");
-                    zadd.arg(&staging);
-                    for e in chunk {
-                        zadd.arg(e.score).arg(member(e.product_id));
-                    }
-                    pipe.add_command(zadd).ignore();
-                }
-                // A crashed writer's staging key must not live forever.
-                pipe.cmd("EXPIRE").arg(&staging).arg(self.staging_ttl.as_secs().max(1)).ignore();
-                pipe.query_async::<()>(&mut conn).await?;
-            }
-            // RENAME replaces the old ranking in one step; readers see old or new.
-            redis::pipe()
-                .atomic()
-                .cmd("RENAME")
-                .arg(&staging)
-                .arg(&daily)
-                .ignore()
-                .cmd("EXPIREAT")
-                .arg(&daily)
-                .arg(expire_at.timestamp())
-                .ignore()
-                .cmd("SET")
-                .arg(&built)
-                .arg(entries.len())
-                .arg("EXAT")
-                .arg(expire_at.timestamp())
-                .ignore()
-                .query_async::<()>(&mut conn)
-                .await
-        };
-        if let Err(e) = write.await {
-            let _ = redis::cmd("DEL").arg(&staging).query_async::<()>(&mut self.conn.clone()).await;
-            return Err(unavailable(e));
-        }
-        Ok(())
+        Ok(Some(Page { entries: scored(members)?, total, version: Some(version) }))
     }
 
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
         let mut pipe = redis::pipe();
         let mut expiries = std::collections::BTreeMap::new();
         for inc in increments {
-            let key = self.key(RankingKey::Hourly(inc.hour));
+            let key = self.hourly(inc.hour);
             pipe.cmd("ZINCRBY").arg(&key).arg(inc.delta).arg(member(inc.product_id)).ignore();
             expiries.insert(key, inc.expire_at.timestamp());
         }
@@ -202,9 +348,20 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
-        let key = self.key(key);
-        let start = isize::try_from(offset).unwrap_or(isize::MAX);
-        let stop = isize::try_from(offset.saturating_add(limit).saturating_sub(1)).unwrap_or(isize::MAX);
+        let (start, stop) = bounds(offset, limit);
+        if key.is_versioned() {
+            let (version, members, total): (Option<String>, Vec<(String, f64)>, u64) = self
+                .current_page
+                .key(self.version_key(key))
+                .arg(format!("{}:v", self.base(key)))
+                .arg(start)
+                .arg(stop)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(unavailable)?;
+            return Ok(Page { entries: scored(members)?, total, version: parse_version(version)? });
+        }
+        let key = self.base(key);
         let (members, total): (Vec<(String, f64)>, u64) = redis::pipe()
             .cmd("ZREVRANGE")
             .arg(&key)
@@ -216,38 +373,56 @@ impl RankingStore for RedisRankingStore {
             .query_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        let entries = members
-            .into_iter()
-            .map(|(m, score)| Ok(Scored { product_id: product_of(&m)?, score }))
-            .collect::<Result<_, StoreError>>()?;
-        Ok(Page { entries, total })
+        Ok(Page { entries: scored(members)?, total, version: None })
     }
 
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<(Option<Placement>, u64), StoreError> {
-        let key = self.key(key);
+    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
         let m = member(product_id);
-        let (rank, score, total): (Option<u64>, Option<f64>, u64) = redis::pipe()
-            .cmd("ZREVRANK")
-            .arg(&key)
-            .arg(&m)
-            .cmd("ZSCORE")
-            .arg(&key)
-            .arg(&m)
-            .cmd("ZCARD")
-            .arg(&key)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
+        let (version, rank, score, total): (Option<String>, Option<u64>, Option<f64>, u64) = if key.is_versioned() {
+            self.current_placement
+                .key(self.version_key(key))
+                .arg(format!("{}:v", self.base(key)))
+                .arg(&m)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(unavailable)?
+        } else {
+            let key = self.base(key);
+            let (rank, score, total) = redis::pipe()
+                .cmd("ZREVRANK")
+                .arg(&key)
+                .arg(&m)
+                .cmd("ZSCORE")
+                .arg(&key)
+                .arg(&m)
+                .cmd("ZCARD")
+                .arg(&key)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(unavailable)?;
+            (None, rank, score, total)
+        };
         let placement = rank.zip(score).map(|(index, score)| Placement { index, score });
-        Ok((placement, total))
+        Ok(Placed { placement, total, version: parse_version(version)? })
     }
 
-    async fn exists(&self, key: RankingKey) -> Result<bool, StoreError> {
-        let key = match key {
-            RankingKey::Daily(date) => self.built_key(date),
-            hourly => self.key(hourly),
+    async fn announcements(&self) -> Result<Announcements, StoreError> {
+        let connect = async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(self.channel()).await?;
+            Ok::<_, RedisError>(pubsub)
         };
-        redis::cmd("EXISTS").arg(key).query_async(&mut self.conn.clone()).await.map_err(unavailable)
+        let pubsub = tokio::time::timeout(self.response_timeout, connect)
+            .await
+            .map_err(|_| StoreError::ranking("timed out subscribing to version announcements"))?
+            .map_err(unavailable)?;
+        Ok(pubsub
+            .into_on_message()
+            .filter_map(|msg| async move {
+                let text: String = msg.get_payload().ok()?;
+                Self::parse_announcement(&text)
+            })
+            .boxed())
     }
 }
 

@@ -7,11 +7,15 @@
 //! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
 //! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
+//! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
+//! - [`page_token`]: the opaque position of a page in one version of a ranking.
 //! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
 
 pub mod ingest;
 pub mod invalid;
+pub mod page_token;
 pub mod policy;
 pub mod queries;
 pub mod recompute;
 pub mod scheduler;
+pub mod snapshots;

@@ -41,6 +41,12 @@ pub struct Policy {
     pub staging_ttl: Duration,
     /// Hourly rankings expire this long after their hour ends.
     pub hourly_ttl: chrono::Duration,
+    /// How long a superseded version of an exact ranking stays readable (page tokens);
+    /// `RANKING_SNAPSHOT_TTL`.
+    pub snapshot_ttl: Duration,
+    /// Period of each replica's poll of the current versions, the fallback for a lost
+    /// announcement (SPEC: at most 1 s; half of it leaves room for the load).
+    pub snapshot_poll: Duration,
 }
 
 impl Policy {
@@ -65,7 +71,15 @@ impl Policy {
             lease_poll: Duration::from_millis(50),
             staging_ttl: Duration::from_secs(3_600),
             hourly_ttl: chrono::Duration::hours(2),
+            snapshot_ttl: Duration::from_secs(600),
+            snapshot_poll: Duration::from_millis(500),
         }
+    }
+
+    /// The same policy with `RANKING_SNAPSHOT_TTL` set.
+    pub fn with_snapshot_ttl(mut self, ttl: Duration) -> Self {
+        self.snapshot_ttl = ttl;
+        self
     }
 
     /// Today in the ranking time zone.

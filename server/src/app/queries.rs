@@ -4,6 +4,12 @@
 //! hourly read of another day names its hour, a page holds 1–[`MAX_LIMIT`] entries (0 means
 //! [`DEFAULT_LIMIT`]), a product id is ≥ 1. Reads touch the ranking store only, never SQL.
 //!
+//! The daily rankings of today and yesterday are answered from this replica's in-memory
+//! copy of their current version ([`Snapshots`]) when it holds one; other rankings, and
+//! these while no copy is held, are read from the ranking store. Every answer of an exact
+//! ranking carries the version it was read from, and a GetTopN page carries a
+//! [`PageToken`] for the next page of that same version.
+//!
 //! A daily ranking of a retained day that is missing from the store without ever having
 //! been written there since (Redis restarted empty or was flushed) is rebuilt at once by the
 //! lease-guarded recompute, and the read answers from the rebuilt ranking: an empty store
@@ -18,11 +24,13 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 
 use super::invalid::Invalid;
+use super::page_token::PageToken;
 use super::policy::Policy;
 use super::recompute::Recompute;
+use super::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
-use crate::ports::{RankingKey, RankingStore, StoreError};
+use crate::ports::{Page, Placed, Placement, RankingKey, RankingStore, StoreError};
 
 /// Largest page of a top-N read.
 pub const MAX_LIMIT: u32 = 1_000;
@@ -42,8 +50,8 @@ pub enum Window {
 /// A ranking as a request names it; empty parts are filled in by [`Queries`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Selector {
-    /// Daily or hourly.
-    pub window: Window,
+    /// Daily or hourly; `None` (unspecified) is daily.
+    pub window: Option<Window>,
     /// The day; `None` is today.
     pub date: Option<NaiveDate>,
     /// The hour (hourly window); `None` is the current hour of today.
@@ -51,14 +59,16 @@ pub struct Selector {
 }
 
 /// A page of a ranking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TopQuery {
     /// Which ranking.
     pub selector: Selector,
     /// Entries skipped from the top.
     pub offset: u32,
-    /// Entries wanted; 0 means [`DEFAULT_LIMIT`].
+    /// Entries wanted; 0 means [`DEFAULT_LIMIT`] (with a page token: the token's size).
     pub limit: u32,
+    /// The `next_page_token` of a previous page: the next page of the same version.
+    pub page_token: Option<String>,
 }
 
 /// One product's place.
@@ -92,6 +102,10 @@ pub struct TopAnswer {
     pub total: u64,
     /// The ranking day.
     pub date: NaiveDate,
+    /// The version read (exact rankings that were built).
+    pub version: Option<u64>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_page_token: Option<String>,
 }
 
 /// One product's entry.
@@ -101,6 +115,8 @@ pub struct RankAnswer {
     pub entry: RankedEntry,
     /// Size of the whole ranking.
     pub total: u64,
+    /// The version read (exact rankings).
+    pub version: Option<u64>,
 }
 
 /// Why a read has no answer.
@@ -116,6 +132,14 @@ pub enum QueryError {
         product_id: i64,
         /// The ranking day.
         date: NaiveDate,
+    },
+    /// A page token names a version that is no longer kept.
+    #[error("ranking moved on (version {version} of {date} is no longer kept); start again without page_token")]
+    Expired {
+        /// The ranking day.
+        date: NaiveDate,
+        /// The version of the token.
+        version: u64,
     },
     /// The ranking store failed; the read may be retried.
     #[error(transparent)]
@@ -134,10 +158,7 @@ pub struct Resolved {
 impl Resolved {
     /// The ranking day.
     pub fn date(&self) -> NaiveDate {
-        match self.key {
-            RankingKey::Daily(d) => d,
-            RankingKey::Hourly(h) => h.date,
-        }
+        self.key.date()
     }
 
     fn entry(&self, index: u64, product_id: i64, score: f64) -> RankedEntry {
@@ -155,6 +176,7 @@ type Rebuild = Shared<BoxFuture<'static, Result<(), StoreError>>>;
 /// The read service.
 pub struct Queries {
     rankings: Arc<dyn RankingStore>,
+    snapshots: Arc<Snapshots>,
     policy: Arc<Policy>,
     recompute: Arc<Recompute>,
     /// Rebuilds under way, by day; an entry lives while its rebuild runs.
@@ -162,18 +184,24 @@ pub struct Queries {
 }
 
 impl Queries {
-    /// Reads from `rankings` under `policy`; lost daily rankings are rebuilt by `recompute`.
-    pub fn new(rankings: Arc<dyn RankingStore>, policy: Arc<Policy>, recompute: Arc<Recompute>) -> Self {
-        Self { rankings, policy, recompute, rebuilds: Arc::default() }
+    /// Reads from `snapshots`, else `rankings`, under `policy`; lost daily rankings are
+    /// rebuilt by `recompute`.
+    pub fn new(
+        rankings: Arc<dyn RankingStore>,
+        snapshots: Arc<Snapshots>,
+        policy: Arc<Policy>,
+        recompute: Arc<Recompute>,
+    ) -> Self {
+        Self { rankings, snapshots, policy, recompute, rebuilds: Arc::default() }
     }
 
-    /// When a daily ranking reads as empty, makes sure it is not a lost one: if the store
-    /// has no trace of it and its day is retained, rebuilds it (sharing a rebuild under way)
-    /// and returns `true` so the caller reads again.
-    async fn rebuilt_if_lost(&self, resolved: &Resolved) -> Result<bool, StoreError> {
+    /// When the store has no version of a daily ranking, makes sure it is not a lost one:
+    /// if its day is retained, rebuilds it (sharing a rebuild under way) and returns `true`
+    /// so the caller reads again.
+    async fn rebuilt_if_lost(&self, resolved: &Resolved, version: Option<u64>) -> Result<bool, StoreError> {
         let RankingKey::Daily(date) = resolved.key else { return Ok(false) };
         let today = self.policy.today(Utc::now());
-        if self.policy.check_recomputable(date, today).is_err() || self.rankings.exists(resolved.key).await? {
+        if version.is_some() || self.policy.check_recomputable(date, today).is_err() {
             return Ok(false);
         }
         let rebuild = {
@@ -209,7 +237,8 @@ impl Queries {
         {
             return Err(Invalid::field("hour", format!("must be 0-23, got {hour}")));
         }
-        let key = match selector.window {
+        let window = selector.window.unwrap_or_default();
+        let key = match window {
             Window::Daily => RankingKey::Daily(date),
             Window::Hourly => {
                 let hour = match selector.hour {
@@ -225,31 +254,114 @@ impl Queries {
                 RankingKey::Hourly(RankingHour { date, hour })
             }
         };
-        Ok(Resolved { key, window: selector.window })
+        Ok(Resolved { key, window })
     }
 
-    /// A page of a ranking, best first.
-    pub async fn top(&self, query: TopQuery) -> Result<TopAnswer, QueryError> {
-        let limit = match query.limit {
-            0 => DEFAULT_LIMIT,
-            n if n > MAX_LIMIT => {
-                return Err(Invalid::field("limit", format!("must be at most {MAX_LIMIT}, got {n}")).into());
-            }
-            n => n,
-        };
-        let resolved = self.resolve(query.selector, Utc::now())?;
-        let offset = u64::from(query.offset);
-        let mut page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
-        if page.total == 0 && self.rebuilt_if_lost(&resolved).await? {
-            page = self.rankings.top(resolved.key, offset, u64::from(limit)).await?;
+    /// The ranking and first entry a page token continues from, after checking that the
+    /// request's own selector (where given) names the same ranking.
+    fn continued(&self, query: &TopQuery, token: &str) -> Result<(Resolved, PageToken), Invalid> {
+        let token = PageToken::decode(token)?;
+        if query.offset != 0 {
+            return Err(Invalid::field("offset", "must be 0 with page_token (the token holds the position)"));
         }
+        let s = query.selector;
+        let (window, hour) = match token.key {
+            RankingKey::Daily(_) => (Window::Daily, None),
+            RankingKey::Hourly(h) => (Window::Hourly, Some(h.hour)),
+        };
+        let differs = s.window.is_some_and(|w| w != window)
+            || s.date.is_some_and(|d| d != token.key.date())
+            || s.hour.is_some_and(|h| Some(h) != hour);
+        if differs {
+            return Err(Invalid::field("page_token", "was issued for another ranking than the one requested"));
+        }
+        Ok((Resolved { key: token.key, window }, token))
+    }
+
+    /// A page of one version: from the held copy when it is that version, else from the
+    /// store, which may have dropped it.
+    async fn version_page(
+        &self,
+        resolved: &Resolved,
+        version: u64,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Page, QueryError> {
+        if let Some(held) = self.snapshots.get(resolved.key).filter(|h| h.version == version) {
+            return Ok(held_page(&held.ranking, version, offset, limit));
+        }
+        self.rankings
+            .version_page(resolved.key, version, offset, limit)
+            .await?
+            .ok_or(QueryError::Expired { date: resolved.date(), version })
+    }
+
+    /// A page of the current version of a ranking.
+    async fn current_page(&self, resolved: &Resolved, offset: u64, limit: u64) -> Result<Page, QueryError> {
+        if let Some(held) = self.snapshots.get(resolved.key) {
+            return Ok(held_page(&held.ranking, held.version, offset, limit));
+        }
+        let page = self.rankings.top(resolved.key, offset, limit).await?;
+        if self.rebuilt_if_lost(resolved, page.version).await? {
+            if let Some(held) = self.snapshots.get(resolved.key) {
+                return Ok(held_page(&held.ranking, held.version, offset, limit));
+            }
+            return Ok(self.rankings.top(resolved.key, offset, limit).await?);
+        }
+        Ok(page)
+    }
+
+    /// A page of a ranking, best first, and the token of the next page.
+    pub async fn top(&self, query: TopQuery) -> Result<TopAnswer, QueryError> {
+        if query.limit > MAX_LIMIT {
+            return Err(Invalid::field("limit", format!("must be at most {MAX_LIMIT}, got {}", query.limit)).into());
+        }
+        let (resolved, offset, limit, page) = match query.page_token.as_deref() {
+            Some(token) => {
+                let (resolved, token) = self.continued(&query, token)?;
+                let limit = match query.limit {
+                    0 => token.limit.clamp(1, MAX_LIMIT),
+                    n => n,
+                };
+                let page = match resolved.key.is_versioned() {
+                    true => self.version_page(&resolved, token.version, token.offset, u64::from(limit)).await?,
+                    false => self.rankings.top(resolved.key, token.offset, u64::from(limit)).await?,
+                };
+                (resolved, token.offset, limit, page)
+            }
+            None => {
+                let limit = if query.limit == 0 { DEFAULT_LIMIT } else { query.limit };
+                let resolved = self.resolve(query.selector, Utc::now())?;
+                let offset = u64::from(query.offset);
+                let page = self.current_page(&resolved, offset, u64::from(limit)).await?;
+                (resolved, offset, limit, page)
+            }
+        };
+        let next = offset + page.entries.len() as u64;
+        let next_page_token = (!page.entries.is_empty() && next < page.total)
+            .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
         let entries = page
             .entries
             .iter()
             .enumerate()
             .map(|(i, e)| resolved.entry(offset + i as u64, e.product_id, e.score))
             .collect();
-        Ok(TopAnswer { entries, total: page.total, date: resolved.date() })
+        Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
+    }
+
+    /// One product's place in the current version of a ranking.
+    async fn placed(&self, resolved: &Resolved, product_id: i64) -> Result<Placed, StoreError> {
+        if let Some(held) = self.snapshots.get(resolved.key) {
+            return Ok(held_placement(&held.ranking, held.version, product_id));
+        }
+        let placed = self.rankings.placement(resolved.key, product_id).await?;
+        if self.rebuilt_if_lost(resolved, placed.version).await? {
+            if let Some(held) = self.snapshots.get(resolved.key) {
+                return Ok(held_placement(&held.ranking, held.version, product_id));
+            }
+            return self.rankings.placement(resolved.key, product_id).await;
+        }
+        Ok(placed)
     }
 
     /// One product's entry and the size of the ranking.
@@ -258,13 +370,26 @@ impl Queries {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
         let resolved = self.resolve(query.selector, Utc::now())?;
-        let (mut placement, mut total) = self.rankings.placement(resolved.key, query.product_id).await?;
-        if total == 0 && self.rebuilt_if_lost(&resolved).await? {
-            (placement, total) = self.rankings.placement(resolved.key, query.product_id).await?;
-        }
+        let placed = self.placed(&resolved, query.product_id).await?;
         let placement =
-            placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
-        Ok(RankAnswer { entry: resolved.entry(placement.index, query.product_id, placement.score), total })
+            placed.placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
+        Ok(RankAnswer {
+            entry: resolved.entry(placement.index, query.product_id, placement.score),
+            total: placed.total,
+            version: placed.version,
+        })
+    }
+}
+
+fn held_page(ranking: &crate::domain::snapshot::Snapshot, version: u64, offset: u64, limit: u64) -> Page {
+    Page { entries: ranking.page(offset, limit).to_vec(), total: ranking.len() as u64, version: Some(version) }
+}
+
+fn held_placement(ranking: &crate::domain::snapshot::Snapshot, version: u64, product_id: i64) -> Placed {
+    Placed {
+        placement: ranking.position(product_id).map(|(i, e)| Placement { index: i as u64, score: e.score }),
+        total: ranking.len() as u64,
+        version: Some(version),
     }
 }
 
@@ -304,9 +429,16 @@ mod tests {
         let policy =
             Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let recompute =
-            Arc::new(Recompute::new(Arc::new(NoEvents), store.clone(), store.clone(), policy.clone(), metrics));
-        (Queries::new(store.clone(), policy, recompute), store)
+        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
+        let recompute = Arc::new(Recompute::new(
+            Arc::new(NoEvents),
+            store.clone(),
+            store.clone(),
+            snapshots.clone(),
+            policy.clone(),
+            metrics,
+        ));
+        (Queries::new(store.clone(), snapshots, policy, recompute), store)
     }
 
     fn field(e: QueryError) -> Vec<PathSegment> {
@@ -322,9 +454,9 @@ mod tests {
         let now: DateTime<Utc> = "2026-04-09T13:30:00Z".parse().expect("valid");
         let r = q.resolve(Selector::default(), now).expect("valid");
         assert_eq!(r.key, RankingKey::Daily("2026-04-09".parse().expect("valid")));
-        let hourly = q.resolve(Selector { window: Window::Hourly, ..Default::default() }, now).expect("valid");
+        let hourly = q.resolve(Selector { window: Some(Window::Hourly), ..Default::default() }, now).expect("valid");
         assert_eq!(hourly.key, RankingKey::Hourly(RankingHour { date: r.date(), hour: 13 }));
-        let other_day = Selector { window: Window::Hourly, date: "2026-04-08".parse().ok(), hour: None };
+        let other_day = Selector { window: Some(Window::Hourly), date: "2026-04-08".parse().ok(), hour: None };
         assert_eq!(q.resolve(other_day, now).expect_err("needs an hour").path.0, vec![PathSegment::Field("hour")]);
         let bad_hour = Selector { hour: Some(24), ..Default::default() };
         assert!(q.resolve(bad_hour, now).is_err());
@@ -335,7 +467,11 @@ mod tests {
         let (q, store) = queries();
         let today = Utc::now().date_naive();
         let entries: Vec<Scored> = (1..=5).map(|p| Scored { product_id: p, score: p as f64 }).collect();
-        store.replace_daily(today, &entries, Utc::now() + chrono::Duration::days(1)).await.expect("stored");
+        let life = crate::ports::VersionLife {
+            expire_at: Utc::now() + chrono::Duration::days(1),
+            superseded_for: Duration::from_secs(60),
+        };
+        let v1 = store.publish(RankingKey::Daily(today), &entries, life).await.expect("stored");
 
         let page = q.top(TopQuery { offset: 1, limit: 2, ..Default::default() }).await.expect("page");
         assert_eq!(page.entries.iter().map(|e| (e.rank, e.product_id)).collect::<Vec<_>>(), vec![(2, 4), (3, 3)]);
@@ -351,5 +487,43 @@ mod tests {
         assert_eq!(field(bad), vec![PathSegment::Field("product_id")]);
         let missing = q.rank(RankQuery { product_id: 9, ..Default::default() }).await.expect_err("absent");
         assert!(matches!(missing, QueryError::NotRanked { product_id: 9, .. }));
+        assert_eq!((page.version, rank.version), (Some(v1), Some(v1)));
+    }
+
+    #[tokio::test]
+    async fn page_tokens_walk_one_version_and_refuse_what_they_cannot_continue() {
+        let (q, store) = queries();
+        let today = RankingKey::Daily(Utc::now().date_naive());
+        let life = |secs| crate::ports::VersionLife {
+            expire_at: Utc::now() + chrono::Duration::days(1),
+            superseded_for: Duration::from_secs(secs),
+        };
+        let first: Vec<Scored> = (1..=25).map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        let v1 = store.publish(today, &first, life(60)).await.expect("v1");
+        let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1");
+        let token = page.next_page_token.expect("more pages");
+        // A recompute reverses the ranking between pages; the walk stays on version 1.
+        let reversed: Vec<Scored> = (1..=25).map(|p| Scored { product_id: p, score: -p as f64 }).collect();
+        store.publish(today, &reversed, life(60)).await.expect("v2");
+        let next = |token: &str| TopQuery { page_token: Some(token.to_string()), ..Default::default() };
+        let page2 = q.top(next(&token)).await.expect("page 2");
+        assert_eq!(page2.version, Some(v1));
+        assert_eq!(page2.entries.iter().map(|e| e.product_id).collect::<Vec<_>>(), (6..=15).rev().collect::<Vec<_>>());
+        assert_eq!(page2.entries[0].rank, 11);
+        let page3 = q.top(next(page2.next_page_token.as_deref().expect("more"))).await.expect("page 3");
+        assert_eq!((page3.entries.len(), page3.next_page_token), (5, None));
+
+        // Version 3 is published keeping no superseded version: a walk of version 2 ends.
+        let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1 of v2");
+        store.publish(today, &first, life(0)).await.expect("v3");
+        let expired = q.top(next(&page.next_page_token.expect("more"))).await.expect_err("gone");
+        assert!(matches!(expired, QueryError::Expired { .. }), "{expired:?}");
+
+        assert_eq!(field(q.top(next("garbage")).await.expect_err("garbled")), vec![PathSegment::Field("page_token")]);
+        let other =
+            TopQuery { selector: Selector { window: Some(Window::Hourly), ..Default::default() }, ..next(&token) };
+        assert_eq!(field(q.top(other).await.expect_err("other ranking")), vec![PathSegment::Field("page_token")]);
+        let offset = TopQuery { offset: 3, ..next(&token) };
+        assert_eq!(field(q.top(offset).await.expect_err("offset")), vec![PathSegment::Field("offset")]);
     }
 }

@@ -1,5 +1,5 @@
 //! Rebuilding one day's ranking from SQL: carry-over ledger, population, score engine,
-//! atomic replace in the ranking store.
+//! publication of a new version in the ranking store (and in this replica's snapshots).
 //!
 //! Memory stays bounded by one day's population: earlier days are folded into the carry
 //! ledger one at a time, and the ranking day is streamed into a compact contender list.
@@ -12,10 +12,11 @@ use tokio::time::Instant;
 
 use super::invalid::Invalid;
 use super::policy::{PRUNE_CHUNK, Policy};
+use super::snapshots::Snapshots;
 use crate::domain::ranking::{Contender, rank_day};
 use crate::domain::score::{CarryLedger, DailyMetrics};
 use crate::metrics::Metrics;
-use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
+use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError, VersionLife};
 
 /// What a recompute did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub struct RecomputeReport {
     pub date: NaiveDate,
     /// Products in the new ranking.
     pub products: u64,
+    /// The version published.
+    pub version: u64,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -47,20 +50,22 @@ pub struct Recompute {
     store: Arc<dyn MetricsStore>,
     rankings: Arc<dyn RankingStore>,
     leases: Arc<dyn LeaseLock>,
+    snapshots: Arc<Snapshots>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
 }
 
 impl Recompute {
-    /// Wires the recompute to its stores.
+    /// Wires the recompute to its stores; published versions are installed in `snapshots`.
     pub fn new(
         store: Arc<dyn MetricsStore>,
         rankings: Arc<dyn RankingStore>,
         leases: Arc<dyn LeaseLock>,
+        snapshots: Arc<Snapshots>,
         policy: Arc<Policy>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Self { store, rankings, leases, policy, metrics }
+        Self { store, rankings, leases, snapshots, policy, metrics }
     }
 
     /// The policy the recompute follows.
@@ -111,7 +116,8 @@ impl Recompute {
 
     /// Whether the daily ranking of `date` is missing from the ranking store.
     pub async fn missing(&self, date: NaiveDate) -> Result<bool, StoreError> {
-        Ok(!self.rankings.exists(RankingKey::Daily(date)).await?)
+        let versions = self.rankings.versions(&[RankingKey::Daily(date)]).await?;
+        Ok(versions.first().is_none_or(Option::is_none))
     }
 
     /// Claims a named piece of periodic work (a day's scheduler tick, retention) for one
@@ -131,9 +137,14 @@ impl Recompute {
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
         let (entries, clamped) = self.compute(date).await?;
-        self.rankings.replace_daily(date, &entries, self.policy.daily_expiry(date)).await?;
+        let key = RankingKey::Daily(date);
+        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        let version = self.rankings.publish(key, &entries, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
-        Ok(RecomputeReport { date, products: entries.len() as u64, elapsed: started.elapsed() })
+        // Served by this replica before the call returns; the others load it on the
+        // announcement or their next poll.
+        self.snapshots.install(key, version, &entries).await;
+        Ok(RecomputeReport { date, products: entries.len() as u64, version, elapsed: started.elapsed() })
     }
 
     /// The encoded ranking of `date` from SQL alone, in ascending product order, and how

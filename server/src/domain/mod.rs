@@ -10,6 +10,7 @@
 //! - [`normalize`]: z-score → sigmoid → 0…999 normalisation of the tie-break axes.
 //! - [`encoding`]: packing the four dimensions into one `f64` and back.
 //! - [`ranking`]: one day's population turned into encoded scores.
+//! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 
 pub mod calendar;
 pub mod delta;
@@ -18,3 +19,4 @@ pub mod event;
 pub mod normalize;
 pub mod ranking;
 pub mod score;
+pub mod snapshot;

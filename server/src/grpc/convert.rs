@@ -45,11 +45,12 @@ pub fn outcome(o: Outcome) -> pb::RecordOutcome {
     }
 }
 
-/// The window; UNSPECIFIED means DAILY.
-pub fn window(value: i32) -> Result<Window, Invalid> {
+/// The window; `None` for UNSPECIFIED (which the read rules take as DAILY).
+pub fn window(value: i32) -> Result<Option<Window>, Invalid> {
     match pb::Window::try_from(value) {
-        Ok(pb::Window::Unspecified | pb::Window::Daily) => Ok(Window::Daily),
-        Ok(pb::Window::Hourly) => Ok(Window::Hourly),
+        Ok(pb::Window::Unspecified) => Ok(None),
+        Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
+        Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
         Err(_) => Err(Invalid::field("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
     }
 }
@@ -90,12 +91,18 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
 
 /// A page on the wire.
 pub fn top_response(a: TopAnswer) -> pb::GetTopNResponse {
-    pb::GetTopNResponse { products: a.entries.iter().map(ranked).collect(), total: a.total, date: a.date.to_string() }
+    pb::GetTopNResponse {
+        products: a.entries.iter().map(ranked).collect(),
+        total: a.total,
+        date: a.date.to_string(),
+        next_page_token: a.next_page_token.unwrap_or_default(),
+        version: a.version.unwrap_or_default(),
+    }
 }
 
 /// One product's entry on the wire.
 pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
-    pb::GetRankResponse { product: Some(ranked(&a.entry)), total: a.total }
+    pb::GetRankResponse { product: Some(ranked(&a.entry)), total: a.total, version: a.version.unwrap_or_default() }
 }
 
 #[cfg(test)]
@@ -129,8 +136,8 @@ mod tests {
 
     #[test]
     fn unknown_enums_are_rejected_or_unspecified() {
-        assert_eq!(window(0).expect("unspecified"), Window::Daily);
-        assert_eq!(window(2).expect("hourly"), Window::Hourly);
+        assert_eq!(window(0).expect("unspecified"), None);
+        assert_eq!(window(2).expect("hourly"), Some(Window::Hourly));
         assert!(window(9).is_err());
         let raw = raw_event(pb::Event { r#type: 42, ..Default::default() }).expect("converts");
         assert_eq!(raw.kind, None);

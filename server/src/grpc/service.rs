@@ -60,6 +60,7 @@ impl RankingService for RankingApi {
             selector: convert::selector(req.window, &req.date, req.hour)?,
             offset: req.offset,
             limit: req.limit,
+            page_token: Some(req.page_token).filter(|t| !t.is_empty()),
         };
         Ok(Response::new(convert::top_response(self.queries.top(query).await?)))
     }
@@ -81,6 +82,7 @@ impl RankingService for RankingApi {
             date: report.date.to_string(),
             products: report.products,
             elapsed_ms: report.elapsed.as_millis() as u64,
+            version: report.version,
         }))
     }
 }

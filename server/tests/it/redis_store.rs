@@ -40,12 +40,21 @@ async fn flush(prefix: &str) {
     }
 }
 
+/// The current version of every daily ranking under `prefix`: (version pointer key, members
+/// with scores), by day.
 async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
+    versions(prefix).await.into_iter().map(|(pointer, _, members)| (pointer, members)).collect()
+}
+
+/// (version pointer key, current version, members with scores) of every daily ranking.
+async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     let mut conn = redis().await;
     let mut out = Vec::new();
-    for k in keys(prefix).await.into_iter().filter(|k| k.ends_with(":daily")) {
-        let members: Vec<(String, f64)> = conn.zrange_withscores(&k, 0, -1).await.expect("ZRANGE");
-        out.push((k, members));
+    for pointer in keys(prefix).await.into_iter().filter(|k| k.contains("{daily:") && k.ends_with(":version")) {
+        let version: u64 = conn.get(&pointer).await.expect("GET");
+        let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
+        let members: Vec<(String, f64)> = conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE");
+        out.push((pointer, version, members));
     }
     out
 }
@@ -83,10 +92,13 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
     let before = snapshot(&prefix).await;
     assert_eq!(before.len(), 4);
     assert!(before.iter().all(|(_, m)| !m.is_empty()));
-    let key = format!("{prefix}:{{{}}}:daily", day(0));
+    let versions_before = versions(&prefix).await;
+    let today = versions_before.iter().find(|(k, _, _)| k.contains(&day(0))).expect("today");
     let mut conn = redis().await;
-    let ttl: i64 = conn.ttl(&key).await.expect("TTL");
-    assert!(ttl > 8 * 86_400 && ttl <= 9 * 86_400, "daily keys expire retention days after the day ends: {ttl}");
+    for key in [today.0.clone(), format!("{prefix}:{{daily:{}}}:v{}", day(0), today.1)] {
+        let ttl: i64 = conn.ttl(&key).await.expect("TTL");
+        assert!(ttl > 8 * 86_400 && ttl <= 9 * 86_400, "{key} expires retention days after the day ends: {ttl}");
+    }
 
     flush(&prefix).await;
     assert!(snapshot(&prefix).await.is_empty());
@@ -98,6 +110,9 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
         app.recompute(&day(n)).await;
     }
     assert_eq!(snapshot(&prefix).await, before, "identical members and scores, carry-over included");
+    for ((key, old, _), (_, new, _)) in versions_before.iter().zip(versions(&prefix).await) {
+        assert!(new > *old, "{key}: version {new} after the flush, {old} before: versions only grow");
+    }
     app.stop().await;
     db.drop_db().await;
 }
@@ -115,16 +130,25 @@ async fn a_read_of_a_ranking_lost_by_redis_rebuilds_it_at_once() {
     assert_eq!(before.total, 2);
 
     flush(&prefix).await; // Redis restarted empty
-    let after = app.top("", 10).await;
+    // This replica still serves its copy of the version it published; a replica that
+    // starts now has none, reads Redis, finds the ranking lost and rebuilds it.
+    assert_eq!(app.top("", 10).await.products, before.products);
+    let mut fresh = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--recompute-interval=1h"])).await;
+    let after = fresh.top("", 10).await;
     assert_eq!(after.products, before.products, "served from a rebuild, not as an empty ranking");
-    assert_eq!(app.rank(8, "").await.expect("ranked").product.expect("entry").rank, 2);
+    assert!(after.version > before.version, "the rebuild is a new version");
+    assert_eq!(fresh.rank(8, "").await.expect("ranked").product.expect("entry").rank, 2);
 
     // A day that really has no products reads as empty, and is not rebuilt on every read.
     let empty_day = day(3);
-    assert_eq!(app.top(&empty_day, 10).await.total, 0);
+    let empty = app.top(&empty_day, 10).await;
+    assert_eq!(empty.total, 0);
+    assert!(empty.version > 0, "an empty day is built, with a version");
     let mut conn = redis().await;
-    let built: bool = conn.exists(format!("{prefix}:{{{empty_day}}}:built")).await.expect("EXISTS");
-    assert!(built, "the rebuild of an empty day leaves its marker");
+    let built: bool = conn.exists(format!("{prefix}:{{daily:{empty_day}}}:version")).await.expect("EXISTS");
+    assert!(built, "the rebuild of an empty day leaves its version");
+    assert_eq!(app.top(&empty_day, 10).await.version, empty.version, "not rebuilt on every read");
+    fresh.stop().await;
     app.stop().await;
     db.drop_db().await;
 }
@@ -199,7 +223,7 @@ async fn hourly_keys_ignore_duplicates_and_expire() {
     let now = Utc::now();
     app.record(vec![event("h1", 5, EventType::View, 0, now), event("h1", 5, EventType::View, 0, now)]).await;
     app.record(vec![event("h1", 5, EventType::View, 0, now), event("h2", 5, EventType::Unlike, 0, now)]).await;
-    let hourly = keys(&prefix).await.into_iter().find(|k| k.contains(":hour:")).expect("hourly key");
+    let hourly = keys(&prefix).await.into_iter().find(|k| k.contains("{hour:")).expect("hourly key");
     let mut conn = redis().await;
     let score: f64 = conn.zscore(&hourly, format!("{:019}", 5)).await.expect("ZSCORE");
     assert!((score - (0.1 - 0.2)).abs() < 1e-12, "one view, one unlike: {score}");
@@ -284,9 +308,11 @@ async fn coalesced_reads_see_every_write_that_returned_before_them() {
     db.drop_db().await;
 }
 
-/// Redis down: reads and recomputes answer UNAVAILABLE (promptly, never an empty ranking),
-/// writes still land in SQL; Redis back, empty: the service reconnects by itself and the next
-/// recompute restores the ranking, the events of the outage included.
+/// Redis down: daily reads keep answering from the replica's copy of the last version (with
+/// that version), hourly reads and recomputes answer UNAVAILABLE (never an empty ranking),
+/// writes still land in SQL; Redis back, empty: the service reconnects by itself and the
+/// next recompute restores the ranking, the events of the outage included, as a newer
+/// version.
 #[tokio::test]
 async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
     use ranking_client::tonic::Code;
@@ -304,12 +330,20 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
     assert!(top.products[0].product_id == 8 && top.products[0].score > top.products[1].score);
 
     redis.stop();
-    // Each call answers UNAVAILABLE (bounded by the Redis response timeout) instead of
+    let served = app.top("", 10).await;
+    assert_eq!((served.products.clone(), served.version), (top.products.clone(), top.version), "the last version");
+    assert_eq!(app.rank(7, "").await.expect("served from memory").product.expect("entry").rank, 2);
+    let metrics = app.scrape_metrics().await;
+    assert_eq!(
+        crate::helpers::metric_value(&metrics, "ranking_snapshot_version{window=\"daily\"}"),
+        top.version as f64
+    );
+    assert!(crate::helpers::metric_value(&metrics, "ranking_snapshot_age_seconds{window=\"daily\"}") >= 0.0);
+    // Each of these answers UNAVAILABLE (bounded by the Redis response timeout) instead of
     // hanging; how long that takes belongs in a benchmark, not here.
-    let top = app.client.get_top_n(v1::GetTopNRequest::default()).await.expect_err("no ranking store");
-    assert_eq!(top.code(), Code::Unavailable, "{}", top.message());
-    let rank = app.rank(7, "").await.expect_err("no ranking store");
-    assert_eq!(rank.code(), Code::Unavailable, "{}", rank.message());
+    let hourly = v1::GetTopNRequest { window: v1::Window::Hourly.into(), ..Default::default() };
+    let hourly = app.client.get_top_n(hourly).await.expect_err("hourly is a live Redis read");
+    assert_eq!(hourly.code(), Code::Unavailable, "{}", hourly.message());
     let recompute =
         app.client.recompute(v1::RecomputeRequest::default()).await.expect_err("recompute needs the ranking store");
     assert_eq!(recompute.code(), Code::Unavailable, "{}", recompute.message());
@@ -331,7 +365,9 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
         }
     };
     assert_eq!(restored.products, 2);
+    assert!(restored.version > top.version, "a new version, although Redis lost the old one");
     let top = app.top("", 10).await;
+    assert_eq!(top.version, restored.version, "served by this replica when Recompute returns");
     let ids: Vec<i64> = top.products.iter().map(|p| p.product_id).collect();
     assert_eq!(ids, [8, 7], "equal scores come in descending product id");
     assert_eq!(top.products[0].score, top.products[1].score, "the view recorded during the outage counts");

@@ -1,0 +1,368 @@
+//! Each replica's in-process copies of the current versions of the exact rankings it
+//! serves (SPEC §9.1): today's and yesterday's daily rankings.
+//!
+//! A version is immutable, so a copy of it answers exactly what Redis would: a page in
+//! O(limit), a rank in O(1), with no round trip and no parsing, and it keeps answering while
+//! Redis is down. Copies are installed three ways:
+//!
+//! - by the recompute that published the version, before its call returns ([`Snapshots::install`]);
+//! - on an announcement over the ranking store's pub/sub ([`Snapshots::run`]);
+//! - by a poll of the current versions every [`Policy::snapshot_poll`], which also finds
+//!   announcements lost while the subscription was down.
+//!
+//! Loading reads the version key in chunks of [`LOAD_CHUNK`]; a version is immutable, so
+//! chunks never mix versions, and a version superseded and dropped mid-load is abandoned
+//! (the next poll loads its successor). The copies together hold at most
+//! `RANKING_SNAPSHOT_MAX_ENTRIES` entries: a version that does not fit is not copied, and
+//! its ranking is read from the store as before. Copies are swapped in whole
+//! (`ArcSwap`), so a read sees one version, without taking a lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::policy::Policy;
+use crate::domain::snapshot::Snapshot;
+use crate::metrics::Metrics;
+use crate::ports::{Announcement, Announcements, RankingKey, RankingStore, Scored, StoreError};
+
+/// Entries per read while loading a version (about 2 MB of reply).
+pub const LOAD_CHUNK: u64 = 50_000;
+/// Wait before subscribing again after the subscription failed or ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
+
+/// One held version.
+#[derive(Debug)]
+pub struct Held {
+    /// Its version number.
+    pub version: u64,
+    /// Its entries.
+    pub ranking: Snapshot,
+}
+
+/// The held copies of one replica.
+pub struct Snapshots {
+    rankings: Arc<dyn RankingStore>,
+    policy: Arc<Policy>,
+    metrics: Arc<Metrics>,
+    max_entries: usize,
+    held: ArcSwap<HashMap<RankingKey, Arc<Held>>>,
+    /// The version of a ranking found too large to hold, so the poll does not fetch it again.
+    oversize: Mutex<HashMap<RankingKey, u64>>,
+    /// One installation at a time, so the bound holds while a copy is built.
+    installing: tokio::sync::Mutex<()>,
+}
+
+impl Snapshots {
+    /// Copies of versions read from `rankings`, at most `max_entries` entries in all.
+    pub fn new(
+        rankings: Arc<dyn RankingStore>,
+        policy: Arc<Policy>,
+        metrics: Arc<Metrics>,
+        max_entries: usize,
+    ) -> Self {
+        Self {
+            rankings,
+            policy,
+            metrics,
+            max_entries,
+            held: ArcSwap::default(),
+            oversize: Mutex::default(),
+            installing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The held copy of a ranking, if any.
+    pub fn get(&self, key: RankingKey) -> Option<Arc<Held>> {
+        if !key.is_versioned() {
+            return None;
+        }
+        self.held.load().get(&key).cloned()
+    }
+
+    /// Entries held in all copies.
+    pub fn entries(&self) -> usize {
+        self.held.load().values().map(|h| h.ranking.len()).sum()
+    }
+
+    /// The rankings a replica keeps copies of at `now`: today's and yesterday's daily.
+    pub fn wanted(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
+        let today = self.policy.today(now);
+        let mut keys = vec![RankingKey::Daily(today)];
+        keys.extend(today.pred_opt().map(RankingKey::Daily));
+        keys
+    }
+
+    /// Whether `len` more entries fit beside the copies of other rankings.
+    fn fits(&self, key: RankingKey, len: u64) -> bool {
+        let others: usize = self.held.load().iter().filter(|(k, _)| **k != key).map(|(_, h)| h.ranking.len()).sum();
+        usize::try_from(len).is_ok_and(|len| others.saturating_add(len) <= self.max_entries)
+    }
+
+    /// Records that `version` of `key` is not held because it is too large: the older copy
+    /// goes too, so reads fall through to the store rather than serve a superseded version.
+    fn oversize(&self, key: RankingKey, version: u64, len: u64) {
+        let first = self.oversize.lock().unwrap_or_else(|e| e.into_inner()).insert(key, version) != Some(version);
+        if first {
+            self.metrics.snapshot_oversize.inc();
+            tracing::warn!(
+                ?key,
+                version,
+                entries = len,
+                max = self.max_entries,
+                "ranking too large for RANKING_SNAPSHOT_MAX_ENTRIES; reading it from the ranking store"
+            );
+        }
+        self.held.rcu(|held| {
+            let mut held = HashMap::clone(held);
+            held.remove(&key);
+            held
+        });
+    }
+
+    /// Swaps a copy in unless a newer one is held already.
+    fn swap_in(&self, key: RankingKey, copy: Held) {
+        let copy = Arc::new(copy);
+        let version = copy.version;
+        self.held.rcu(|held| {
+            let mut held = HashMap::clone(held);
+            if held.get(&key).is_none_or(|h| h.version < version) {
+                held.insert(key, copy.clone());
+            }
+            held
+        });
+        self.metrics.snapshot_loads.inc();
+        self.report(Utc::now());
+    }
+
+    /// Installs a version a recompute of this replica just published, from its entries
+    /// (any order), when the ranking is one this replica keeps.
+    pub async fn install(&self, key: RankingKey, version: u64, entries: &[Scored]) {
+        if !self.wanted(Utc::now()).contains(&key) {
+            return;
+        }
+        let _one = self.installing.lock().await;
+        if self.get(key).is_some_and(|h| h.version >= version) {
+            return;
+        }
+        if !self.fits(key, entries.len() as u64) {
+            return self.oversize(key, version, entries.len() as u64);
+        }
+        match Snapshot::from_unordered(entries.to_vec()) {
+            Ok(ranking) => self.swap_in(key, Held { version, ranking }),
+            Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
+        }
+    }
+
+    /// Loads `version` of `key` from the store unless it or a newer one is held.
+    pub async fn load(&self, key: RankingKey, version: u64) -> Result<(), StoreError> {
+        let _one = self.installing.lock().await;
+        if self.get(key).is_some_and(|h| h.version >= version)
+            || self.oversize.lock().unwrap_or_else(|e| e.into_inner()).get(&key) == Some(&version)
+        {
+            return Ok(());
+        }
+        let Some(first) = self.rankings.version_page(key, version, 0, LOAD_CHUNK).await? else {
+            return Ok(()); // superseded and dropped already: its successor is loaded next
+        };
+        if !self.fits(key, first.total) {
+            self.oversize(key, version, first.total);
+            return Ok(());
+        }
+        let total = first.total as usize;
+        let mut entries = Vec::with_capacity(total);
+        entries.extend(first.entries);
+        while entries.len() < total {
+            let Some(page) = self.rankings.version_page(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
+                return Ok(());
+            };
+            if page.entries.is_empty() {
+                break;
+            }
+            entries.extend(page.entries);
+        }
+        if entries.len() != total {
+            return Err(StoreError::Corrupt(format!(
+                "version {version} of {key:?} changed while loading ({} of {total} entries)",
+                entries.len()
+            )));
+        }
+        let ranking = Snapshot::from_ranked(entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
+        self.swap_in(key, Held { version, ranking });
+        Ok(())
+    }
+
+    /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose
+    /// current version is newer than its copy.
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let wanted = self.wanted(now);
+        if self.held.load().keys().any(|k| !wanted.contains(k)) {
+            self.held.rcu(|held| {
+                let mut held = HashMap::clone(held);
+                held.retain(|k, _| wanted.contains(k));
+                held
+            });
+            self.oversize.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
+        }
+        self.report(now);
+        let versions = self.rankings.versions(&wanted).await?;
+        for (key, version) in wanted.into_iter().zip(versions) {
+            if let Some(version) = version {
+                self.load(key, version).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Exports the version of today's copy.
+    fn report(&self, now: DateTime<Utc>) {
+        let today = RankingKey::Daily(self.policy.today(now));
+        self.metrics.snapshot_serving("daily", self.get(today).map(|h| h.version));
+    }
+
+    async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
+        if self.wanted(Utc::now()).contains(&a.key) { self.load(a.key, a.version).await } else { Ok(()) }
+    }
+
+    /// Keeps the copies current until `stop`: loads announced versions at once, polls the
+    /// current versions every [`Policy::snapshot_poll`], subscribes again after the
+    /// subscription is lost.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut subscription: Option<Announcements> = None;
+        let mut subscribe_at = Instant::now();
+        let mut poll = tokio::time::interval(self.policy.snapshot_poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            if subscription.is_none() && Instant::now() >= subscribe_at {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    s = self.rankings.announcements() => match s {
+                        Ok(s) => subscription = Some(s),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "cannot subscribe to ranking versions; polling");
+                            subscribe_at = Instant::now() + RESUBSCRIBE_AFTER;
+                        }
+                    },
+                }
+            }
+            let result = tokio::select! {
+                () = stop.cancelled() => return,
+                _ = poll.tick() => tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = self.refresh() => r,
+                },
+                a = next(&mut subscription) => match a {
+                    Some(a) => tokio::select! {
+                        () = stop.cancelled() => return,
+                        r = self.announced(a) => r,
+                    },
+                    None => {
+                        tracing::debug!("ranking version subscription ended; polling until it is back");
+                        subscription = None;
+                        subscribe_at = Instant::now() + RESUBSCRIBE_AFTER;
+                        Ok(())
+                    }
+                },
+            };
+            match result {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!("ranking snapshots are current again");
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "cannot refresh ranking snapshots; serving the versions held");
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The next announcement, or never when there is no subscription.
+async fn next(subscription: &mut Option<Announcements>) -> Option<Announcement> {
+    match subscription {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::domain::calendar::RankingCalendar;
+    use crate::domain::score::Weights;
+    use crate::ports::VersionLife;
+
+    fn snapshots(max_entries: usize) -> (Arc<Snapshots>, Arc<MemoryRankingStore>) {
+        let store = Arc::new(MemoryRankingStore::new());
+        let policy =
+            Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+        let metrics = Arc::new(Metrics::new());
+        (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store)
+    }
+
+    fn ranking(n: i64) -> Vec<Scored> {
+        (1..=n).map(|p| Scored { product_id: p, score: (p % 7) as f64 }).collect()
+    }
+
+    fn life() -> VersionLife {
+        VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::from_secs(60) }
+    }
+
+    #[tokio::test]
+    async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
+        let (snapshots, store) = snapshots(1_000_000);
+        let today = RankingKey::Daily(Utc::now().date_naive());
+        let n = LOAD_CHUNK as i64 * 2 + 17;
+        let v = store.publish(today, &ranking(n), life()).await.expect("publish");
+        snapshots.refresh().await.expect("refresh");
+        let held = snapshots.get(today).expect("held");
+        assert_eq!(held.version, v);
+        let page = store.top(today, 0, u64::MAX).await.expect("top");
+        assert_eq!(held.ranking.page(0, u64::MAX), &page.entries[..]);
+        let old = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(3));
+        store.publish(old, &ranking(3), life()).await.expect("publish");
+        snapshots.refresh().await.expect("refresh");
+        assert!(snapshots.get(old).is_none(), "only today and yesterday are held");
+    }
+
+    #[tokio::test]
+    async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_store() {
+        let (snapshots, store) = snapshots(100);
+        let today = RankingKey::Daily(Utc::now().date_naive());
+        let yesterday = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(1));
+        store.publish(yesterday, &ranking(60), life()).await.expect("publish");
+        let v1 = store.publish(today, &ranking(40), life()).await.expect("publish");
+        snapshots.refresh().await.expect("refresh");
+        assert_eq!(snapshots.get(today).map(|h| h.version), Some(v1));
+        assert_eq!(snapshots.entries(), 100);
+        let v2 = store.publish(today, &ranking(41), life()).await.expect("publish");
+        snapshots.install(today, v2, &ranking(41)).await;
+        assert!(snapshots.get(today).is_none(), "over the bound: no stale copy either");
+        assert!(snapshots.entries() <= 100);
+        assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+        snapshots.refresh().await.expect("refresh");
+        assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1, "not fetched again");
+    }
+
+    #[tokio::test]
+    async fn install_keeps_the_newest_version() {
+        let (snapshots, _) = snapshots(1_000);
+        let today = RankingKey::Daily(Utc::now().date_naive());
+        snapshots.install(today, 5, &ranking(3)).await;
+        snapshots.install(today, 4, &ranking(9)).await;
+        let held = snapshots.get(today).expect("held");
+        assert_eq!((held.version, held.ranking.len()), (5, 3));
+    }
+}

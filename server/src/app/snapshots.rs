@@ -124,6 +124,7 @@ impl Snapshots {
             held.remove(&key);
             held
         });
+        self.report(Utc::now());
     }
 
     /// Swaps a copy in unless a newer one is held already.

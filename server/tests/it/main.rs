@@ -16,4 +16,5 @@ mod otel;
 mod rankctl;
 mod redis_store;
 mod scheduler;
+mod snapshots;
 mod storage;

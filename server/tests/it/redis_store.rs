@@ -9,19 +9,19 @@ use chrono::{Days, NaiveTime, Utc};
 use ranking_client::v1::{self, EventType};
 use redis::AsyncCommands;
 
-fn redis_url() -> String {
+pub fn redis_url() -> String {
     crate::helpers::test_redis().unwrap_or_else(|| "redis://127.0.0.1:6379".into())
 }
 
 /// Settings on `db_url` with Redis under `prefix`.
-fn redis_settings(db_url: &str, prefix: &str, extra: &[&str]) -> ranking_server::config::Settings {
+pub fn redis_settings(db_url: &str, prefix: &str, extra: &[&str]) -> ranking_server::config::Settings {
     let mut args = vec![format!("--redis-url={}", redis_url()), format!("--redis-prefix={prefix}")];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     settings(db_url, &args)
 }
 
-async fn redis() -> redis::aio::MultiplexedConnection {
+pub async fn redis() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("redis reachable")
 }
 

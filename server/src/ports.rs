@@ -192,8 +192,9 @@ pub type Announcements = futures_util::stream::BoxStream<'static, Announcement>;
 /// version whole, never a mix.
 #[async_trait]
 pub trait RankingStore: Send + Sync + 'static {
-    /// Publishes `entries` as the new current version of a versioned ranking and announces
-    /// it; products absent from `entries` are not in it. The superseded version stays
+    /// Publishes `entries` (in ranking order: best first, equal scores by descending product
+    /// id) as the new current version of a versioned ranking and announces it; products
+    /// absent from `entries` are not in it. The superseded version stays
     /// readable through [`RankingStore::version_page`] for `life.superseded_for`.
     /// Returns the new version.
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
@@ -211,6 +212,19 @@ pub trait RankingStore: Send + Sync + 'static {
         offset: u64,
         limit: u64,
     ) -> Result<Option<Page>, StoreError>;
+
+    /// Entries `start .. start + count` of one version in ranking order, and its size, for
+    /// loading a copy of it: the store's cheapest bulk read. `None` when the version is no
+    /// longer kept.
+    async fn version_chunk(
+        &self,
+        key: RankingKey,
+        version: u64,
+        start: u64,
+        count: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        self.version_page(key, version, start, count).await
+    }
 
     /// Adds the increments to their hourly rankings and sets their expiry.
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError>;

@@ -6,14 +6,15 @@
 //!   as counted by the database, and RecordEvent throughput at 256 concurrent callers.
 //! - `recompute <products> <redis-url>`: Recompute end to end on a throwaway PostgreSQL with
 //!   `<products>` products ranked today: wall time and the process's peak memory.
-//! - `reads <redis-url>`: GetTopN(limit 20) and GetRank throughput and latency at 50 and 500
-//!   concurrent callers on a 100,000-product ranking, next to `redis-benchmark` on the same key.
-//!   Two load generators: `h2load` (nghttp2's HTTP/2 benchmark, a separate C process like
-//!   `redis-benchmark`; Debian package `nghttp2-client`) and this crate's own tonic client
-//!   running inside the bench process.
+//! - `reads <redis-url>`: GetTopN(limit 20) and GetRank next to the same server's health
+//!   check and to `redis-benchmark`, in two shapes (10 connections × 50 streams, 500 × 1), on
+//!   100,000 and 1,000,000 ranked products: calls/s, p95/p99, server CPU µs per call; and the
+//!   time and memory of loading a published version into the replica's snapshot. Load from
+//!   `h2load` (nghttp2's HTTP/2 benchmark, a separate process; Debian `nghttp2-client`), the
+//!   server being the release binary in a process of its own.
 //!
-//! The server runs in this process on port 0 (the integration tests' fixture, `TestApp`);
-//! figures include the gRPC round trip. One module per scenario.
+//! Other scenarios run the server in this process on port 0 (the integration tests' fixture,
+//! `TestApp`); figures include the gRPC round trip. One module per scenario.
 
 #[allow(dead_code, unused_imports)]
 #[path = "../../tests/it/helpers/mod.rs"]
@@ -38,7 +39,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Running {
     app: helpers::TestApp,
     clients: Vec<Client>,
-    addr: std::net::SocketAddr,
 }
 
 impl Running {
@@ -58,7 +58,7 @@ async fn serve(args: &[String]) -> Running {
     for _ in 0..8 {
         clients.push(ranking_client::connect(format!("http://{addr}")).await.expect("connect"));
     }
-    Running { app, clients, addr }
+    Running { app, clients }
 }
 
 fn peak_rss_mb() -> f64 {

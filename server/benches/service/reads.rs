@@ -1,56 +1,75 @@
-//! `reads`: GetTopN and GetRank next to redis-benchmark, driven by h2load and by the tonic client.
+//! `reads`: GetTopN(20) and GetRank against the same server's health check and raw
+//! `redis-benchmark`, driven by `h2load` (a separate process) in two shapes, 10 connections
+//! × 50 streams and 500 connections × 1 stream, on 100,000 and 1,000,000 ranked products.
+//! The server is the release binary in a process of its own, so its CPU time per call comes
+//! from `/proc/<pid>/stat` and the load generator cannot distort it. Also measured: how
+//! long a published version takes to be served from the server's in-memory copy, and the
+//! resident memory that copy adds.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use prost::Message;
 use ranking_client::v1;
+use ranking_server::ports::{RankingKey, RankingStore, Scored, VersionLife};
 
-use crate::ingest::Rng;
-use crate::{Running, percentile, serve};
+use crate::helpers::process::ServerProcess;
+use crate::percentile;
 
-async fn drive_reads(app: &Running, callers: usize, duration: Duration, rank: bool) -> (f64, f64, f64, f64) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for i in 0..callers {
-        let mut c = app.clients[i % app.clients.len()].clone();
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut rng = Rng(0xABCD_0000 + i as u64);
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if rank {
-                    let product_id = 1 + (rng.next() % 100_000) as i64;
-                    c.get_rank(v1::GetRankRequest { product_id, ..Default::default() }).await.expect("GetRank");
-                } else {
-                    c.get_top_n(v1::GetTopNRequest { limit: 20, ..Default::default() }).await.expect("GetTopN");
-                }
-                lat.push(t.elapsed().as_micros() as u32);
-            }
-            lat
-        }));
-    }
-    let started = Instant::now();
-    tokio::time::sleep(duration).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("reader"));
-    }
-    let secs = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    (all.len() as f64 / secs, percentile(&all, 0.5), percentile(&all, 0.95), percentile(&all, 0.99))
+/// One load shape: HTTP/2 connections × concurrent streams on each.
+#[derive(Clone, Copy)]
+struct Shape {
+    connections: usize,
+    streams: usize,
 }
 
-fn redis_benchmark(redis: &str, callers: usize, args: &[&str]) -> f64 {
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}×{}", self.connections, self.streams)
+    }
+}
+
+/// User + system CPU seconds of a process so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+        + fields.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    ticks / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// Resident memory of a process, MB.
+fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// `redis-benchmark` requests/s of one command in a shape (streams = pipelined requests).
+fn redis_benchmark(redis: &str, shape: Shape, args: &[&str]) -> f64 {
     let url = redis.trim_start_matches("redis://");
     let (host, port) = url.split_once(':').unwrap_or((url, "6379"));
     let port = port.trim_end_matches('/');
     let out = std::process::Command::new("redis-benchmark")
-        .args(["-h", host, "-p", port, "-c", &callers.to_string(), "-n", "200000", "-q", "--csv"])
+        .args(["-h", host, "-p", port, "-c", &shape.connections.to_string(), "-P", &shape.streams.to_string()])
+        .args(["-n", "300000", "-q", "--csv"])
         .args(args)
         .output();
     let Ok(out) = out else { return f64::NAN };
@@ -63,17 +82,17 @@ fn redis_benchmark(redis: &str, callers: usize, args: &[&str]) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// Unary gRPC calls of `method` with the encoded request `body` from `h2load` over 10
-/// connections, `callers` streams in flight: calls/s and p50/p95/p99 ms. Fails unless every
-/// call returned an answer of `answer_len` bytes.
+/// Unary gRPC calls of `path` with the encoded request `body` from `h2load` in `shape`:
+/// calls/s, calls done, and p50/p95/p99 ms. Fails unless every call returned an answer of
+/// `answer_len` bytes.
 fn h2load(
-    addr: std::net::SocketAddr,
-    method: &str,
+    addr: SocketAddr,
+    path: &str,
     body: &[u8],
     answer_len: usize,
-    callers: usize,
+    shape: Shape,
     duration: Duration,
-) -> Result<(f64, f64, f64, f64), String> {
+) -> Result<(f64, u64, f64, f64, f64), String> {
     let dir = std::env::temp_dir();
     let stamp = Utc::now().timestamp_micros();
     let body_file = dir.join(format!("rk-h2load-{stamp}.bin"));
@@ -83,15 +102,15 @@ fn h2load(
     framed.extend_from_slice(&u32::try_from(body.len()).expect("small request").to_be_bytes());
     framed.extend_from_slice(body);
     std::fs::write(&body_file, framed).map_err(|e| e.to_string())?;
-    let connections = 10.min(callers);
     let out = std::process::Command::new("h2load")
-        .args(["-c", &connections.to_string(), "-m", &(callers / connections).to_string()])
+        .args(["-c", &shape.connections.to_string(), "-m", &shape.streams.to_string()])
+        .args(["-t", "1"])
         .args(["-D", &duration.as_secs().to_string()])
         .arg(format!("--log-file={}", log_file.display()))
         .arg("-d")
         .arg(&body_file)
         .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
-        .arg(format!("http://{addr}/ranking.v1.RankingService/{method}"))
+        .arg(format!("http://{addr}{path}"))
         .output()
         .map_err(|e| format!("not run ({e}); install nghttp2-client"))?;
     let _ = std::fs::remove_file(&body_file);
@@ -113,81 +132,146 @@ fn h2load(
     let mut lat: Vec<u32> = log.lines().filter_map(|l| l.split('\t').nth(2)?.trim().parse().ok()).collect();
     lat.sort_unstable();
     let done = field("requests:", " done").unwrap_or(0.0) as u64;
-    let expected = done * (5 + answer_len as u64);
-    if data != Some(expected) {
-        return Err(format!("{data:?} body bytes for {done} calls, expected {expected}: some calls failed"));
+    // Answers still arriving when the run ends are counted in the bytes but not as done.
+    let frame = 5 + answer_len as u64;
+    let expected = done * frame;
+    if !data.is_some_and(|d| d >= expected && d % frame == 0) {
+        return Err(format!("{data:?} body bytes for {done} calls of {frame} bytes: some calls failed"));
     }
-    Ok((rps, percentile(&lat, 0.5), percentile(&lat, 0.95), percentile(&lat, 0.99)))
+    Ok((rps, done, percentile(&lat, 0.5), percentile(&lat, 0.95), percentile(&lat, 0.99)))
+}
+
+/// Publishes a ranking of `n` products into Redis under `prefix`, as a recompute would.
+async fn publish(store: &ranking_server::adapters::redis::RedisRankingStore, n: i64) -> (u64, RankingKey) {
+    let today = ranking_server::domain::calendar::RankingCalendar::new(chrono_tz::UTC).day_of(Utc::now());
+    let mut entries: Vec<_> =
+        (1..=n).map(|p| Scored { product_id: p, score: ((p * 7919) % 1_000_003) as f64 / 1000.0 }).collect();
+    entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
+    let key = RankingKey::Daily(today);
+    let life =
+        VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::from_secs(600) };
+    (store.publish(key, &entries, life).await.expect("publish"), key)
+}
+
+/// Waits until the server answers GetTopN from `version`; the time it took.
+async fn served_after(addr: SocketAddr, version: u64, published: Instant) -> Duration {
+    let mut client = ranking_client::connect(format!("http://{addr}")).await.expect("connect");
+    loop {
+        let r = client.get_top_n(v1::GetTopNRequest { limit: 1, ..Default::default() }).await.expect("GetTopN");
+        if r.into_inner().version == version {
+            return published.elapsed();
+        }
+        assert!(published.elapsed() < Duration::from_secs(120), "version {version} never served");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 pub async fn bench_reads(redis: &str) {
-    let db_file = std::env::temp_dir().join(format!("rk-bench-{:x}.db", Utc::now().timestamp_micros()));
-    let prefix = format!("bench-{:x}", Utc::now().timestamp_micros());
-    let app = serve(&[
-        format!("--database-url=sqlite://{}?mode=rwc", db_file.display()),
-        format!("--redis-url={redis}"),
-        format!("--redis-prefix={prefix}"),
-    ])
-    .await;
-    // A 100,000-product ranking written straight into Redis, as a recompute would.
-    let store = ranking_server::adapters::redis::RedisRankingStore::connect(&{
-        let mut o = ranking_server::adapters::redis::RedisOptions::new(redis);
-        o.prefix = prefix.clone();
-        o
-    })
-    .expect("redis");
-    let today = ranking_server::domain::calendar::RankingCalendar::new(chrono_tz::UTC).day_of(Utc::now());
-    let entries: Vec<_> = (1..=100_000i64)
-        .map(|p| ranking_server::ports::Scored { product_id: p, score: ((p * 7919) % 1_000_000) as f64 / 1000.0 })
-        .collect();
-    use ranking_server::ports::RankingStore;
-    let daily = ranking_server::ports::RankingKey::Daily(today);
-    let life = ranking_server::ports::VersionLife {
-        expire_at: Utc::now() + chrono::Duration::hours(1),
-        superseded_for: Duration::from_secs(60),
-    };
-    let version = store.publish(daily, &entries, life).await.expect("seed ranking");
-    let key = store.versioned_key(daily, version);
-    let member = ranking_server::adapters::redis::member(50_000);
+    let shapes = [Shape { connections: 10, streams: 50 }, Shape { connections: 500, streams: 1 }];
+    let mut rows = Vec::new();
+    let mut loads = Vec::new();
+    for n in [100_000i64, 1_000_000] {
+        let prefix = format!("bench-{:x}", Utc::now().timestamp_micros());
+        let server = ServerProcess::start(&[
+            ("REDIS_URL", redis.to_string()),
+            ("RANKING_REDIS_PREFIX", prefix.clone()),
+            ("RANKING_RECOMPUTE_INTERVAL", "0".into()),
+            ("RANKING_MAX_CONCURRENT_CALLS", "100000".into()),
+        ])
+        .await;
+        let (addr, pid) = (server.addr, server.pid());
+        let store = ranking_server::adapters::redis::RedisRankingStore::connect(&{
+            let mut o = ranking_server::adapters::redis::RedisOptions::new(redis);
+            o.prefix = prefix.clone();
+            o
+        })
+        .expect("redis");
+        // The start-up recompute found an empty day; wait until its version is served.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let rss_before = rss_mb(pid);
+        let published = Instant::now();
+        let (version, key) = publish(&store, n).await;
+        let publish_took = published.elapsed();
+        let announced = Instant::now();
+        let load = served_after(addr, version, announced).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        loads.push((n, publish_took, load, rss_mb(pid) - rss_before));
 
-    let top_request = v1::GetTopNRequest { limit: 20, ..Default::default() };
-    let rank_request = v1::GetRankRequest { product_id: 50_000, ..Default::default() };
-    // Every successful answer has the same size, so h2load's byte count proves that all of
-    // its calls succeeded (a gRPC error is a trailers-only response with no body).
-    let mut c = app.clients[0].clone();
-    let top_len = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
-    let rank_len = c.get_rank(rank_request.clone()).await.expect("GetRank").into_inner().encoded_len();
-
-    println!("\n## Reads on a 100,000-product daily ranking (server {})\n", app.addr);
-    println!(
-        "| call | callers | load generator | calls/s | p50 ms | p95 ms | p99 ms | redis-benchmark rps (same command shape) | service / raw |"
-    );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
-    for callers in [50usize, 500] {
-        for rank in [false, true] {
-            let raw = if rank {
-                redis_benchmark(redis, callers, &["ZREVRANK", &key, &member])
-            } else {
-                redis_benchmark(redis, callers, &["ZREVRANGE", &key, "0", "19", "WITHSCORES"])
-            };
-            let (name, path, body, answer_len) = if rank {
-                ("GetRank", "GetRank", rank_request.encode_to_vec(), rank_len)
-            } else {
-                ("GetTopN(20)", "GetTopN", top_request.encode_to_vec(), top_len)
-            };
-            let row = |generator: &str, (rps, p50, p95, p99): (f64, f64, f64, f64)| {
-                println!(
-                    "| {name} | {callers} | {generator} | {rps:.0} | {p50:.2} | {p95:.2} | {p99:.2} | {raw:.0} | {:.0} % |",
-                    100.0 * rps / raw
-                );
-            };
-            match h2load(app.addr, path, &body, answer_len, callers, Duration::from_secs(5)) {
-                Ok(figures) => row("h2load", figures),
-                Err(e) => println!("| {name} | {callers} | h2load: {e} | | | | | {raw:.0} | |"),
+        let redis_key = store.versioned_key(key, version);
+        let member = ranking_server::adapters::redis::member(n / 2);
+        let top_request = v1::GetTopNRequest { limit: 20, ..Default::default() };
+        let rank_request = v1::GetRankRequest { product_id: n / 2, ..Default::default() };
+        let mut c = ranking_client::connect(format!("http://{addr}")).await.expect("connect");
+        let top_len = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
+        let rank_len = c.get_rank(rank_request.clone()).await.expect("GetRank").into_inner().encoded_len();
+        let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
+        let calls: [(&str, &str, Vec<u8>, usize, Vec<&str>); 3] = [
+            ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"]),
+            (
+                "GetTopN(20)",
+                "/ranking.v1.RankingService/GetTopN",
+                top_request.encode_to_vec(),
+                top_len,
+                vec!["ZREVRANGE", &redis_key, "0", "19", "WITHSCORES"],
+            ),
+            (
+                "GetRank",
+                "/ranking.v1.RankingService/GetRank",
+                rank_request.encode_to_vec(),
+                rank_len,
+                vec!["ZREVRANK", &redis_key, &member],
+            ),
+        ];
+        for shape in shapes {
+            let mut health = None;
+            for (name, path, body, answer_len, raw) in &calls {
+                let raw = redis_benchmark(redis, shape, raw);
+                let cpu = cpu_seconds(pid);
+                let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(5));
+                let cpu = cpu_seconds(pid) - cpu;
+                let row = match measured {
+                    Ok((rps, done, _p50, p95, p99)) => {
+                        let us = cpu * 1e6 / done.max(1) as f64;
+                        let (h_rps, h_us) = *health.get_or_insert((rps, us));
+                        format!(
+                            "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {raw:.0} |",
+                            100.0 * rps / h_rps,
+                            us / h_us
+                        )
+                    }
+                    Err(e) => format!("| {n} | {shape} | {name} | h2load: {e} | | | | | | {raw:.0} |"),
+                };
+                eprintln!("{row}");
+                rows.push(row);
             }
-            row("tonic client, in process", drive_reads(&app, callers, Duration::from_secs(5), rank).await);
         }
+        drop(c);
+        server.terminate();
+        server.wait().await;
+        crate::helpers::delete_keys(redis, &prefix).await;
     }
-    app.stop().await;
-    let _ = std::fs::remove_file(db_file);
+    println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
+    println!(
+        "| products | shape (conns×streams) | call | calls/s | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | redis-benchmark rps (same shape, -P streams) |"
+    );
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        println!("{row}");
+    }
+    println!("\n## Snapshot load of a published version\n");
+    println!(
+        "| products | publish into Redis s | announced → served by the replica ms | replica RSS added MB | snapshot heap MB |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for (n, publish, load, rss) in loads {
+        let entries: Vec<Scored> = (1..=n).map(|p| Scored { product_id: p, score: -(p as f64) }).collect();
+        // The same structure as the replica's copy of `n` entries.
+        let heap = ranking_server::domain::snapshot::Snapshot::from_ranked(entries).expect("ranked").heap_bytes();
+        println!(
+            "| {n} | {:.2} | {:.0} | {rss:.1} | {:.1} |",
+            publish.as_secs_f64(),
+            load.as_secs_f64() * 1e3,
+            heap as f64 / 1048576.0
+        );
+    }
 }

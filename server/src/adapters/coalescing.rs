@@ -156,6 +156,16 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.version_page(key, version, offset, limit).await
     }
 
+    async fn version_chunk(
+        &self,
+        key: RankingKey,
+        version: u64,
+        start: u64,
+        count: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        self.inner.version_chunk(key, version, start, count).await
+    }
+
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
         self.inner.increment_hourly(increments).await
     }

@@ -292,8 +292,11 @@ mod tests {
         VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for }
     }
 
+    /// Entries in ranking order, as a recompute publishes them.
     fn scored(pairs: &[(i64, f64)]) -> Vec<Scored> {
-        pairs.iter().map(|&(product_id, score)| Scored { product_id, score }).collect()
+        let mut entries: Vec<Scored> = pairs.iter().map(|&(product_id, score)| Scored { product_id, score }).collect();
+        entries.sort_by(crate::domain::snapshot::ranking_order);
+        entries
     }
 
     #[tokio::test]

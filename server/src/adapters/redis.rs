@@ -6,8 +6,9 @@
 //! |---|---|---|
 //! | `P:{daily:YYYY-MM-DD}:version` | string | the current version of the day's daily ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
 //! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written |
+//! | `P:{daily:YYYY-MM-DD}:v<N>:packed` | string | the same version packed for replicas to load: 16 bytes per entry (product id, score bits; big-endian) in ranking order |
 //! | `P:{daily:YYYY-MM-DD}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:{daily:YYYY-MM-DD}:staging:<token>` | ZSET | a version being written, renamed to `v<N>` when complete |
+//! | `P:{daily:YYYY-MM-DD}:staging:<token>[:packed]` | ZSET, string | a version being written, renamed to `v<N>[:packed]` when complete |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker) |
 //! | channel `P:versions` | pub/sub | `daily YYYY-MM-DD <N>` when version N is published |
@@ -48,9 +49,10 @@ const ZADD_CHUNK: usize = 5_000;
 /// ZADD commands per pipeline round trip.
 const PIPELINE_CHUNKS: usize = 20;
 
-/// Publishes a staging key as the next version. KEYS: staging, version pointer, superseded
-/// index. ARGV: version key prefix, expire-at (Unix s), superseded life (ms), channel,
-/// announcement prefix, whether the staging key holds entries (1/0).
+/// Publishes a staging key (and its packed copy) as the next version. KEYS: staging,
+/// version pointer, superseded index, packed staging. ARGV: version key prefix, expire-at
+/// (Unix s), superseded life (ms), channel, announcement prefix, whether the staging key
+/// holds entries (1/0).
 const PUBLISH: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -58,26 +60,41 @@ local old = tonumber(redis.call('GET', KEYS[2]) or '0')
 local v = math.max(now, old + 1)
 local vs = string.format('%.0f', v)
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g) end
+for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g, ARGV[1] .. g .. ':packed') end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if old > 0 then
-  local ok = ARGV[1] .. string.format('%.0f', old)
+  local os = string.format('%.0f', old)
+  local ok = ARGV[1] .. os
   local keep = tonumber(ARGV[3])
   if keep > 0 and redis.call('EXISTS', ok) == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
-    redis.call('ZADD', KEYS[3], now + keep, string.format('%.0f', old))
+    redis.call('PEXPIRE', ok .. ':packed', keep * 2)
+    redis.call('ZADD', KEYS[3], now + keep, os)
     redis.call('EXPIREAT', KEYS[3], ARGV[2])
   else
-    redis.call('UNLINK', ok)
+    redis.call('UNLINK', ok, ok .. ':packed')
   end
 end
 if ARGV[6] == '1' then
   redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
   redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
+  redis.call('RENAME', KEYS[4], ARGV[1] .. vs .. ':packed')
+  redis.call('EXPIREAT', ARGV[1] .. vs .. ':packed', ARGV[2])
 end
 redis.call('SET', KEYS[2], vs, 'EXAT', ARGV[2])
 redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. vs)
 return v
+";
+
+/// Packed entries of one version, if kept. KEYS: version pointer. ARGV: version key prefix,
+/// version, first byte, last byte. Returns {kept (1/0), bytes, total bytes}.
+const VERSION_CHUNK: &str = r"
+local k = ARGV[1] .. ARGV[2] .. ':packed'
+if redis.call('EXISTS', k) == 1 then
+  return {1, redis.call('GETRANGE', k, ARGV[3], ARGV[4]), redis.call('STRLEN', k)}
+end
+if redis.call('GET', KEYS[1]) == ARGV[2] then return {1, '', 0} end
+return {0, '', 0}
 ";
 
 /// The current version and a page of it. KEYS: version pointer. ARGV: version key prefix,
@@ -144,6 +161,7 @@ pub struct RedisRankingStore {
     current_page: Script,
     current_placement: Script,
     version_page: Script,
+    version_chunk: Script,
 }
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -197,6 +215,7 @@ impl RedisRankingStore {
             current_page: Script::new(CURRENT_PAGE),
             current_placement: Script::new(CURRENT_PLACEMENT),
             version_page: Script::new(VERSION_PAGE),
+            version_chunk: Script::new(VERSION_CHUNK),
         })
     }
 
@@ -249,10 +268,13 @@ impl RedisRankingStore {
         self.base(RankingKey::Hourly(hour))
     }
 
-    /// Writes `entries` into a fresh staging key of `base` and returns its name.
-    async fn stage(&self, base: &str, entries: &[Scored]) -> Result<String, RedisError> {
+    /// Writes `entries` into a fresh staging key of `base` (a ZSET) and its packed copy (a
+    /// string, for replicas to load), and returns their names.
+    async fn stage(&self, base: &str, entries: &[Scored]) -> Result<(String, String), RedisError> {
         let mut conn = self.conn.clone();
         let staging = format!("{base}:staging:{:016x}", rand::random::<u64>());
+        let packed = format!("{staging}:packed");
+        let ttl = self.staging_ttl.as_secs().max(1);
         for group in entries.chunks(ZADD_CHUNK * PIPELINE_CHUNKS) {
             let mut pipe = redis::pipe();
             for chunk in group.chunks(ZADD_CHUNK) {
@@ -263,15 +285,45 @@ impl RedisRankingStore {
                 }
                 pipe.add_command(zadd).ignore();
             }
-            // A crashed writer's staging key must not live forever.
-            pipe.cmd("EXPIRE").arg(&staging).arg(self.staging_ttl.as_secs().max(1)).ignore();
+            pipe.cmd("APPEND").arg(&packed).arg(pack(group)).ignore();
+            // A crashed writer's staging keys must not live forever.
+            pipe.cmd("EXPIRE").arg(&staging).arg(ttl).ignore();
+            pipe.cmd("EXPIRE").arg(&packed).arg(ttl).ignore();
             if let Err(e) = pipe.query_async::<()>(&mut conn).await {
-                let _ = redis::cmd("UNLINK").arg(&staging).query_async::<()>(&mut conn).await;
+                let _ = redis::cmd("UNLINK").arg(&staging).arg(&packed).query_async::<()>(&mut conn).await;
                 return Err(e);
             }
         }
-        Ok(staging)
+        Ok((staging, packed))
     }
+}
+
+/// Bytes per packed entry: product id and score bits, big-endian.
+const PACKED: usize = 16;
+
+fn pack(entries: &[Scored]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(entries.len() * PACKED);
+    for e in entries {
+        bytes.extend_from_slice(&e.product_id.to_be_bytes());
+        bytes.extend_from_slice(&e.score.to_bits().to_be_bytes());
+    }
+    bytes
+}
+
+fn unpack(bytes: &[u8]) -> Result<Vec<Scored>, StoreError> {
+    if bytes.len() % PACKED != 0 {
+        return Err(StoreError::Corrupt(format!("packed ranking of {} bytes", bytes.len())));
+    }
+    Ok(bytes
+        .chunks_exact(PACKED)
+        .map(|e| {
+            let (id, score) = e.split_at(8);
+            Scored {
+                product_id: i64::from_be_bytes(id.try_into().unwrap_or_default()),
+                score: f64::from_bits(u64::from_be_bytes(score.try_into().unwrap_or_default())),
+            }
+        })
+        .collect())
 }
 
 #[async_trait]
@@ -279,13 +331,14 @@ impl RankingStore for RedisRankingStore {
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
         let announced = Self::announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let base = self.base(key);
-        let staging = self.stage(&base, entries).await.map_err(unavailable)?;
+        let (staging, packed) = self.stage(&base, entries).await.map_err(unavailable)?;
         let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .publish
             .key(&staging)
             .key(self.version_key(key))
             .key(format!("{base}:superseded"))
+            .key(&packed)
             .arg(format!("{base}:v"))
             .arg(life.expire_at.timestamp())
             .arg(superseded_ms)
@@ -295,7 +348,7 @@ impl RankingStore for RedisRankingStore {
             .invoke_async::<u64>(&mut self.conn.clone())
             .await;
         if published.is_err() && !entries.is_empty() {
-            let _ = redis::cmd("UNLINK").arg(&staging).query_async::<()>(&mut self.conn.clone()).await;
+            let _ = redis::cmd("UNLINK").arg(&staging).arg(&packed).query_async::<()>(&mut self.conn.clone()).await;
         }
         published.map_err(unavailable)
     }
@@ -331,6 +384,34 @@ impl RankingStore for RedisRankingStore {
             return Ok(None);
         }
         Ok(Some(Page { entries: scored(members)?, total, version: Some(version) }))
+    }
+
+    async fn version_chunk(
+        &self,
+        key: RankingKey,
+        version: u64,
+        start: u64,
+        count: u64,
+    ) -> Result<Option<Page>, StoreError> {
+        if count == 0 {
+            return self.version_page(key, version, start, 0).await;
+        }
+        let first = start.saturating_mul(PACKED as u64);
+        let last = start.saturating_add(count).saturating_mul(PACKED as u64) - 1;
+        let (kept, bytes, total): (u8, Vec<u8>, u64) = self
+            .version_chunk
+            .key(self.version_key(key))
+            .arg(format!("{}:v", self.base(key)))
+            .arg(version)
+            .arg(first.min(i64::MAX as u64))
+            .arg(last.min(i64::MAX as u64))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if kept == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Page { entries: unpack(&bytes)?, total: total / PACKED as u64, version: Some(version) }))
     }
 
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
@@ -450,5 +531,25 @@ impl LeaseLock for RedisRankingStore {
             .await
             .map(|_| ())
             .map_err(unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_entries_round_trip_bit_for_bit() {
+        let entries = [
+            Scored { product_id: i64::MAX, score: 4_194_303.999_999_999 },
+            Scored { product_id: 1, score: -0.0 },
+            Scored { product_id: 42, score: 5.700_500_8 },
+        ];
+        let back = unpack(&pack(&entries)).expect("unpacks");
+        assert_eq!(back.len(), 3);
+        for (a, b) in entries.iter().zip(&back) {
+            assert_eq!((a.product_id, a.score.to_bits()), (b.product_id, b.score.to_bits()));
+        }
+        assert!(unpack(&[0; 17]).is_err());
     }
 }

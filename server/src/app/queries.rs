@@ -466,7 +466,7 @@ mod tests {
     async fn reads_check_their_bounds_and_number_entries_from_the_offset() {
         let (q, store) = queries();
         let today = Utc::now().date_naive();
-        let entries: Vec<Scored> = (1..=5).map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        let entries: Vec<Scored> = (1..=5).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let life = crate::ports::VersionLife {
             expire_at: Utc::now() + chrono::Duration::days(1),
             superseded_for: Duration::from_secs(60),
@@ -498,7 +498,7 @@ mod tests {
             expire_at: Utc::now() + chrono::Duration::days(1),
             superseded_for: Duration::from_secs(secs),
         };
-        let first: Vec<Scored> = (1..=25).map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        let first: Vec<Scored> = (1..=25).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let v1 = store.publish(today, &first, life(60)).await.expect("v1");
         let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1");
         let token = page.next_page_token.expect("more pages");

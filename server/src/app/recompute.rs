@@ -15,6 +15,7 @@ use super::policy::{PRUNE_CHUNK, Policy};
 use super::snapshots::Snapshots;
 use crate::domain::ranking::{Contender, rank_day};
 use crate::domain::score::{CarryLedger, DailyMetrics};
+use crate::domain::snapshot::ranking_order;
 use crate::metrics::Metrics;
 use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError, VersionLife};
 
@@ -136,15 +137,17 @@ impl Recompute {
     /// Computes and stores the ranking of `date` without taking the lock.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (entries, clamped) = self.compute(date).await?;
+        let (mut entries, clamped) = self.compute(date).await?;
+        entries.sort_unstable_by(ranking_order);
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let version = self.rankings.publish(key, &entries, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
+        let products = entries.len() as u64;
         // Served by this replica before the call returns; the others load it on the
         // announcement or their next poll.
-        self.snapshots.install(key, version, &entries).await;
-        Ok(RecomputeReport { date, products: entries.len() as u64, version, elapsed: started.elapsed() })
+        self.snapshots.install(key, version, entries).await;
+        Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 
     /// The encoded ranking of `date` from SQL alone, in ascending product order, and how

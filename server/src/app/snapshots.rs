@@ -10,7 +10,8 @@
 //! - by a poll of the current versions every [`Policy::snapshot_poll`], which also finds
 //!   announcements lost while the subscription was down.
 //!
-//! Loading reads the version key in chunks of [`LOAD_CHUNK`]; a version is immutable, so
+//! Loading reads the version in chunks of [`LOAD_CHUNK`] entries (from Redis, its packed
+//! copy: 16 bytes per entry, parsed without allocating per entry); a version is immutable, so
 //! chunks never mix versions, and a version superseded and dropped mid-load is abandoned
 //! (the next poll loads its successor). The copies together hold at most
 //! `RANKING_SNAPSHOT_MAX_ENTRIES` entries: a version that does not fit is not copied, and
@@ -32,8 +33,8 @@ use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::ports::{Announcement, Announcements, RankingKey, RankingStore, Scored, StoreError};
 
-/// Entries per read while loading a version (about 2 MB of reply).
-pub const LOAD_CHUNK: u64 = 50_000;
+/// Entries per read while loading a version (4 MB of packed entries from Redis).
+pub const LOAD_CHUNK: u64 = 262_144;
 /// Wait before subscribing again after the subscription failed or ended.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
 
@@ -142,9 +143,9 @@ impl Snapshots {
         self.report(Utc::now());
     }
 
-    /// Installs a version a recompute of this replica just published, from its entries
-    /// (any order), when the ranking is one this replica keeps.
-    pub async fn install(&self, key: RankingKey, version: u64, entries: &[Scored]) {
+    /// Installs a version a recompute of this replica just published, from its entries in
+    /// ranking order, when the ranking is one this replica keeps.
+    pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
         if !self.wanted(Utc::now()).contains(&key) {
             return;
         }
@@ -155,7 +156,7 @@ impl Snapshots {
         if !self.fits(key, entries.len() as u64) {
             return self.oversize(key, version, entries.len() as u64);
         }
-        match Snapshot::from_unordered(entries.to_vec()) {
+        match Snapshot::from_ranked(entries) {
             Ok(ranking) => self.swap_in(key, Held { version, ranking }),
             Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
         }
@@ -169,7 +170,7 @@ impl Snapshots {
         {
             return Ok(());
         }
-        let Some(first) = self.rankings.version_page(key, version, 0, LOAD_CHUNK).await? else {
+        let Some(first) = self.rankings.version_chunk(key, version, 0, LOAD_CHUNK).await? else {
             return Ok(()); // superseded and dropped already: its successor is loaded next
         };
         if !self.fits(key, first.total) {
@@ -180,7 +181,7 @@ impl Snapshots {
         let mut entries = Vec::with_capacity(total);
         entries.extend(first.entries);
         while entries.len() < total {
-            let Some(page) = self.rankings.version_page(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
+            let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
                 return Ok(());
             };
             if page.entries.is_empty() {
@@ -313,8 +314,11 @@ mod tests {
         (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store)
     }
 
+    /// `n` entries in ranking order.
     fn ranking(n: i64) -> Vec<Scored> {
-        (1..=n).map(|p| Scored { product_id: p, score: (p % 7) as f64 }).collect()
+        let mut entries: Vec<Scored> = (1..=n).map(|p| Scored { product_id: p, score: (p % 7) as f64 }).collect();
+        entries.sort_by(crate::domain::snapshot::ranking_order);
+        entries
     }
 
     fn life() -> VersionLife {
@@ -349,7 +353,7 @@ mod tests {
         assert_eq!(snapshots.get(today).map(|h| h.version), Some(v1));
         assert_eq!(snapshots.entries(), 100);
         let v2 = store.publish(today, &ranking(41), life()).await.expect("publish");
-        snapshots.install(today, v2, &ranking(41)).await;
+        snapshots.install(today, v2, ranking(41)).await;
         assert!(snapshots.get(today).is_none(), "over the bound: no stale copy either");
         assert!(snapshots.entries() <= 100);
         assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
@@ -361,8 +365,8 @@ mod tests {
     async fn install_keeps_the_newest_version() {
         let (snapshots, _) = snapshots(1_000);
         let today = RankingKey::Daily(Utc::now().date_naive());
-        snapshots.install(today, 5, &ranking(3)).await;
-        snapshots.install(today, 4, &ranking(9)).await;
+        snapshots.install(today, 5, ranking(3)).await;
+        snapshots.install(today, 4, ranking(9)).await;
         let held = snapshots.get(today).expect("held");
         assert_eq!((held.version, held.ranking.len()), (5, 3));
     }

@@ -66,6 +66,11 @@ impl ServerProcess {
         Self { child, addr, db }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let killed = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");

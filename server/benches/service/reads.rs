@@ -17,6 +17,13 @@ use ranking_server::ports::{RankingKey, RankingStore, Scored, VersionLife};
 use crate::helpers::process::ServerProcess;
 use crate::percentile;
 
+/// A measured call: name, gRPC path, encoded request, answer size, the redis-benchmark
+/// command of the same shape.
+type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>);
+
+/// Interleaved runs of each call per shape; the median is reported.
+const ROUNDS: usize = 3;
+
 /// One load shape: HTTP/2 connections × concurrent streams on each.
 #[derive(Clone, Copy)]
 struct Shape {
@@ -205,7 +212,7 @@ pub async fn bench_reads(redis: &str) {
         let top_len = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
         let rank_len = c.get_rank(rank_request.clone()).await.expect("GetRank").into_inner().encoded_len();
         let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
-        let calls: [(&str, &str, Vec<u8>, usize, Vec<&str>); 3] = [
+        let calls: [Call; 3] = [
             ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"]),
             (
                 "GetTopN(20)",
@@ -223,23 +230,37 @@ pub async fn bench_reads(redis: &str) {
             ),
         ];
         for shape in shapes {
-            let mut health = None;
-            for (name, path, body, answer_len, raw) in &calls {
-                let raw = redis_benchmark(redis, shape, raw);
-                let cpu = cpu_seconds(pid);
-                let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(5));
-                let cpu = cpu_seconds(pid) - cpu;
-                let row = match measured {
-                    Ok((rps, done, _p50, p95, p99)) => {
-                        let us = cpu * 1e6 / done.max(1) as f64;
-                        let (h_rps, h_us) = *health.get_or_insert((rps, us));
-                        format!(
-                            "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {raw:.0} |",
-                            100.0 * rps / h_rps,
-                            us / h_us
-                        )
+            // The machine is shared: each call runs ROUNDS times, interleaved with the
+            // others, and the median round is reported.
+            let mut figures: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); calls.len()];
+            let mut failures: Vec<Option<String>> = vec![None; calls.len()];
+            for _ in 0..ROUNDS {
+                for (i, (_, path, body, answer_len, _)) in calls.iter().enumerate() {
+                    let cpu = cpu_seconds(pid);
+                    let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4));
+                    let cpu = cpu_seconds(pid) - cpu;
+                    match measured {
+                        Ok((rps, done, _p50, p95, p99)) => {
+                            figures[i].push((rps, p95, p99, cpu * 1e6 / done.max(1) as f64))
+                        }
+                        Err(e) => failures[i] = Some(e),
                     }
-                    Err(e) => format!("| {n} | {shape} | {name} | h2load: {e} | | | | | | {raw:.0} |"),
+                }
+            }
+            let median = |runs: &mut Vec<(f64, f64, f64, f64)>| {
+                runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+                runs.get(runs.len() / 2).copied()
+            };
+            let medians: Vec<_> = figures.iter_mut().map(median).collect();
+            for (i, (name, _, _, _, raw)) in calls.iter().enumerate() {
+                let raw = redis_benchmark(redis, shape, raw);
+                let row = match (medians[i], medians[0], &failures[i]) {
+                    (Some((rps, p95, p99, us)), Some((h_rps, _, _, h_us)), None) => format!(
+                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {raw:.0} |",
+                        100.0 * rps / h_rps,
+                        us / h_us
+                    ),
+                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | {raw:.0} |"),
                 };
                 eprintln!("{row}");
                 rows.push(row);
@@ -252,7 +273,7 @@ pub async fn bench_reads(redis: &str) {
     }
     println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
     println!(
-        "| products | shape (conns×streams) | call | calls/s | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | redis-benchmark rps (same shape, -P streams) |"
+        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | redis-benchmark rps (same shape, -P streams) |"
     );
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {

@@ -311,7 +311,7 @@ fn pack(entries: &[Scored]) -> Vec<u8> {
 }
 
 fn unpack(bytes: &[u8]) -> Result<Vec<Scored>, StoreError> {
-    if bytes.len() % PACKED != 0 {
+    if !bytes.len().is_multiple_of(PACKED) {
         return Err(StoreError::Corrupt(format!("packed ranking of {} bytes", bytes.len())));
     }
     Ok(bytes

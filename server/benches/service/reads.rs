@@ -21,6 +21,9 @@ use crate::percentile;
 /// command of the same shape.
 type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>);
 
+/// The offered load (calls/s) of the fixed-rate CPU measurement, below every call's maximum.
+const FIXED_RATE: usize = 10_000;
+
 /// Interleaved runs of each call per shape; the median is reported.
 const ROUNDS: usize = 3;
 
@@ -99,6 +102,7 @@ fn h2load(
     answer_len: usize,
     shape: Shape,
     duration: Duration,
+    rate: Option<usize>,
 ) -> Result<(f64, u64, f64, f64, f64), String> {
     let dir = std::env::temp_dir();
     let stamp = Utc::now().timestamp_micros();
@@ -113,6 +117,8 @@ fn h2load(
         .args(["-c", &shape.connections.to_string(), "-m", &shape.streams.to_string()])
         .args(["-t", "1"])
         .args(["-D", &duration.as_secs().to_string()])
+        // A fixed offered load: calls/s per connection.
+        .args(rate.map(|r| format!("--rps={}", (r / shape.connections).max(1))))
         .arg(format!("--log-file={}", log_file.display()))
         .arg("-d")
         .arg(&body_file)
@@ -234,16 +240,26 @@ pub async fn bench_reads(redis: &str) {
             // others, and the median round is reported.
             let mut figures: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); calls.len()];
             let mut failures: Vec<Option<String>> = vec![None; calls.len()];
+            let mut fixed: Vec<Vec<f64>> = vec![Vec::new(); calls.len()];
             for _ in 0..ROUNDS {
                 for (i, (_, path, body, answer_len, _)) in calls.iter().enumerate() {
                     let cpu = cpu_seconds(pid);
-                    let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4));
+                    let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4), None);
                     let cpu = cpu_seconds(pid) - cpu;
                     match measured {
                         Ok((rps, done, _p50, p95, p99)) => {
                             figures[i].push((rps, p95, p99, cpu * 1e6 / done.max(1) as f64))
                         }
                         Err(e) => failures[i] = Some(e),
+                    }
+                    // CPU per call at the same offered load for every call, so that it does
+                    // not depend on how many calls each wake-up of the server batches.
+                    let cpu = cpu_seconds(pid);
+                    let measured =
+                        h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4), Some(FIXED_RATE));
+                    let cpu = cpu_seconds(pid) - cpu;
+                    if let Ok((_, done, ..)) = measured {
+                        fixed[i].push(cpu * 1e6 / done.max(1) as f64);
                     }
                 }
             }
@@ -252,15 +268,24 @@ pub async fn bench_reads(redis: &str) {
                 runs.get(runs.len() / 2).copied()
             };
             let medians: Vec<_> = figures.iter_mut().map(median).collect();
+            let fixed: Vec<f64> = fixed
+                .iter_mut()
+                .map(|runs| {
+                    runs.sort_by(f64::total_cmp);
+                    runs.get(runs.len() / 2).copied().unwrap_or(f64::NAN)
+                })
+                .collect();
             for (i, (name, _, _, _, raw)) in calls.iter().enumerate() {
                 let raw = redis_benchmark(redis, shape, raw);
                 let row = match (medians[i], medians[0], &failures[i]) {
                     (Some((rps, p95, p99, us)), Some((h_rps, _, _, h_us)), None) => format!(
-                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {raw:.0} |",
+                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
                         100.0 * rps / h_rps,
-                        us / h_us
+                        us / h_us,
+                        fixed[i],
+                        fixed[i] / fixed[0]
                     ),
-                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | {raw:.0} |"),
+                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | | | {raw:.0} |"),
                 };
                 eprintln!("{row}");
                 rows.push(row);
@@ -273,9 +298,9 @@ pub async fn bench_reads(redis: &str) {
     }
     println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
     println!(
-        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | redis-benchmark rps (same shape, -P streams) |"
+        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | CPU µs/call at {FIXED_RATE} calls/s | CPU vs health there | redis-benchmark rps (same shape, -P streams) |"
     );
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
         println!("{row}");
     }
@@ -295,4 +320,87 @@ pub async fn bench_reads(redis: &str) {
             heap as f64 / 1048576.0
         );
     }
+}
+
+/// `read-path`: the service's own work for one GetTopN(20) and one GetRank answered from a
+/// snapshot (rules, conversion, protobuf encoding), without the transport, in µs per call.
+pub async fn bench_read_path() {
+    use std::sync::Arc;
+
+    use ranking_server::adapters::memory::MemoryRankingStore;
+    use ranking_server::app::policy::Policy;
+    use ranking_server::app::queries::{Queries, RankQuery, TopQuery};
+    use ranking_server::app::recompute::Recompute;
+    use ranking_server::app::snapshots::Snapshots;
+    use ranking_server::grpc::convert;
+
+    let store = Arc::new(MemoryRankingStore::new());
+    let policy = Arc::new(Policy::new(
+        ranking_server::domain::calendar::RankingCalendar::new(chrono_tz::UTC),
+        ranking_server::domain::score::Weights::default(),
+        7,
+        8,
+        7,
+        Duration::ZERO,
+    ));
+    let metrics = Arc::new(ranking_server::metrics::Metrics::new());
+    let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 5_000_000));
+    struct NoSql;
+    #[async_trait::async_trait]
+    impl ranking_server::ports::MetricsStore for NoSql {
+        async fn record(
+            &self,
+            _: &[ranking_server::ports::DatedEvent],
+        ) -> Result<Vec<ranking_server::ports::Outcome>, ranking_server::ports::StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_day(
+            &self,
+            _: chrono::NaiveDate,
+            _: &mut (dyn FnMut(ranking_server::ports::DailyRow) + Send),
+        ) -> Result<u64, ranking_server::ports::StoreError> {
+            Ok(0)
+        }
+        async fn prune(
+            &self,
+            _: chrono::DateTime<Utc>,
+            _: chrono::NaiveDate,
+            _: u32,
+        ) -> Result<u64, ranking_server::ports::StoreError> {
+            Ok(0)
+        }
+    }
+    let recompute = Arc::new(Recompute::new(
+        Arc::new(NoSql),
+        store.clone(),
+        store.clone(),
+        snapshots.clone(),
+        policy.clone(),
+        metrics,
+    ));
+    let queries = Queries::new(store.clone(), snapshots.clone(), policy, recompute);
+    let mut entries: Vec<_> =
+        (1..=100_000i64).map(|p| Scored { product_id: p, score: (p % 977) as f64 + 0.5 }).collect();
+    entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
+    let key = RankingKey::Daily(Utc::now().date_naive());
+    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };
+    let version = store.publish(key, &entries, life).await.expect("publish");
+    snapshots.load(key, version).await.expect("load");
+    let n = 200_000;
+    let started = Instant::now();
+    let mut bytes = 0;
+    for _ in 0..n {
+        let answer = queries.top(TopQuery { limit: 20, ..Default::default() }).await.expect("top");
+        bytes += convert::top_response(answer).encode_to_vec().len();
+    }
+    let top = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let started = Instant::now();
+    for i in 0..n {
+        let answer = queries.rank(RankQuery { product_id: 1 + (i % 100_000) as i64, ..Default::default() }).await;
+        bytes += convert::rank_response(answer.expect("rank")).encode_to_vec().len();
+    }
+    let rank = started.elapsed().as_secs_f64() * 1e6 / n as f64;
+    println!("\n## The service's own work per read (snapshot, no transport)\n");
+    println!("| call | µs per call |\n|---|---:|\n| GetTopN(20) | {top:.2} |\n| GetRank | {rank:.2} |");
+    assert!(bytes > 0);
 }

@@ -171,16 +171,13 @@ impl AsyncWrite for TrackedIo {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
-    }
-
+    /// Reported as not vectored on purpose. With vectored writes, h2 sends a DATA payload
+    /// above 256 bytes by reference and cannot queue the trailers behind it until that write
+    /// is done: a GetTopN(20) answer (~650 bytes) costs two `sendmsg` calls where a health
+    /// check costs one. Without, h2 copies payloads up to 1 KiB into its buffer, and headers,
+    /// message and trailers leave in one write (see BENCHMARKS.md, reads).
     fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        false
     }
 }
 

@@ -350,6 +350,21 @@ impl RankingClient {
         .await
     }
 
+    /// Several products' entries at once (up to 1,000), from one version: ranked ones in
+    /// request order, the others in `missing`. A listing page's badges in one call.
+    pub async fn ranks(&mut self, request: v1::GetRanksRequest) -> Result<v1::GetRanksResponse, Status> {
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.get_ranks(request).await }
+        })
+        .await
+    }
+
+    /// One product's entry and up to `neighbors` (0-50) entries on each side, from one version.
+    pub async fn neighbors(&mut self, product_id: i64, neighbors: u32) -> Result<v1::GetRankResponse, Status> {
+        self.rank(v1::GetRankRequest { product_id, neighbors, ..Default::default() }).await
+    }
+
     /// Recomputes a day (`YYYY-MM-DD`; empty for today).
     pub async fn recompute(&mut self, date: impl Into<String>) -> Result<v1::RecomputeResponse, Status> {
         let date = date.into();

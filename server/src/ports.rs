@@ -149,6 +149,28 @@ pub struct Placed {
     pub version: Option<u64>,
 }
 
+/// A product found in a ranking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Found {
+    /// 0-based position, best first.
+    pub index: u64,
+    /// Its score.
+    pub score: f64,
+    /// Entries with a strictly greater score (its competition rank is this + 1).
+    pub above: u64,
+}
+
+/// Several products' places in one version of a ranking.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Placements {
+    /// One per requested product, in request order; `None` for a product not ranked.
+    pub found: Vec<Option<Found>>,
+    /// Size of the ranking.
+    pub total: u64,
+    /// As [`Page::version`].
+    pub version: Option<u64>,
+}
+
 /// One hourly increment after a commit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HourlyIncrement {
@@ -234,6 +256,16 @@ pub trait RankingStore: Send + Sync + 'static {
 
     /// One product's place in the current version of a ranking.
     async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError>;
+
+    /// The places of several products in one version of a ranking (`None`: the current
+    /// one), read at once: one `found` per product, in order. For a ranking or version the
+    /// store does not hold, every product is `None` and the version `None`.
+    async fn placements(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError>;
 
     /// Subscribes to announcements of new versions.
     async fn announcements(&self) -> Result<Announcements, StoreError>;

@@ -74,6 +74,16 @@ enum Command {
         product_id: i64,
         #[command(flatten)]
         ranking: Ranking,
+        /// Also show this many entries on each side (0-50).
+        #[arg(long, default_value_t = 0)]
+        neighbors: u32,
+    },
+    /// Show several products' ranks at once (up to 1,000).
+    Ranks {
+        #[arg(required = true)]
+        product_ids: Vec<i64>,
+        #[command(flatten)]
+        ranking: Ranking,
     },
     /// Recompute a day's ranking now.
     Recompute {
@@ -113,21 +123,35 @@ fn entry_json(p: &v1::RankedProduct) -> String {
             )
         })
         .unwrap_or_default();
-    format!(r#"{{"rank":{},"product_id":{},"score":{}{breakdown}}}"#, p.rank, p.product_id, p.score)
+    format!(
+        r#"{{"rank":{},"product_id":{},"score":{},"tied_rank":{},"previous_rank":{},"rank_change":{},"top_percent":{}{breakdown}}}"#,
+        p.rank, p.product_id, p.score, p.tied_rank, p.previous_rank, p.rank_change, p.top_percent
+    )
+}
+
+/// "▲3", "▼2", "=", or "new" (not ranked one period before).
+fn change(p: &v1::RankedProduct) -> String {
+    match (p.previous_rank, p.rank_change) {
+        (0, _) => "new".into(),
+        (_, 0) => "=".into(),
+        (_, c) if c > 0 => format!("▲{c}"),
+        (_, c) => format!("▼{}", -c),
+    }
 }
 
 fn table(products: &[v1::RankedProduct]) {
     println!(
-        "{:>6}  {:>12}  {:>16}  {:>10}  {:>4}  {:>4}  {:>7}",
-        "RANK", "PRODUCT", "SCORE", "MAIN", "VIEW", "LIKE", "RECENCY"
+        "{:>6}  {:>6}  {:>6}  {:>7}  {:>12}  {:>16}  {:>10}  {:>4}  {:>4}  {:>7}",
+        "RANK", "TIED", "CHANGE", "TOP %", "PRODUCT", "SCORE", "MAIN", "VIEW", "LIKE", "RECENCY"
     );
     for p in products {
+        let head = format!("{:>6}  {:>6}  {:>6}  {:>7.3}", p.rank, p.tied_rank, change(p), p.top_percent);
         match p.breakdown {
             Some(b) => println!(
-                "{:>6}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
-                p.rank, p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
+                "{head}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
+                p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
             ),
-            None => println!("{:>6}  {:>12}  {:>16.6}", p.rank, p.product_id, p.score),
+            None => println!("{head}  {:>12}  {:>16.6}", p.product_id, p.score),
         }
     }
 }
@@ -188,14 +212,46 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Command::Rank { product_id, ranking: Ranking { window: w, date, hour } } => {
-            let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour }).await?;
+        Command::Rank { product_id, ranking: Ranking { window: w, date, hour }, neighbors } => {
+            let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour, neighbors }).await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
-                println!(r#"{{"total":{},"version":{},"product":{}}}"#, r.total, r.version, entry_json(&p));
+                let list = |ps: &[v1::RankedProduct]| ps.iter().map(entry_json).collect::<Vec<_>>().join(",");
+                println!(
+                    r#"{{"total":{},"version":{},"product":{},"above":[{}],"below":[{}]}}"#,
+                    r.total,
+                    r.version,
+                    entry_json(&p),
+                    list(&r.above),
+                    list(&r.below)
+                );
             } else {
                 println!("rank {} of {}", p.rank, r.total);
-                table(std::slice::from_ref(&p));
+                let mut rows = r.above.clone();
+                rows.push(p);
+                rows.extend(r.below.iter().cloned());
+                table(&rows);
+            }
+        }
+        Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour } } => {
+            let r = client.ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour }).await?;
+            if cli.json {
+                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
+                let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
+                println!(
+                    r#"{{"total":{},"version":{},"products":[{}],"missing":[{}]}}"#,
+                    r.total,
+                    r.version,
+                    entries.join(","),
+                    missing.join(",")
+                );
+            } else {
+                println!("{} of {} ranked", r.products.len(), r.total);
+                table(&r.products);
+                if !r.missing.is_empty() {
+                    let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
+                    println!("not ranked: {}", missing.join(" "));
+                }
             }
         }
         Command::Recompute { date } => {

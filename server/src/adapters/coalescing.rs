@@ -22,7 +22,7 @@ use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, HourlyIncrement, Page, Placed, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, HourlyIncrement, Page, Placed, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// Which page: ranking, offset, limit.
@@ -178,6 +178,15 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.placement(key, product_id).await
     }
 
+    async fn placements(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError> {
+        self.inner.placements(key, version, product_ids).await
+    }
+
     async fn announcements(&self) -> Result<Announcements, StoreError> {
         self.inner.announcements().await
     }
@@ -230,6 +239,9 @@ mod tests {
         }
         async fn placement(&self, _: RankingKey, _: i64) -> Result<Placed, StoreError> {
             Ok(Placed::default())
+        }
+        async fn placements(&self, _: RankingKey, _: Option<u64>, _: &[i64]) -> Result<Placements, StoreError> {
+            Ok(Placements::default())
         }
         async fn announcements(&self) -> Result<Announcements, StoreError> {
             Ok(Box::pin(futures_util::stream::empty()))

@@ -5,6 +5,7 @@
 //! them again from SQL. Versions are immutable [`Snapshot`]s, so a read shares them.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,8 +16,8 @@ use tokio::time::Instant;
 
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, RankingKey, RankingStore,
-    Scored, StoreError, VersionLife,
+    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, Placements,
+    RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -236,6 +237,59 @@ impl RankingStore for MemoryRankingStore {
         Ok(self.with_hourly(|sets| match sets.get(&key) {
             Some(s) => Placed { placement: s.placement(product_id), total: s.by_member.len() as u64, version: None },
             None => Placed::default(),
+        }))
+    }
+
+    async fn placements(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError> {
+        if key.is_versioned() {
+            return Ok(self.with_versioned(|rankings| {
+                let absent = Placements { found: vec![None; product_ids.len()], total: 0, version: None };
+                let Some(v) = rankings.get(&key) else { return absent };
+                let (version, ranking) = match version {
+                    None => (v.current, &v.ranking),
+                    Some(n) if n == v.current => (n, &v.ranking),
+                    Some(n) => match v.superseded.iter().find(|(s, _, _)| *s == n) {
+                        Some((_, ranking, _)) => (n, ranking),
+                        None => return absent,
+                    },
+                };
+                let found = product_ids
+                    .iter()
+                    .map(|id| {
+                        ranking.position(*id).map(|(index, e)| Found {
+                            index: index as u64,
+                            score: e.score,
+                            above: ranking.above(e.score) as u64,
+                        })
+                    })
+                    .collect();
+                Placements { found, total: ranking.len() as u64, version: Some(version) }
+            }));
+        }
+        Ok(self.with_hourly(|sets| match sets.get(&key) {
+            Some(s) => Placements {
+                found: product_ids
+                    .iter()
+                    .map(|id| {
+                        s.placement(*id).map(|p| Found {
+                            index: p.index,
+                            score: p.score,
+                            above: s
+                                .by_rank
+                                .range((Bound::Excluded((OrderedScore(p.score), i64::MAX)), Bound::Unbounded))
+                                .count() as u64,
+                        })
+                    })
+                    .collect(),
+                total: s.by_member.len() as u64,
+                version: None,
+            },
+            None => Placements { found: vec![None; product_ids.len()], total: 0, version: None },
         }))
     }
 

@@ -40,8 +40,8 @@ use redis::{Client, RedisError, Script};
 
 use crate::domain::calendar::RankingHour;
 use crate::ports::{
-    Announcement, Announcements, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, RankingKey, RankingStore,
-    Scored, StoreError, VersionLife,
+    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, Placements,
+    RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// Members per ZADD when writing a staging key.
@@ -123,6 +123,40 @@ if redis.call('EXISTS', k) == 0 and redis.call('GET', KEYS[1]) ~= ARGV[2] then r
 return {1, redis.call('ZREVRANGE', k, ARGV[3], ARGV[4], 'WITHSCORES'), redis.call('ZCARD', k)}
 ";
 
+/// Several products' places in one ranking. KEYS: version pointer (unused for hourly).
+/// ARGV: the ranking's key (hourly) or version key prefix, the mode (`hourly`, `current` or a
+/// version number), then the members. Returns {version or false, cardinality, then per
+/// member: rank or false, score or false, entries with a greater score or false}.
+const PLACEMENTS: &str = r"
+local k, v
+if ARGV[2] == 'hourly' then
+  k, v = ARGV[1], false
+elseif ARGV[2] == 'current' then
+  v = redis.call('GET', KEYS[1])
+  if not v then return {false, 0} end
+  k = ARGV[1] .. v
+else
+  v = ARGV[2]
+  k = ARGV[1] .. v
+  if redis.call('EXISTS', k) == 0 and redis.call('GET', KEYS[1]) ~= v then return {false, 0} end
+end
+local out = {v, redis.call('ZCARD', k)}
+for i = 3, #ARGV do
+  local r = redis.call('ZREVRANK', k, ARGV[i])
+  if r then
+    local s = redis.call('ZSCORE', k, ARGV[i])
+    table.insert(out, r)
+    table.insert(out, s)
+    table.insert(out, redis.call('ZCOUNT', k, '(' .. s, '+inf'))
+  else
+    table.insert(out, false)
+    table.insert(out, false)
+    table.insert(out, false)
+  end
+end
+return out
+";
+
 /// Connection settings of the Redis store.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
@@ -162,6 +196,7 @@ pub struct RedisRankingStore {
     current_placement: Script,
     version_page: Script,
     version_chunk: Script,
+    placements: Script,
 }
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -216,6 +251,7 @@ impl RedisRankingStore {
             current_placement: Script::new(CURRENT_PLACEMENT),
             version_page: Script::new(VERSION_PAGE),
             version_chunk: Script::new(VERSION_CHUNK),
+            placements: Script::new(PLACEMENTS),
         })
     }
 
@@ -485,6 +521,57 @@ impl RankingStore for RedisRankingStore {
         };
         let placement = rank.zip(score).map(|(index, score)| Placement { index, score });
         Ok(Placed { placement, total, version: parse_version(version)? })
+    }
+
+    async fn placements(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError> {
+        let mut invocation = self.placements.key(self.version_key(key));
+        if key.is_versioned() {
+            invocation.arg(format!("{}:v", self.base(key)));
+            match version {
+                Some(v) => invocation.arg(v),
+                None => invocation.arg("current"),
+            };
+        } else {
+            invocation.arg(self.base(key)).arg("hourly");
+        }
+        for id in product_ids {
+            invocation.arg(member(*id));
+        }
+        let raw: Vec<redis::Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(unavailable)?;
+        let bad = || StoreError::Corrupt("unexpected reply to a placements script".into());
+        let value = |v: &redis::Value| -> Result<Option<String>, StoreError> {
+            match v {
+                redis::Value::Nil => Ok(None),
+                other => redis::from_redis_value_ref::<String>(other).map(Some).map_err(|_| bad()),
+            }
+        };
+        let version = parse_version(value(raw.first().ok_or_else(bad)?)?)?;
+        if version.is_none() && key.is_versioned() {
+            return Ok(Placements { found: vec![None; product_ids.len()], total: 0, version: None });
+        }
+        let total: u64 = value(raw.get(1).ok_or_else(bad)?)?.and_then(|t| t.parse().ok()).unwrap_or(0);
+        let mut found = Vec::with_capacity(product_ids.len());
+        for triple in raw[2..].chunks(3) {
+            let [rank, score, above] = triple else { return Err(bad()) };
+            let parsed = match (value(rank)?, value(score)?, value(above)?) {
+                (Some(r), Some(s), Some(a)) => Some(Found {
+                    index: r.parse().map_err(|_| bad())?,
+                    score: s.parse().map_err(|_| bad())?,
+                    above: a.parse().map_err(|_| bad())?,
+                }),
+                _ => None,
+            };
+            found.push(parsed);
+        }
+        if found.len() != product_ids.len() {
+            return Err(bad());
+        }
+        Ok(Placements { found, total, version })
     }
 
     async fn announcements(&self) -> Result<Announcements, StoreError> {

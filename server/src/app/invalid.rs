@@ -38,6 +38,11 @@ impl Invalid {
         Self { path: FieldPath(vec![PathSegment::Field(name)]), reason: reason.into() }
     }
 
+    /// An element of a repeated scalar field is wrong: `name[index]`.
+    pub fn element(name: &'static str, index: usize, reason: impl Into<String>) -> Self {
+        Self { path: FieldPath(vec![PathSegment::Field(name), PathSegment::Index(index)]), reason: reason.into() }
+    }
+
     /// The same error seen from the enclosing message: `parent.` in front of the path.
     pub fn within(mut self, parent: &'static str) -> Self {
         self.path.0.insert(0, PathSegment::Field(parent));

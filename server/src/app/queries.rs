@@ -30,12 +30,16 @@ use super::recompute::Recompute;
 use super::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
-use crate::ports::{Page, Placed, Placement, RankingKey, RankingStore, StoreError};
+use crate::ports::{Found, Page, Placed, Placement, Placements, RankingKey, RankingStore, StoreError};
 
 /// Largest page of a top-N read.
 pub const MAX_LIMIT: u32 = 1_000;
 /// Page size when the request says 0.
 pub const DEFAULT_LIMIT: u32 = 10;
+/// Most neighbours on each side of a GetRank.
+pub const MAX_NEIGHBORS: u32 = 50;
+/// Most products of one GetRanks.
+pub const MAX_PRODUCT_IDS: usize = 1_000;
 
 /// Which ranking a read asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,6 +82,30 @@ pub struct RankQuery {
     pub selector: Selector,
     /// The product.
     pub product_id: i64,
+    /// Entries wanted on each side, 0–[`MAX_NEIGHBORS`].
+    pub neighbors: u32,
+}
+
+/// Several products' places at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RanksQuery {
+    /// Which ranking.
+    pub selector: Selector,
+    /// 1–[`MAX_PRODUCT_IDS`] products; a repeated id is answered once.
+    pub product_ids: Vec<i64>,
+}
+
+/// Several products' entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RanksAnswer {
+    /// The ranked ones, in request order.
+    pub entries: Vec<RankedEntry>,
+    /// The ones not ranked, in request order.
+    pub missing: Vec<i64>,
+    /// Size of the whole ranking.
+    pub total: u64,
+    /// The version read.
+    pub version: Option<u64>,
 }
 
 /// One entry of an answer.
@@ -91,6 +119,15 @@ pub struct RankedEntry {
     pub score: f64,
     /// The decoded score (daily rankings only).
     pub breakdown: Option<ScoreBreakdown>,
+    /// Competition rank: 1 + entries with a strictly greater score (equal scores share it).
+    pub tied_rank: u64,
+    /// `100 * rank / total`.
+    pub top_percent: f64,
+    /// Rank in the same window one period before (the previous day's final ranking, the
+    /// previous hour); 0 when the product was not ranked then.
+    pub previous_rank: u64,
+    /// `previous_rank - rank` when `previous_rank > 0`, else 0.
+    pub rank_change: i64,
 }
 
 /// A page of a ranking.
@@ -113,6 +150,10 @@ pub struct TopAnswer {
 pub struct RankAnswer {
     /// The entry.
     pub entry: RankedEntry,
+    /// Up to `neighbors` entries ranked directly above it, best first.
+    pub above: Vec<RankedEntry>,
+    /// Up to `neighbors` entries ranked directly below it, best first.
+    pub below: Vec<RankedEntry>,
     /// Size of the whole ranking.
     pub total: u64,
     /// The version read (exact rankings).
@@ -166,7 +207,17 @@ impl Resolved {
             Window::Daily => EncodedScore(score).decode(),
             Window::Hourly => None,
         };
-        RankedEntry { rank: index + 1, product_id, score, breakdown }
+        let rank = index + 1;
+        RankedEntry {
+            rank,
+            product_id,
+            score,
+            breakdown,
+            tied_rank: rank,
+            top_percent: 0.0,
+            previous_rank: 0,
+            rank_change: 0,
+        }
     }
 }
 
@@ -340,12 +391,13 @@ impl Queries {
         let next = offset + page.entries.len() as u64;
         let next_page_token = (!page.entries.is_empty() && next < page.total)
             .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
-        let entries = page
+        let mut entries: Vec<RankedEntry> = page
             .entries
             .iter()
             .enumerate()
             .map(|(i, e)| resolved.entry(offset + i as u64, e.product_id, e.score))
             .collect();
+        self.annotate(&resolved, page.version, page.total, &mut entries, true).await?;
         Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
     }
 
@@ -364,20 +416,169 @@ impl Queries {
         Ok(placed)
     }
 
-    /// One product's entry and the size of the ranking.
+    /// One product's entry, its neighbours and the size of the ranking, from one version.
     pub async fn rank(&self, query: RankQuery) -> Result<RankAnswer, QueryError> {
         if query.product_id < 1 {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
+        }
+        if query.neighbors > MAX_NEIGHBORS {
+            let reason = format!("must be at most {MAX_NEIGHBORS}, got {}", query.neighbors);
+            return Err(Invalid::field("neighbors", reason).into());
         }
         let resolved = self.resolve(query.selector, Utc::now())?;
         let placed = self.placed(&resolved, query.product_id).await?;
         let placement =
             placed.placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
-        Ok(RankAnswer {
-            entry: resolved.entry(placement.index, query.product_id, placement.score),
-            total: placed.total,
-            version: placed.version,
-        })
+        let k = u64::from(query.neighbors);
+        let mut window = if k == 0 {
+            vec![resolved.entry(placement.index, query.product_id, placement.score)]
+        } else {
+            let start = placement.index.saturating_sub(k);
+            let count = placement.index - start + 1 + k;
+            let page = match placed.version {
+                Some(version) => self.version_page(&resolved, version, start, count).await?,
+                None => self.rankings.top(resolved.key, start, count).await?,
+            };
+            page.entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| resolved.entry(start + i as u64, e.product_id, e.score))
+                .collect()
+        };
+        self.annotate(&resolved, placed.version, placed.total, &mut window, true).await?;
+        // An hourly ranking may have moved between the two reads: find the product again.
+        let at = window.iter().position(|e| e.product_id == query.product_id);
+        let Some(at) = at else {
+            let mut entry = [resolved.entry(placement.index, query.product_id, placement.score)];
+            self.annotate(&resolved, placed.version, placed.total, &mut entry, true).await?;
+            return Ok(RankAnswer {
+                entry: entry[0],
+                above: Vec::new(),
+                below: Vec::new(),
+                total: placed.total,
+                version: placed.version,
+            });
+        };
+        let below = window.split_off(at + 1);
+        // `at` is an index of `window`, so the product is its last entry now.
+        let Some(entry) = window.pop() else { return Err(StoreError::Corrupt("empty neighbourhood".into()).into()) };
+        Ok(RankAnswer { entry, above: window, below, total: placed.total, version: placed.version })
+    }
+
+    /// Several products' entries from one version of a ranking, ranked ones in request
+    /// order, the others listed as missing.
+    pub async fn ranks(&self, query: RanksQuery) -> Result<RanksAnswer, QueryError> {
+        if query.product_ids.is_empty() || query.product_ids.len() > MAX_PRODUCT_IDS {
+            let reason = format!("must name 1-{MAX_PRODUCT_IDS} products, got {}", query.product_ids.len());
+            return Err(Invalid::field("product_ids", reason).into());
+        }
+        if let Some((i, id)) = query.product_ids.iter().enumerate().find(|(_, id)| **id < 1) {
+            return Err(Invalid::element("product_ids", i, format!("must be >= 1, got {id}")).into());
+        }
+        let mut seen = std::collections::HashSet::with_capacity(query.product_ids.len());
+        let ids: Vec<i64> = query.product_ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let resolved = self.resolve(query.selector, Utc::now())?;
+        let mut placements = self.placements(&resolved, &ids).await?;
+        if placements.version.is_none() && self.rebuilt_if_lost(&resolved, None).await? {
+            placements = self.placements(&resolved, &ids).await?;
+        }
+        let (mut entries, mut missing) = (Vec::new(), Vec::new());
+        for (id, found) in ids.iter().zip(&placements.found) {
+            match found {
+                Some(f) => {
+                    let mut e = resolved.entry(f.index, *id, f.score);
+                    e.tied_rank = f.above + 1;
+                    entries.push(e);
+                }
+                None => missing.push(*id),
+            }
+        }
+        self.annotate(&resolved, placements.version, placements.total, &mut entries, false).await?;
+        Ok(RanksAnswer { entries, missing, total: placements.total, version: placements.version })
+    }
+
+    /// Several products' places in the current version: the held copy, else the store.
+    async fn placements(&self, resolved: &Resolved, ids: &[i64]) -> Result<Placements, StoreError> {
+        if let Some(held) = self.snapshots.get(resolved.key) {
+            let found = ids
+                .iter()
+                .map(|id| {
+                    held.ranking.position(*id).map(|(i, e)| Found {
+                        index: i as u64,
+                        score: e.score,
+                        above: held.ranking.above(e.score) as u64,
+                    })
+                })
+                .collect();
+            return Ok(Placements { found, total: held.ranking.len() as u64, version: Some(held.version) });
+        }
+        self.rankings.placements(resolved.key, None, ids).await
+    }
+
+    /// Fills in what an entry says beyond its place: its competition rank (`tied_rank`), its
+    /// share of the ranking (`top_percent`) and its rank one period before
+    /// (`previous_rank`, `rank_change`). When `consecutive`, `entries` are consecutive
+    /// entries of `version` and their tied ranks are found here; otherwise the caller has
+    /// set them.
+    async fn annotate(
+        &self,
+        resolved: &Resolved,
+        version: Option<u64>,
+        total: u64,
+        entries: &mut [RankedEntry],
+        consecutive: bool,
+    ) -> Result<(), StoreError> {
+        let Some(first) = entries.first().copied() else { return Ok(()) };
+        match self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version) {
+            _ if !consecutive => {}
+            Some(held) => {
+                for e in entries.iter_mut() {
+                    e.tied_rank = held.ranking.above(e.score) as u64 + 1;
+                }
+            }
+            None => {
+                // Only the first entry needs the store: within consecutive entries, one whose
+                // score differs from the entry before it starts its group.
+                let placed = self.rankings.placements(resolved.key, version, &[first.product_id]).await?;
+                let mut tied = placed.found.first().copied().flatten().map_or(first.rank, |f| f.above + 1);
+                let mut group = first.score;
+                for e in entries.iter_mut() {
+                    if e.score.total_cmp(&group).is_ne() {
+                        (tied, group) = (e.rank, e.score);
+                    }
+                    e.tied_rank = tied;
+                }
+            }
+        }
+        let ids: Vec<i64> = entries.iter().map(|e| e.product_id).collect();
+        let previous = self.previous_ranks(resolved.key, &ids).await?;
+        for e in entries.iter_mut() {
+            e.top_percent = 100.0 * e.rank as f64 / total.max(1) as f64;
+        }
+        for (e, previous_rank) in entries.iter_mut().zip(previous) {
+            e.previous_rank = previous_rank;
+            e.rank_change = if previous_rank > 0 { previous_rank as i64 - e.rank as i64 } else { 0 };
+        }
+        Ok(())
+    }
+
+    /// The ranks of products in the final ranking one period before `key` (0: not ranked).
+    async fn previous_ranks(&self, key: RankingKey, ids: &[i64]) -> Result<Vec<u64>, StoreError> {
+        let Some(previous) = previous_period(key) else { return Ok(vec![0; ids.len()]) };
+        if let Some(held) = self.snapshots.get(previous) {
+            return Ok(ids.iter().map(|id| held.ranking.position(*id).map_or(0, |(i, _)| i as u64 + 1)).collect());
+        }
+        let placed = self.rankings.placements(previous, None, ids).await?;
+        Ok(placed.found.iter().map(|f| f.map_or(0, |f| f.index + 1)).collect())
+    }
+}
+
+/// The same window one period earlier: the day before, or the hour before.
+fn previous_period(key: RankingKey) -> Option<RankingKey> {
+    match key {
+        RankingKey::Daily(d) => d.pred_opt().map(RankingKey::Daily),
+        RankingKey::Hourly(h) if h.hour > 0 => Some(RankingKey::Hourly(RankingHour { date: h.date, hour: h.hour - 1 })),
+        RankingKey::Hourly(h) => h.date.pred_opt().map(|date| RankingKey::Hourly(RankingHour { date, hour: 23 })),
     }
 }
 

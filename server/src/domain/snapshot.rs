@@ -121,6 +121,11 @@ impl Snapshot {
         Some((p as usize, self.entries[p as usize]))
     }
 
+    /// Entries with a strictly greater score than `score` (ties share a competition rank).
+    pub fn above(&self, score: f64) -> usize {
+        self.entries.partition_point(|e| e.score.total_cmp(&score).is_gt())
+    }
+
     /// Bytes held on the heap, for the memory bound and the benchmark.
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Scored>() + self.index.allocation_size()
@@ -145,6 +150,7 @@ mod tests {
         assert_eq!(ids, vec![5, 1000, 999, 42]);
         assert_eq!(s.position(999).map(|(p, _)| p), Some(2));
         assert_eq!(s.position(7), None);
+        assert_eq!((s.above(2.0), s.above(1.0), s.above(0.5)), (0, 1, 4));
         assert_eq!(s.page(3, 10).len(), 1);
         assert!(s.page(4, 10).is_empty());
         assert!(s.page(u64::MAX, u64::MAX).is_empty());

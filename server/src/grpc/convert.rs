@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ranking_proto::v1 as pb;
 
 use crate::app::invalid::{Invalid, quote};
-use crate::app::queries::{RankAnswer, RankedEntry, Selector, TopAnswer, Window};
+use crate::app::queries::{RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
 use crate::domain::event::{EventKind, RawEvent};
 use crate::ports::Outcome;
 
@@ -86,6 +86,10 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
             like_norm: u32::from(b.like_norm),
             recency_norm: u32::from(b.recency_norm),
         }),
+        previous_rank: e.previous_rank,
+        rank_change: e.rank_change,
+        tied_rank: e.tied_rank,
+        top_percent: e.top_percent,
     }
 }
 
@@ -102,7 +106,23 @@ pub fn top_response(a: TopAnswer) -> pb::GetTopNResponse {
 
 /// One product's entry on the wire.
 pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
-    pb::GetRankResponse { product: Some(ranked(&a.entry)), total: a.total, version: a.version.unwrap_or_default() }
+    pb::GetRankResponse {
+        product: Some(ranked(&a.entry)),
+        total: a.total,
+        above: a.above.iter().map(ranked).collect(),
+        below: a.below.iter().map(ranked).collect(),
+        version: a.version.unwrap_or_default(),
+    }
+}
+
+/// Several products' entries on the wire.
+pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
+    pb::GetRanksResponse {
+        products: a.entries.iter().map(ranked).collect(),
+        missing: a.missing,
+        total: a.total,
+        version: a.version.unwrap_or_default(),
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use super::convert;
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
-use crate::app::queries::{Queries, RankQuery, TopQuery};
+use crate::app::queries::{Queries, RankQuery, RanksQuery, TopQuery};
 use crate::app::recompute::Recompute;
 use crate::ports::Outcome;
 
@@ -67,9 +67,19 @@ impl RankingService for RankingApi {
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {
         let req = request.into_inner();
-        let query =
-            RankQuery { selector: convert::selector(req.window, &req.date, req.hour)?, product_id: req.product_id };
+        let query = RankQuery {
+            selector: convert::selector(req.window, &req.date, req.hour)?,
+            product_id: req.product_id,
+            neighbors: req.neighbors,
+        };
         Ok(Response::new(convert::rank_response(self.queries.rank(query).await?)))
+    }
+
+    async fn get_ranks(&self, request: Request<pb::GetRanksRequest>) -> Result<Response<pb::GetRanksResponse>, Status> {
+        let req = request.into_inner();
+        let query =
+            RanksQuery { selector: convert::selector(req.window, &req.date, req.hour)?, product_ids: req.product_ids };
+        Ok(Response::new(convert::ranks_response(self.queries.ranks(query).await?)))
     }
 
     async fn recompute(

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+mod annotations;
 mod api;
 mod binary;
 mod client;

@@ -365,6 +365,16 @@ impl RankingClient {
         self.rank(v1::GetRankRequest { product_id, neighbors, ..Default::default() }).await
     }
 
+    /// The products that moved most since the previous period (RISING by default; set
+    /// `within_top` to ignore moves far down the ranking).
+    pub async fn movers(&mut self, request: v1::ListMoversRequest) -> Result<v1::ListMoversResponse, Status> {
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.list_movers(request).await }
+        })
+        .await
+    }
+
     /// Recomputes a day (`YYYY-MM-DD`; empty for today).
     pub async fn recompute(&mut self, date: impl Into<String>) -> Result<v1::RecomputeResponse, Status> {
         let date = date.into();

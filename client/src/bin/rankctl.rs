@@ -78,6 +78,19 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         neighbors: u32,
     },
+    /// Show the products that moved most since the previous period.
+    Movers {
+        #[command(flatten)]
+        ranking: Ranking,
+        /// Fallers instead of climbers.
+        #[arg(long)]
+        falling: bool,
+        /// Only products ranked at most this (now when rising, before when falling).
+        #[arg(long, default_value_t = 0)]
+        within_top: u64,
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+    },
     /// Show several products' ranks at once (up to 1,000).
     Ranks {
         #[arg(required = true)]
@@ -231,6 +244,19 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 rows.push(p);
                 rows.extend(r.below.iter().cloned());
                 table(&rows);
+            }
+        }
+        Command::Movers { ranking: Ranking { window: w, date, hour }, falling, within_top, limit } => {
+            let direction = if falling { v1::MoverDirection::Falling } else { v1::MoverDirection::Rising };
+            let request =
+                v1::ListMoversRequest { window: window(w), date, hour, direction: direction.into(), limit, within_top };
+            let r = client.movers(request).await?;
+            if cli.json {
+                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
+                println!(r#"{{"date":"{}","version":{},"products":[{}]}}"#, r.date, r.version, entries.join(","));
+            } else {
+                println!("{} — {} movers ({})", r.date, r.products.len(), if falling { "falling" } else { "rising" });
+                table(&r.products);
             }
         }
         Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour } } => {

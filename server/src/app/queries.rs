@@ -95,6 +95,41 @@ pub struct RanksQuery {
     pub product_ids: Vec<i64>,
 }
 
+/// Which way a mover moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Climbed since the previous period (also what an unspecified direction means).
+    #[default]
+    Rising,
+    /// Fell since the previous period.
+    Falling,
+}
+
+/// The products that moved most since the previous period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MoversQuery {
+    /// Which ranking.
+    pub selector: Selector,
+    /// Rising or falling.
+    pub direction: Direction,
+    /// Entries wanted; 0 means [`DEFAULT_LIMIT`].
+    pub limit: u32,
+    /// RISING: only products ranked at most this now; FALLING: only products ranked at most
+    /// this in the previous period; 0 = all.
+    pub within_top: u64,
+}
+
+/// The movers of a ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoversAnswer {
+    /// Largest moves first; equal moves by current rank.
+    pub entries: Vec<RankedEntry>,
+    /// The ranking day.
+    pub date: NaiveDate,
+    /// The version read.
+    pub version: Option<u64>,
+}
+
 /// Several products' entries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RanksAnswer {
@@ -495,6 +530,68 @@ impl Queries {
         }
         self.annotate(&resolved, placements.version, placements.total, &mut entries, false).await?;
         Ok(RanksAnswer { entries, missing, total: placements.total, version: placements.version })
+    }
+
+    /// The products whose rank changed most since the previous period (SPEC §9.3): RISING
+    /// lists `rank_change > 0`, largest first; FALLING `rank_change < 0`, most negative
+    /// first; products not ranked then are not movers; equal changes by current rank.
+    pub async fn movers(&self, query: MoversQuery) -> Result<MoversAnswer, QueryError> {
+        let limit = match query.limit {
+            0 => DEFAULT_LIMIT,
+            n if n > MAX_LIMIT => {
+                return Err(Invalid::field("limit", format!("must be at most {MAX_LIMIT}, got {n}")).into());
+            }
+            n => n,
+        } as usize;
+        let resolved = self.resolve(query.selector, Utc::now())?;
+        let Some(current) = self.snapshots.whole(resolved.key).await? else {
+            return Ok(MoversAnswer { entries: Vec::new(), date: resolved.date(), version: None });
+        };
+        let version = current.key_version();
+        let previous = match previous_period(resolved.key) {
+            Some(key) => self.snapshots.whole(key).await?,
+            None => None,
+        };
+        let Some(previous) = previous else {
+            return Ok(MoversAnswer { entries: Vec::new(), date: resolved.date(), version });
+        };
+        let (now, then) = (&current.ranking, &previous.ranking);
+        let bound = |within: u64, len: usize| if within == 0 { len as u64 } else { within.min(len as u64) };
+        // (current index, previous index) of every candidate.
+        let mut moves: Vec<(usize, usize)> = match query.direction {
+            Direction::Rising => now
+                .page(0, bound(query.within_top, now.len()))
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| then.position(e.product_id).map(|(p, _)| (i, p)).filter(|(i, p)| p > i))
+                .collect(),
+            Direction::Falling => then
+                .page(0, bound(query.within_top, then.len()))
+                .iter()
+                .enumerate()
+                .filter_map(|(p, e)| now.position(e.product_id).map(|(i, _)| (i, p)).filter(|(i, p)| i > p))
+                .collect(),
+        };
+        let change = |(i, p): (usize, usize)| p as i64 - i as i64;
+        match query.direction {
+            Direction::Rising => moves.sort_unstable_by_key(|m| (std::cmp::Reverse(change(*m)), m.0)),
+            Direction::Falling => moves.sort_unstable_by_key(|m| (change(*m), m.0)),
+        }
+        moves.truncate(limit);
+        let total = now.len() as u64;
+        let entries = moves
+            .into_iter()
+            .map(|(i, p)| {
+                let e = now.page(i as u64, 1)[0];
+                let mut entry = resolved.entry(i as u64, e.product_id, e.score);
+                entry.tied_rank = now.above(e.score) as u64 + 1;
+                entry.top_percent = 100.0 * entry.rank as f64 / total as f64;
+                entry.previous_rank = p as u64 + 1;
+                entry.rank_change = change((i, p));
+                entry
+            })
+            .collect();
+        Ok(MoversAnswer { entries, date: resolved.date(), version })
     }
 
     /// Several products' places in the current version: the held copy, else the store.

@@ -47,6 +47,13 @@ pub struct Held {
     pub ranking: Snapshot,
 }
 
+impl Held {
+    /// The version, `None` for a copy of an hourly ranking (which has none).
+    pub fn key_version(&self) -> Option<u64> {
+        (self.version > 0).then_some(self.version)
+    }
+}
+
 /// The held copies of one replica.
 pub struct Snapshots {
     rankings: Arc<dyn RankingStore>,
@@ -199,6 +206,63 @@ impl Snapshots {
         tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
         self.swap_in(key, Held { version, ranking });
         Ok(())
+    }
+
+    /// The whole current version of a ranking: the held copy, else a copy read from the
+    /// store for this one caller (at most `RANKING_SNAPSHOT_MAX_ENTRIES` entries; an hourly
+    /// ranking, which changes while it is read, is taken as read). `None` when the store has
+    /// no such ranking.
+    pub async fn whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
+        if let Some(held) = self.get(key) {
+            return Ok(Some(held));
+        }
+        let too_large = |total: u64| {
+            StoreError::Corrupt(format!(
+                "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",
+                self.max_entries
+            ))
+        };
+        let mut entries: Vec<Scored> = Vec::new();
+        let version = if key.is_versioned() {
+            let Some(Some(version)) = self.rankings.versions(&[key]).await?.first().copied() else { return Ok(None) };
+            loop {
+                let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await?
+                else {
+                    return Ok(None);
+                };
+                if page.total > self.max_entries as u64 {
+                    return Err(too_large(page.total));
+                }
+                let done = page.entries.is_empty() || entries.len() + page.entries.len() >= page.total as usize;
+                entries.extend(page.entries);
+                if done {
+                    break;
+                }
+            }
+            version
+        } else {
+            loop {
+                let page = self.rankings.top(key, entries.len() as u64, LOAD_CHUNK).await?;
+                if page.total > self.max_entries as u64 {
+                    return Err(too_large(page.total));
+                }
+                let done = page.entries.len() < LOAD_CHUNK as usize;
+                entries.extend(page.entries);
+                if done {
+                    break;
+                }
+            }
+            // Increments between pages may repeat a product or break the order a little.
+            let mut seen = std::collections::HashSet::with_capacity(entries.len());
+            entries.retain(|e| seen.insert(e.product_id));
+            0
+        };
+        let ranking = match key.is_versioned() {
+            true => Snapshot::from_ranked(entries),
+            false => Snapshot::from_unordered(entries),
+        }
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(Some(Arc::new(Held { version, ranking })))
     }
 
     /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose

@@ -6,7 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use ranking_proto::v1 as pb;
 
 use crate::app::invalid::{Invalid, quote};
-use crate::app::queries::{RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
+use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
 use crate::domain::event::{EventKind, RawEvent};
 use crate::ports::Outcome;
 
@@ -52,6 +52,18 @@ pub fn window(value: i32) -> Result<Option<Window>, Invalid> {
         Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
         Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
         Err(_) => Err(Invalid::field("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
+    }
+}
+
+/// The mover direction; UNSPECIFIED means RISING.
+pub fn direction(value: i32) -> Result<Direction, Invalid> {
+    match pb::MoverDirection::try_from(value) {
+        Ok(pb::MoverDirection::Unspecified | pb::MoverDirection::Rising) => Ok(Direction::Rising),
+        Ok(pb::MoverDirection::Falling) => Ok(Direction::Falling),
+        Err(_) => Err(Invalid::field(
+            "direction",
+            format!("unknown value {value}; use MOVER_DIRECTION_RISING or MOVER_DIRECTION_FALLING"),
+        )),
     }
 }
 
@@ -111,6 +123,15 @@ pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
         total: a.total,
         above: a.above.iter().map(ranked).collect(),
         below: a.below.iter().map(ranked).collect(),
+        version: a.version.unwrap_or_default(),
+    }
+}
+
+/// Movers on the wire.
+pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
+    pb::ListMoversResponse {
+        products: a.entries.iter().map(ranked).collect(),
+        date: a.date.to_string(),
         version: a.version.unwrap_or_default(),
     }
 }

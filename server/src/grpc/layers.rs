@@ -133,7 +133,10 @@ where
 /// Anything else is reported as `unknown`, so probing random paths cannot create
 /// unbounded metric series.
 const KNOWN_RPCS: &[(&str, &[&str])] = &[
-    ("ranking.v1.RankingService", &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "GetRanks", "Recompute"]),
+    (
+        "ranking.v1.RankingService",
+        &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "GetRanks", "ListMovers", "Recompute"],
+    ),
     ("grpc.health.v1.Health", &["Check", "Watch", "List"]),
     ("grpc.reflection.v1.ServerReflection", &["ServerReflectionInfo"]),
     ("grpc.reflection.v1alpha.ServerReflection", &["ServerReflectionInfo"]),

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use super::convert;
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
-use crate::app::queries::{Queries, RankQuery, RanksQuery, TopQuery};
+use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
 use crate::app::recompute::Recompute;
 use crate::ports::Outcome;
 
@@ -80,6 +80,20 @@ impl RankingService for RankingApi {
         let query =
             RanksQuery { selector: convert::selector(req.window, &req.date, req.hour)?, product_ids: req.product_ids };
         Ok(Response::new(convert::ranks_response(self.queries.ranks(query).await?)))
+    }
+
+    async fn list_movers(
+        &self,
+        request: Request<pb::ListMoversRequest>,
+    ) -> Result<Response<pb::ListMoversResponse>, Status> {
+        let req = request.into_inner();
+        let query = MoversQuery {
+            selector: convert::selector(req.window, &req.date, req.hour)?,
+            direction: convert::direction(req.direction)?,
+            limit: req.limit,
+            within_top: req.within_top,
+        };
+        Ok(Response::new(convert::movers_response(self.queries.movers(query).await?)))
     }
 
     async fn recompute(

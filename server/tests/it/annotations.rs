@@ -148,3 +148,42 @@ async fn many_ranks_in_one_call_keep_request_order_and_list_the_missing() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn movers_rise_and_fall_largest_first_within_the_guard() {
+    let mut app = TestApp::spawn(&[]).await;
+    // Yesterday: product p had p views (1..=8: 8 is #1, 1 is #8).
+    let yesterday = noon(1);
+    app.record((1..=8i64).flat_map(|p| views(&format!("y{p}"), p, p as usize, yesterday)).collect()).await;
+    app.recompute(&day(1)).await;
+    // Today: the order is reversed for 1..=6 (1 is #1 … 6 is #6), 7 and 8 are gone, 9 is new.
+    let now = Utc::now() - Duration::seconds(5);
+    let today: Vec<(i64, usize)> = vec![(1, 9), (2, 8), (3, 7), (4, 6), (5, 5), (6, 4), (9, 1)];
+    for (p, n) in &today {
+        app.record(views(&format!("t{p}"), *p, *n, now)).await;
+    }
+    app.recompute("").await;
+    // Ranks now → before: 1: 1←8 (+7), 2: 2←7 (+5), 3: 3←6 (+3), 4: 4←5 (+1), 5: 5←4 (-1),
+    // 6: 6←3 (-3), 9: new.
+    let movers = |direction: v1::MoverDirection, within_top: u64, limit: u32| v1::ListMoversRequest {
+        direction: direction.into(),
+        within_top,
+        limit,
+        ..Default::default()
+    };
+    let moved = |r: v1::ListMoversResponse| -> Vec<(i64, u64, u64, i64)> {
+        r.products.iter().map(|p| (p.product_id, p.rank, p.previous_rank, p.rank_change)).collect()
+    };
+    let rising = app.client.list_movers(movers(v1::MoverDirection::Unspecified, 0, 0)).await.expect("rising");
+    assert_eq!(moved(rising.into_inner()), vec![(1, 1, 8, 7), (2, 2, 7, 5), (3, 3, 6, 3), (4, 4, 5, 1)]);
+    let guarded = app.client.list_movers(movers(v1::MoverDirection::Rising, 2, 1)).await.expect("guarded");
+    assert_eq!(moved(guarded.into_inner()), vec![(1, 1, 8, 7)]);
+    let falling = app.client.list_movers(movers(v1::MoverDirection::Falling, 0, 0)).await.expect("falling");
+    assert_eq!(moved(falling.into_inner()), vec![(6, 6, 3, -3), (5, 5, 4, -1)]);
+    let guarded = app.client.list_movers(movers(v1::MoverDirection::Falling, 3, 10)).await.expect("guarded");
+    assert_eq!(moved(guarded.into_inner()), vec![(6, 6, 3, -3)], "only products ranked <= 3 before");
+    let bad = v1::ListMoversRequest { direction: 7, ..Default::default() };
+    let e = app.client.list_movers(bad).await.expect_err("unknown direction");
+    assert!(e.message().starts_with("direction:"), "{}", e.message());
+    app.stop().await;
+}

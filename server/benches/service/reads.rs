@@ -217,8 +217,14 @@ pub async fn bench_reads(redis: &str) {
         let mut c = ranking_client::connect(format!("http://{addr}")).await.expect("connect");
         let top_len = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
         let rank_len = c.get_rank(rank_request.clone()).await.expect("GetRank").into_inner().encoded_len();
+        // A listing page's 48 badges, spread over the ranking; a product page's neighbours.
+        let ranks_request =
+            v1::GetRanksRequest { product_ids: (0..48).map(|i| 1 + i * (n / 48)).collect(), ..Default::default() };
+        let ranks_len = c.get_ranks(ranks_request.clone()).await.expect("GetRanks").into_inner().encoded_len();
+        let neighbors_request = v1::GetRankRequest { neighbors: 5, ..rank_request.clone() };
+        let neighbors_len = c.get_rank(neighbors_request.clone()).await.expect("GetRank").into_inner().encoded_len();
         let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
-        let calls: [Call; 3] = [
+        let calls: [Call; 5] = [
             ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"]),
             (
                 "GetTopN(20)",
@@ -233,6 +239,20 @@ pub async fn bench_reads(redis: &str) {
                 rank_request.encode_to_vec(),
                 rank_len,
                 vec!["ZREVRANK", &redis_key, &member],
+            ),
+            (
+                "GetRanks(48)",
+                "/ranking.v1.RankingService/GetRanks",
+                ranks_request.encode_to_vec(),
+                ranks_len,
+                vec!["ZREVRANK", &redis_key, &member],
+            ),
+            (
+                "GetRank(neighbors 5)",
+                "/ranking.v1.RankingService/GetRank",
+                neighbors_request.encode_to_vec(),
+                neighbors_len,
+                vec!["ZREVRANGE", &redis_key, "0", "10", "WITHSCORES"],
             ),
         ];
         for shape in shapes {

@@ -17,7 +17,8 @@ use ranking_client::v1;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-fn rss_mb(pid: u32) -> f64 {
+/// Resident memory of a process, MB.
+pub fn rss_mb(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()

@@ -15,6 +15,7 @@ use ranking_client::v1;
 use ranking_server::ports::{RankingKey, RankingStore, Scored, VersionLife};
 
 use crate::helpers::process::ServerProcess;
+use crate::hostile::rss_mb;
 use crate::percentile;
 
 /// A measured call: name, gRPC path, encoded request, answer size, the redis-benchmark
@@ -58,18 +59,6 @@ fn clock_ticks() -> f64 {
         .ok()
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .unwrap_or(100.0)
-}
-
-/// Resident memory of a process, MB.
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
 }
 
 /// `redis-benchmark` requests/s of one command in a shape (streams = pipelined requests).

@@ -65,7 +65,13 @@ pub struct Snapshots {
     oversize: Mutex<HashMap<RankingKey, u64>>,
     /// One installation at a time, so the bound holds while a copy is built.
     installing: tokio::sync::Mutex<()>,
+    /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
+    /// many callers ask, they hold at most this many rankings' worth of memory.
+    passing: tokio::sync::Semaphore,
 }
+
+/// Rankings read whole for single callers at the same time.
+const PASSING_COPIES: usize = 2;
 
 impl Snapshots {
     /// Copies of versions read from `rankings`, at most `max_entries` entries in all.
@@ -83,6 +89,7 @@ impl Snapshots {
             held: ArcSwap::default(),
             oversize: Mutex::default(),
             installing: tokio::sync::Mutex::new(()),
+            passing: tokio::sync::Semaphore::new(PASSING_COPIES),
         }
     }
 
@@ -209,13 +216,15 @@ impl Snapshots {
     }
 
     /// The whole current version of a ranking: the held copy, else a copy read from the
-    /// store for this one caller (at most `RANKING_SNAPSHOT_MAX_ENTRIES` entries; an hourly
-    /// ranking, which changes while it is read, is taken as read). `None` when the store has
-    /// no such ranking.
+    /// store for this one caller (at most `RANKING_SNAPSHOT_MAX_ENTRIES` entries, and at most
+    /// [`PASSING_COPIES`] such copies being read at once; an hourly ranking, which changes
+    /// while it is read, is taken as read). `None` when the store has no such ranking.
     pub async fn whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
         if let Some(held) = self.get(key) {
             return Ok(Some(held));
         }
+        // Waiting is bounded by the caller's request deadline.
+        let _permit = self.passing.acquire().await.map_err(|_| StoreError::ranking("shutting down"))?;
         let too_large = |total: u64| {
             StoreError::Corrupt(format!(
                 "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",

@@ -129,26 +129,6 @@ pub struct Page {
     pub version: Option<u64>,
 }
 
-/// A product's place in a ranking.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Placement {
-    /// 0-based position, best first.
-    pub index: u64,
-    /// Its score.
-    pub score: f64,
-}
-
-/// A product's place (if ranked), the size of the ranking and the version read.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Placed {
-    /// Where the product is; `None` when it is not ranked.
-    pub placement: Option<Placement>,
-    /// Size of the whole ranking.
-    pub total: u64,
-    /// As [`Page::version`].
-    pub version: Option<u64>,
-}
-
 /// A product found in a ranking.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Found {
@@ -253,9 +233,6 @@ pub trait RankingStore: Send + Sync + 'static {
 
     /// A page of the current version of a ranking, best first.
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError>;
-
-    /// One product's place in the current version of a ranking.
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError>;
 
     /// The places of several products in one version of a ranking (`None`: the current
     /// one), read at once: one `found` per product, in order. For a ranking or version the

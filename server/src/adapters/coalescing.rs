@@ -9,7 +9,7 @@
 //! Joining the next fetch rather than the one in progress keeps reads exact: every caller's
 //! answer comes from a fetch sent after the caller arrived, so an event recorded (and its
 //! hourly increment applied) before a read started is always visible to that read, as with
-//! no coalescing. Only `top` is coalesced; `placement` reads are spread over many products
+//! no coalescing. Only `top` is coalesced; `placements` reads are spread over many products
 //! and gain little, and writes pass through unchanged.
 
 use std::collections::HashMap;
@@ -22,7 +22,7 @@ use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, HourlyIncrement, Page, Placed, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// Which page: ranking, offset, limit.
@@ -174,10 +174,6 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.join((key, offset, limit)).await
     }
 
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
-        self.inner.placement(key, product_id).await
-    }
-
     async fn placements(
         &self,
         key: RankingKey,
@@ -236,9 +232,6 @@ mod tests {
                 return Err(StoreError::ranking("down"));
             }
             Ok(Page { entries: Vec::new(), total: n as u64, version: None })
-        }
-        async fn placement(&self, _: RankingKey, _: i64) -> Result<Placed, StoreError> {
-            Ok(Placed::default())
         }
         async fn placements(&self, _: RankingKey, _: Option<u64>, _: &[i64]) -> Result<Placements, StoreError> {
             Ok(Placements::default())

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, Placements,
-    RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
+    Scored, StoreError, VersionLife,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -65,12 +65,15 @@ impl SortedSet {
         Page { entries, total: self.by_member.len() as u64, version: None }
     }
 
-    fn placement(&self, product_id: i64) -> Option<Placement> {
+    fn placement(&self, product_id: i64) -> Option<Found> {
         let score = *self.by_member.get(&product_id)?;
-        // Entries ranked above this one: greater (score, id) pairs. The range walk is
-        // O(rank); the embedded store serves development-sized rankings.
-        let above = self.by_rank.range((OrderedScore(score), product_id)..).count() as u64 - 1;
-        Some(Placement { index: above, score })
+        // Entries ranked above this one: greater (score, id) pairs; with a strictly greater
+        // score: pairs above (score, MAX). The range walks are O(rank); the embedded store
+        // serves development-sized rankings.
+        let index = self.by_rank.range((OrderedScore(score), product_id)..).count() as u64 - 1;
+        let above =
+            self.by_rank.range((Bound::Excluded((OrderedScore(score), i64::MAX)), Bound::Unbounded)).count() as u64;
+        Some(Found { index, score, above })
     }
 }
 
@@ -220,26 +223,6 @@ impl RankingStore for MemoryRankingStore {
         Ok(self.with_hourly(|sets| sets.get(&key).map(|s| s.page(offset, limit)).unwrap_or_default()))
     }
 
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
-        if key.is_versioned() {
-            return Ok(self.with_versioned(|rankings| match rankings.get(&key) {
-                Some(v) => Placed {
-                    placement: v
-                        .ranking
-                        .position(product_id)
-                        .map(|(index, e)| Placement { index: index as u64, score: e.score }),
-                    total: v.ranking.len() as u64,
-                    version: Some(v.current),
-                },
-                None => Placed::default(),
-            }));
-        }
-        Ok(self.with_hourly(|sets| match sets.get(&key) {
-            Some(s) => Placed { placement: s.placement(product_id), total: s.by_member.len() as u64, version: None },
-            None => Placed::default(),
-        }))
-    }
-
     async fn placements(
         &self,
         key: RankingKey,
@@ -273,19 +256,7 @@ impl RankingStore for MemoryRankingStore {
         }
         Ok(self.with_hourly(|sets| match sets.get(&key) {
             Some(s) => Placements {
-                found: product_ids
-                    .iter()
-                    .map(|id| {
-                        s.placement(*id).map(|p| Found {
-                            index: p.index,
-                            score: p.score,
-                            above: s
-                                .by_rank
-                                .range((Bound::Excluded((OrderedScore(p.score), i64::MAX)), Bound::Unbounded))
-                                .count() as u64,
-                        })
-                    })
-                    .collect(),
+                found: product_ids.iter().map(|id| s.placement(*id)).collect(),
                 total: s.by_member.len() as u64,
                 version: None,
             },
@@ -361,8 +332,8 @@ mod tests {
         let page = store.top(day(), 0, 10).await.expect("top");
         let ids: Vec<_> = page.entries.iter().map(|e| e.product_id).collect();
         assert_eq!(ids, vec![5, 1000, 999, 42]);
-        let placed = store.placement(day(), 999).await.expect("rank");
-        assert_eq!((placed.placement.map(|p| p.index), placed.total), (Some(2), 4));
+        let placed = store.placements(day(), None, &[999]).await.expect("rank");
+        assert_eq!((placed.found[0].map(|p| (p.index, p.above)), placed.total), (Some((2, 1)), 4));
         assert_eq!(store.top(day(), 3, 10).await.expect("top").entries.len(), 1);
         let hour = RankingKey::Hourly(RankingHour { date: day().date(), hour: 3 });
         let inc = |product_id, delta| HourlyIncrement {
@@ -386,7 +357,11 @@ mod tests {
         assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v1 }));
         assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v2 }));
         assert_eq!(store.versions(&[day()]).await.expect("versions"), vec![Some(v2)]);
-        assert_eq!(store.placement(day(), 2).await.expect("rank").placement, None, "products that left are gone");
+        assert_eq!(
+            store.placements(day(), None, &[2]).await.expect("rank").found,
+            [None],
+            "products that left are gone"
+        );
         let old = store.version_page(day(), v1, 0, 10).await.expect("read").expect("kept");
         assert_eq!((old.total, old.version), (2, Some(v1)));
         tokio::time::advance(Duration::from_secs(61)).await;

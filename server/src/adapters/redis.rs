@@ -40,8 +40,8 @@ use redis::{Client, RedisError, Script};
 
 use crate::domain::calendar::RankingHour;
 use crate::ports::{
-    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placed, Placement, Placements,
-    RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
+    Scored, StoreError, VersionLife,
 };
 
 /// Members per ZADD when writing a staging key.
@@ -104,15 +104,6 @@ local v = redis.call('GET', KEYS[1])
 if not v then return {false, {}, 0} end
 local k = ARGV[1] .. v
 return {v, redis.call('ZREVRANGE', k, ARGV[2], ARGV[3], 'WITHSCORES'), redis.call('ZCARD', k)}
-";
-
-/// A product's place in the current version. KEYS: version pointer. ARGV: version key
-/// prefix, member. Returns {version or false, rank or false, score or false, cardinality}.
-const CURRENT_PLACEMENT: &str = r"
-local v = redis.call('GET', KEYS[1])
-if not v then return {false, false, false, 0} end
-local k = ARGV[1] .. v
-return {v, redis.call('ZREVRANK', k, ARGV[2]), redis.call('ZSCORE', k, ARGV[2]), redis.call('ZCARD', k)}
 ";
 
 /// A page of one version, if kept. KEYS: version pointer. ARGV: version key prefix,
@@ -193,7 +184,6 @@ pub struct RedisRankingStore {
     release: Script,
     publish: Script,
     current_page: Script,
-    current_placement: Script,
     version_page: Script,
     version_chunk: Script,
     placements: Script,
@@ -248,7 +238,6 @@ impl RedisRankingStore {
             ),
             publish: Script::new(PUBLISH),
             current_page: Script::new(CURRENT_PAGE),
-            current_placement: Script::new(CURRENT_PLACEMENT),
             version_page: Script::new(VERSION_PAGE),
             version_chunk: Script::new(VERSION_CHUNK),
             placements: Script::new(PLACEMENTS),
@@ -491,36 +480,6 @@ impl RankingStore for RedisRankingStore {
             .await
             .map_err(unavailable)?;
         Ok(Page { entries: scored(members)?, total, version: None })
-    }
-
-    async fn placement(&self, key: RankingKey, product_id: i64) -> Result<Placed, StoreError> {
-        let m = member(product_id);
-        let (version, rank, score, total): (Option<String>, Option<u64>, Option<f64>, u64) = if key.is_versioned() {
-            self.current_placement
-                .key(self.version_key(key))
-                .arg(format!("{}:v", self.base(key)))
-                .arg(&m)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?
-        } else {
-            let key = self.base(key);
-            let (rank, score, total) = redis::pipe()
-                .cmd("ZREVRANK")
-                .arg(&key)
-                .arg(&m)
-                .cmd("ZSCORE")
-                .arg(&key)
-                .arg(&m)
-                .cmd("ZCARD")
-                .arg(&key)
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
-            (None, rank, score, total)
-        };
-        let placement = rank.zip(score).map(|(index, score)| Placement { index, score });
-        Ok(Placed { placement, total, version: parse_version(version)? })
     }
 
     async fn placements(

@@ -27,10 +27,10 @@ use super::invalid::Invalid;
 use super::page_token::PageToken;
 use super::policy::Policy;
 use super::recompute::Recompute;
-use super::snapshots::Snapshots;
+use super::snapshots::{Held, Snapshots};
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
-use crate::ports::{Found, Page, Placed, Placement, Placements, RankingKey, RankingStore, StoreError};
+use crate::ports::{Found, Page, Placements, RankingKey, RankingStore, StoreError};
 
 /// Largest page of a top-N read.
 pub const MAX_LIMIT: u32 = 1_000;
@@ -436,21 +436,6 @@ impl Queries {
         Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
     }
 
-    /// One product's place in the current version of a ranking.
-    async fn placed(&self, resolved: &Resolved, product_id: i64) -> Result<Placed, StoreError> {
-        if let Some(held) = self.snapshots.get(resolved.key) {
-            return Ok(held_placement(&held.ranking, held.version, product_id));
-        }
-        let placed = self.rankings.placement(resolved.key, product_id).await?;
-        if self.rebuilt_if_lost(resolved, placed.version).await? {
-            if let Some(held) = self.snapshots.get(resolved.key) {
-                return Ok(held_placement(&held.ranking, held.version, product_id));
-            }
-            return self.rankings.placement(resolved.key, product_id).await;
-        }
-        Ok(placed)
-    }
-
     /// One product's entry, its neighbours and the size of the ranking, from one version.
     pub async fn rank(&self, query: RankQuery) -> Result<RankAnswer, QueryError> {
         if query.product_id < 1 {
@@ -461,43 +446,48 @@ impl Queries {
             return Err(Invalid::field("neighbors", reason).into());
         }
         let resolved = self.resolve(query.selector, Utc::now())?;
-        let placed = self.placed(&resolved, query.product_id).await?;
-        let placement =
-            placed.placement.ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
+        let placed = self.placements(&resolved, &[query.product_id]).await?;
+        let found = placed
+            .found
+            .first()
+            .copied()
+            .flatten()
+            .ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
+        let (total, version) = (placed.total, placed.version);
+        // The product alone: its competition rank came with its place.
+        let alone = || {
+            let mut entry = resolved.entry(found.index, query.product_id, found.score);
+            entry.tied_rank = found.above + 1;
+            [entry]
+        };
         let k = u64::from(query.neighbors);
-        let mut window = if k == 0 {
-            vec![resolved.entry(placement.index, query.product_id, placement.score)]
-        } else {
-            let start = placement.index.saturating_sub(k);
-            let count = placement.index - start + 1 + k;
-            let page = match placed.version {
+        let mut window = Vec::new();
+        if k > 0 {
+            let start = found.index.saturating_sub(k);
+            let count = found.index - start + 1 + k;
+            let page = match version {
                 Some(version) => self.version_page(&resolved, version, start, count).await?,
                 None => self.rankings.top(resolved.key, start, count).await?,
             };
-            page.entries
+            window = page
+                .entries
                 .iter()
                 .enumerate()
                 .map(|(i, e)| resolved.entry(start + i as u64, e.product_id, e.score))
-                .collect()
-        };
-        self.annotate(&resolved, placed.version, placed.total, &mut window, true).await?;
-        // An hourly ranking may have moved between the two reads: find the product again.
-        let at = window.iter().position(|e| e.product_id == query.product_id);
-        let Some(at) = at else {
-            let mut entry = [resolved.entry(placement.index, query.product_id, placement.score)];
-            self.annotate(&resolved, placed.version, placed.total, &mut entry, true).await?;
-            return Ok(RankAnswer {
-                entry: entry[0],
-                above: Vec::new(),
-                below: Vec::new(),
-                total: placed.total,
-                version: placed.version,
-            });
+                .collect();
+            self.annotate(&resolved, version, total, &mut window, true).await?;
+        }
+        // Without neighbours, or when an hourly ranking moved between the two reads and the
+        // product is no longer in the window read, the answer is the product alone.
+        let Some(at) = window.iter().position(|e| e.product_id == query.product_id) else {
+            let mut entry = alone();
+            self.annotate(&resolved, version, total, &mut entry, false).await?;
+            return Ok(RankAnswer { entry: entry[0], above: Vec::new(), below: Vec::new(), total, version });
         };
         let below = window.split_off(at + 1);
         // `at` is an index of `window`, so the product is its last entry now.
         let Some(entry) = window.pop() else { return Err(StoreError::Corrupt("empty neighbourhood".into()).into()) };
-        Ok(RankAnswer { entry, above: window, below, total: placed.total, version: placed.version })
+        Ok(RankAnswer { entry, above: window, below, total, version })
     }
 
     /// Several products' entries from one version of a ranking, ranked ones in request
@@ -513,10 +503,7 @@ impl Queries {
         let mut seen = std::collections::HashSet::with_capacity(query.product_ids.len());
         let ids: Vec<i64> = query.product_ids.iter().copied().filter(|id| seen.insert(*id)).collect();
         let resolved = self.resolve(query.selector, Utc::now())?;
-        let mut placements = self.placements(&resolved, &ids).await?;
-        if placements.version.is_none() && self.rebuilt_if_lost(&resolved, None).await? {
-            placements = self.placements(&resolved, &ids).await?;
-        }
+        let placements = self.placements(&resolved, &ids).await?;
         let (mut entries, mut missing) = (Vec::new(), Vec::new());
         for (id, found) in ids.iter().zip(&placements.found) {
             match found {
@@ -594,22 +581,20 @@ impl Queries {
         Ok(MoversAnswer { entries, date: resolved.date(), version })
     }
 
-    /// Several products' places in the current version: the held copy, else the store.
+    /// Several products' places in the current version: the held copy, else the store (a
+    /// lost daily ranking rebuilt first).
     async fn placements(&self, resolved: &Resolved, ids: &[i64]) -> Result<Placements, StoreError> {
         if let Some(held) = self.snapshots.get(resolved.key) {
-            let found = ids
-                .iter()
-                .map(|id| {
-                    held.ranking.position(*id).map(|(i, e)| Found {
-                        index: i as u64,
-                        score: e.score,
-                        above: held.ranking.above(e.score) as u64,
-                    })
-                })
-                .collect();
-            return Ok(Placements { found, total: held.ranking.len() as u64, version: Some(held.version) });
+            return Ok(held_placements(&held, ids));
         }
-        self.rankings.placements(resolved.key, None, ids).await
+        let placements = self.rankings.placements(resolved.key, None, ids).await?;
+        if self.rebuilt_if_lost(resolved, placements.version).await? {
+            if let Some(held) = self.snapshots.get(resolved.key) {
+                return Ok(held_placements(&held, ids));
+            }
+            return self.rankings.placements(resolved.key, None, ids).await;
+        }
+        Ok(placements)
     }
 
     /// Fills in what an entry says beyond its place: its competition rank (`tied_rank`), its
@@ -626,7 +611,8 @@ impl Queries {
         consecutive: bool,
     ) -> Result<(), StoreError> {
         let Some(first) = entries.first().copied() else { return Ok(()) };
-        match self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version) {
+        let held = self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version);
+        match held {
             _ if !consecutive => {}
             Some(held) => {
                 for e in entries.iter_mut() {
@@ -683,12 +669,19 @@ fn held_page(ranking: &crate::domain::snapshot::Snapshot, version: u64, offset: 
     Page { entries: ranking.page(offset, limit).to_vec(), total: ranking.len() as u64, version: Some(version) }
 }
 
-fn held_placement(ranking: &crate::domain::snapshot::Snapshot, version: u64, product_id: i64) -> Placed {
-    Placed {
-        placement: ranking.position(product_id).map(|(i, e)| Placement { index: i as u64, score: e.score }),
-        total: ranking.len() as u64,
-        version: Some(version),
-    }
+fn held_placements(held: &Held, ids: &[i64]) -> Placements {
+    let ranking = &held.ranking;
+    let found = ids
+        .iter()
+        .map(|id| {
+            ranking.position(*id).map(|(i, e)| Found {
+                index: i as u64,
+                score: e.score,
+                above: ranking.above(e.score) as u64,
+            })
+        })
+        .collect();
+    Placements { found, total: ranking.len() as u64, version: Some(held.version) }
 }
 
 #[cfg(test)]

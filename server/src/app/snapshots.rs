@@ -38,6 +38,16 @@ pub const LOAD_CHUNK: u64 = 262_144;
 /// Wait before subscribing again after the subscription failed or ended.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
 
+/// What reading a version whole found.
+enum Read {
+    /// The version is no longer kept.
+    Gone,
+    /// It has this many entries, more than allowed.
+    TooLarge(u64),
+    /// Its entries, in ranking order.
+    Entries(Vec<Scored>),
+}
+
 /// One held version.
 #[derive(Debug)]
 pub struct Held {
@@ -114,10 +124,39 @@ impl Snapshots {
         keys
     }
 
-    /// Whether `len` more entries fit beside the copies of other rankings.
-    fn fits(&self, key: RankingKey, len: u64) -> bool {
+    /// Entries a copy of `key` may have beside the copies of other rankings.
+    fn room(&self, key: RankingKey) -> u64 {
         let others: usize = self.held.load().iter().filter(|(k, _)| **k != key).map(|(_, h)| h.ranking.len()).sum();
-        usize::try_from(len).is_ok_and(|len| others.saturating_add(len) <= self.max_entries)
+        self.max_entries.saturating_sub(others) as u64
+    }
+
+    /// Reads one version whole, in chunks, unless it has more than `max` entries.
+    async fn read_version(&self, key: RankingKey, version: u64, max: u64) -> Result<Read, StoreError> {
+        let Some(first) = self.rankings.version_chunk(key, version, 0, LOAD_CHUNK).await? else {
+            return Ok(Read::Gone);
+        };
+        if first.total > max {
+            return Ok(Read::TooLarge(first.total));
+        }
+        let total = first.total as usize;
+        let mut entries = Vec::with_capacity(total);
+        entries.extend(first.entries);
+        while entries.len() < total {
+            let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
+                return Ok(Read::Gone);
+            };
+            if page.entries.is_empty() {
+                break;
+            }
+            entries.extend(page.entries);
+        }
+        if entries.len() != total {
+            return Err(StoreError::Corrupt(format!(
+                "version {version} of {key:?} changed while loading ({} of {total} entries)",
+                entries.len()
+            )));
+        }
+        Ok(Read::Entries(entries))
     }
 
     /// Records that `version` of `key` is not held because it is too large: the older copy
@@ -167,7 +206,7 @@ impl Snapshots {
         if self.get(key).is_some_and(|h| h.version >= version) {
             return;
         }
-        if !self.fits(key, entries.len() as u64) {
+        if entries.len() as u64 > self.room(key) {
             return self.oversize(key, version, entries.len() as u64);
         }
         match Snapshot::from_ranked(entries) {
@@ -184,31 +223,16 @@ impl Snapshots {
         {
             return Ok(());
         }
-        let Some(first) = self.rankings.version_chunk(key, version, 0, LOAD_CHUNK).await? else {
-            return Ok(()); // superseded and dropped already: its successor is loaded next
-        };
-        if !self.fits(key, first.total) {
-            self.oversize(key, version, first.total);
-            return Ok(());
-        }
-        let total = first.total as usize;
-        let mut entries = Vec::with_capacity(total);
-        entries.extend(first.entries);
-        while entries.len() < total {
-            let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
+        let entries = match self.read_version(key, version, self.room(key)).await? {
+            // Superseded and dropped already: its successor is loaded next.
+            Read::Gone => return Ok(()),
+            Read::TooLarge(total) => {
+                self.oversize(key, version, total);
                 return Ok(());
-            };
-            if page.entries.is_empty() {
-                break;
             }
-            entries.extend(page.entries);
-        }
-        if entries.len() != total {
-            return Err(StoreError::Corrupt(format!(
-                "version {version} of {key:?} changed while loading ({} of {total} entries)",
-                entries.len()
-            )));
-        }
+            Read::Entries(entries) => entries,
+        };
+        let total = entries.len();
         let ranking = Snapshot::from_ranked(entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
         self.swap_in(key, Held { version, ranking });
@@ -234,20 +258,11 @@ impl Snapshots {
         let mut entries: Vec<Scored> = Vec::new();
         let version = if key.is_versioned() {
             let Some(Some(version)) = self.rankings.versions(&[key]).await?.first().copied() else { return Ok(None) };
-            loop {
-                let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await?
-                else {
-                    return Ok(None);
-                };
-                if page.total > self.max_entries as u64 {
-                    return Err(too_large(page.total));
-                }
-                let done = page.entries.is_empty() || entries.len() + page.entries.len() >= page.total as usize;
-                entries.extend(page.entries);
-                if done {
-                    break;
-                }
-            }
+            entries = match self.read_version(key, version, self.max_entries as u64).await? {
+                Read::Gone => return Ok(None),
+                Read::TooLarge(total) => return Err(too_large(total)),
+                Read::Entries(entries) => entries,
+            };
             version
         } else {
             loop {

@@ -375,6 +375,17 @@ impl RankingClient {
         .await
     }
 
+    /// Why `product_id` holds its place in the daily ranking of `date` (`YYYY-MM-DD`; empty
+    /// for today): counts, weighted contributions, carry-over and the tie-break axes.
+    pub async fn explain(&mut self, product_id: i64, date: impl Into<String>) -> Result<v1::ExplainRankResponse, Status> {
+        let request = v1::ExplainRankRequest { product_id, date: date.into() };
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.explain_rank(request).await }
+        })
+        .await
+    }
+
     /// Recomputes a day (`YYYY-MM-DD`; empty for today).
     pub async fn recompute(&mut self, date: impl Into<String>) -> Result<v1::RecomputeResponse, Status> {
         let date = date.into();

@@ -11,6 +11,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_create_tables;
+mod m20261201_000001_create_ranking_runs;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -18,6 +19,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261130_000001_create_tables::Migration)]
+        vec![
+            Box::new(m20261130_000001_create_tables::Migration),
+            Box::new(m20261201_000001_create_ranking_runs::Migration),
+        ]
     }
 }

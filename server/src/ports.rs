@@ -14,6 +14,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::domain::calendar::RankingHour;
 use crate::domain::event::Event;
+pub use crate::domain::explain::{ProductDay, RecencyClock};
+use crate::domain::ranking::PopulationStats;
 use crate::domain::score::DailyMetrics;
 pub use crate::domain::snapshot::Scored;
 
@@ -75,6 +77,21 @@ pub struct DailyRow {
     pub last_event_us: i64,
 }
 
+/// What the last recompute of a day published, kept in SQL for ExplainRank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankingRun {
+    /// The ranking day.
+    pub date: NaiveDate,
+    /// The version published.
+    pub version: u64,
+    /// The statistics its norms were computed from (each axis's count is the population).
+    pub stats: PopulationStats,
+    /// Where recency was measured from and to.
+    pub clock: RecencyClock,
+    /// When the recompute ran, Unix microseconds.
+    pub computed_at_us: i64,
+}
+
 /// The SQL single source of truth.
 #[async_trait]
 pub trait MetricsStore: Send + Sync + 'static {
@@ -89,6 +106,16 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// Deletes events that occurred before `events_before` and daily metrics of days before
     /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
+
+    /// Replaces the record of the day's last recompute.
+    async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError>;
+
+    /// The record of the day's last recompute, if any.
+    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError>;
+
+    /// One product's rows of the given days (days without a row are left out), by point
+    /// lookups of the primary key.
+    async fn product_days(&self, product_id: i64, days: &[NaiveDate]) -> Result<Vec<ProductDay>, StoreError>;
 }
 
 /// Which ranking to read or write.

@@ -24,6 +24,7 @@ use crate::adapters::coalescing::CoalescingStore;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::adapters::redis::RedisRankingStore;
 use crate::adapters::sql::SqlMetricsStore;
+use crate::app::explain::Explainer;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
 use crate::app::recompute::Recompute;
@@ -85,7 +86,7 @@ impl Application {
             settings.ranking.snapshot_max_entries,
         ));
         let recompute = Arc::new(Recompute::new(
-            store,
+            store.clone(),
             rankings.clone(),
             leases,
             snapshots.clone(),
@@ -93,8 +94,9 @@ impl Application {
             metrics.clone(),
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
-        let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy, recompute.clone()));
-        let api = RankingApi::new(ingest, queries, recompute);
+        let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
+        let explainer = Arc::new(Explainer::new(store, queries.clone(), policy));
+        let api = RankingApi::new(ingest, queries, explainer, recompute);
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;

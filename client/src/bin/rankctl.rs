@@ -98,6 +98,14 @@ enum Command {
         #[command(flatten)]
         ranking: Ranking,
     },
+    /// Show why a product holds its place in a daily ranking: counts, weighted points,
+    /// carry-over, each tie-break axis against the population, the gap to the entry above.
+    Explain {
+        product_id: i64,
+        /// YYYY-MM-DD (default today).
+        #[arg(long, default_value = "")]
+        date: String,
+    },
     /// Recompute a day's ranking now.
     Recompute {
         /// YYYY-MM-DD (default today).
@@ -166,6 +174,72 @@ fn table(products: &[v1::RankedProduct]) {
             ),
             None => println!("{head}  {:>12}  {:>16.6}", p.product_id, p.score),
         }
+    }
+}
+
+fn axis_json(a: Option<&v1::AxisExplanation>) -> String {
+    let a = a.copied().unwrap_or_default();
+    format!(r#"{{"raw":{},"mean":{},"std":{},"z":{},"norm":{}}}"#, a.raw, a.mean, a.std, a.z, a.norm)
+}
+
+fn explain_json(r: &v1::ExplainRankResponse) -> String {
+    format!(
+        concat!(
+            r#"{{"date":"{}","version":{},"stale":{},"product":{},"views":{},"likes":{},"orders":{},"order_amount":{},"#,
+            r#""view_points":{},"like_points":{},"order_points":{},"carry_points":{},"main_score":{},"#,
+            r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{}}}"#
+        ),
+        r.date,
+        r.version,
+        r.stale,
+        entry_json(&r.product.unwrap_or_default()),
+        r.views,
+        r.likes,
+        r.orders,
+        r.order_amount,
+        r.view_points,
+        r.like_points,
+        r.order_points,
+        r.carry_points,
+        r.main_score,
+        axis_json(r.views_axis.as_ref()),
+        axis_json(r.likes_axis.as_ref()),
+        axis_json(r.recency_axis.as_ref()),
+        r.above.as_ref().map_or_else(|| "null".to_owned(), entry_json),
+        r.points_to_overtake
+    )
+}
+
+fn explain_table(r: &v1::ExplainRankResponse) {
+    let p = r.product.unwrap_or_default();
+    println!("product {} on {} (version {}): rank {}", p.product_id, r.date, r.version, p.rank);
+    table(std::slice::from_ref(&p));
+    println!();
+    println!("{:<12}  {:>16}  {:>16}", "PART", "COUNT", "POINTS");
+    println!("{:<12}  {:>16}  {:>16.9}", "views", r.views, r.view_points);
+    println!("{:<12}  {:>16}  {:>16.9}", "likes", r.likes, r.like_points);
+    println!("{:<12}  {:>16}  {:>16.9}", "orders", format!("{} / {}", r.orders, r.order_amount), r.order_points);
+    println!("{:<12}  {:>16}  {:>16.9}", "carry-over", "", r.carry_points);
+    println!("{:<12}  {:>16}  {:>16.9}", "main score", "", r.main_score);
+    println!();
+    println!("{:<8}  {:>14}  {:>14}  {:>14}  {:>8}  {:>4}", "AXIS", "RAW", "MEAN", "STD", "Z", "NORM");
+    for (name, a) in [("views", &r.views_axis), ("likes", &r.likes_axis), ("recency", &r.recency_axis)] {
+        let a = a.unwrap_or_default();
+        println!("{name:<8}  {:>14.3}  {:>14.3}  {:>14.3}  {:>8.3}  {:>4}", a.raw, a.mean, a.std, a.z, a.norm);
+    }
+    println!();
+    match &r.above {
+        Some(above) => println!(
+            "rank {} above: product {} (main {}); {:.9} more main points to pass it",
+            above.rank,
+            above.product_id,
+            above.breakdown.map_or(0, |b| b.main_floor),
+            r.points_to_overtake
+        ),
+        None => println!("ranked first"),
+    }
+    if r.stale {
+        println!("note: events arrived after version {}; these are the current counts, served at the next recompute", r.version);
     }
 }
 
@@ -278,6 +352,14 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
                     println!("not ranked: {}", missing.join(" "));
                 }
+            }
+        }
+        Command::Explain { product_id, date } => {
+            let r = client.explain(product_id, date).await?;
+            if cli.json {
+                println!("{}", explain_json(&r));
+            } else {
+                explain_table(&r);
             }
         }
         Command::Recompute { date } => {

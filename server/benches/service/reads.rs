@@ -380,6 +380,22 @@ pub async fn bench_read_path() {
         ) -> Result<u64, ranking_server::ports::StoreError> {
             Ok(0)
         }
+        async fn record_run(&self, _: &ranking_server::ports::RankingRun) -> Result<(), ranking_server::ports::StoreError> {
+            Ok(())
+        }
+        async fn ranking_run(
+            &self,
+            _: chrono::NaiveDate,
+        ) -> Result<Option<ranking_server::ports::RankingRun>, ranking_server::ports::StoreError> {
+            Ok(None)
+        }
+        async fn product_days(
+            &self,
+            _: i64,
+            _: &[chrono::NaiveDate],
+        ) -> Result<Vec<ranking_server::ports::ProductDay>, ranking_server::ports::StoreError> {
+            Ok(Vec::new())
+        }
     }
     let recompute = Arc::new(Recompute::new(
         Arc::new(NoSql),

@@ -6,11 +6,13 @@
 //! - [`invalid`]: rejected input as a structured field path and a reason.
 //! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
 //! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
+//! - [`explain`]: ExplainRank, the one read that consults SQL (a product's rows only).
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
 //! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
 //! - [`page_token`]: the opaque position of a page in one version of a ranking.
 //! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
 
+pub mod explain;
 pub mod ingest;
 pub mod invalid;
 pub mod page_token;

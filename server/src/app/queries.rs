@@ -217,6 +217,17 @@ pub enum QueryError {
         /// The version of the token.
         version: u64,
     },
+    /// No statistics are recorded for the served version (a recompute is publishing, or the
+    /// version predates the record).
+    #[error(
+        "no statistics are recorded for version {version} of {date} (a recompute is publishing it, or it was computed before statistics were kept); retry, or Recompute {date}"
+    )]
+    Unexplained {
+        /// The ranking day.
+        date: NaiveDate,
+        /// The served version.
+        version: u64,
+    },
     /// The ranking store failed; the read may be retried.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -712,6 +723,22 @@ mod tests {
         }
         async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
             Ok(0)
+        }
+        async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
+            Ok(())
+        }
+        async fn ranking_run(
+            &self,
+            _: chrono::NaiveDate,
+        ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
+            Ok(None)
+        }
+        async fn product_days(
+            &self,
+            _: i64,
+            _: &[chrono::NaiveDate],
+        ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
+            Ok(Vec::new())
         }
     }
 

@@ -13,11 +13,12 @@ use tokio::time::Instant;
 use super::invalid::Invalid;
 use super::policy::{PRUNE_CHUNK, Policy};
 use super::snapshots::Snapshots;
-use crate::domain::ranking::{Contender, rank_day};
+use crate::domain::explain::RecencyClock;
+use crate::domain::ranking::{Contender, PopulationStats, rank_day};
 use crate::domain::score::{CarryLedger, DailyMetrics};
 use crate::domain::snapshot::ranking_order;
 use crate::metrics::Metrics;
-use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError, VersionLife};
+use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingRun, RankingStore, Scored, StoreError, VersionLife};
 
 /// What a recompute did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,19 @@ pub struct RecomputeReport {
     pub version: u64,
     /// Wall time.
     pub elapsed: Duration,
+}
+
+/// A day's ranking computed from SQL, before publication.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Computed {
+    /// The encoded entries, in ascending product order.
+    pub entries: Vec<Scored>,
+    /// How many main scores were clamped.
+    pub clamped: usize,
+    /// The statistics the norms come from.
+    pub stats: PopulationStats,
+    /// Where recency was measured from and to.
+    pub clock: RecencyClock,
 }
 
 /// Why a recompute did not happen.
@@ -137,7 +151,7 @@ impl Recompute {
     /// Computes and stores the ranking of `date` without taking the lock.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (mut entries, clamped) = self.compute(date).await?;
+        let Computed { mut entries, clamped, stats, clock } = self.compute(date).await?;
         entries.sort_unstable_by(ranking_order);
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
@@ -147,12 +161,15 @@ impl Recompute {
         // Served by this replica before the call returns; the others load it on the
         // announcement or their next poll.
         self.snapshots.install(key, version, entries).await;
+        // What ExplainRank reproduces norms from. Written after the publication, so a reader
+        // may briefly see the new version with the previous record; it checks the version.
+        let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
+        self.store.record_run(&run).await?;
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 
-    /// The encoded ranking of `date` from SQL alone, in ascending product order, and how
-    /// many main scores were clamped.
-    pub async fn compute(&self, date: NaiveDate) -> Result<(Vec<Scored>, usize), StoreError> {
+    /// The encoded ranking of `date` from SQL alone.
+    pub async fn compute(&self, date: NaiveDate) -> Result<Computed, StoreError> {
         let first = self.policy.carry_start(date);
         let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
@@ -182,13 +199,19 @@ impl Recompute {
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
 
-        let calendar = self.policy.calendar;
-        let ranking = rank_day(
-            &contenders,
-            calendar.day_start(date).timestamp_micros(),
-            calendar.day_end(date).timestamp_micros(),
-        );
+        let clock = self.clock(date);
+        let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
         let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
-        Ok((entries, ranking.clamped))
+        Ok(Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock })
+    }
+
+    /// Recency of day `date` is measured from its start to its end: a fixed reference keeps
+    /// the floating-point result identical across rebuilds.
+    pub fn clock(&self, date: NaiveDate) -> RecencyClock {
+        let calendar = self.policy.calendar;
+        RecencyClock {
+            day_start_us: calendar.day_start(date).timestamp_micros(),
+            reference_us: calendar.day_end(date).timestamp_micros(),
+        }
     }
 }

@@ -10,12 +10,14 @@
 //! - [`normalize`]: z-score → sigmoid → 0…999 normalisation of the tie-break axes.
 //! - [`encoding`]: packing the four dimensions into one `f64` and back.
 //! - [`ranking`]: one day's population turned into encoded scores.
+//! - [`explain`]: a product's daily score taken apart (ExplainRank).
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 
 pub mod calendar;
 pub mod delta;
 pub mod encoding;
 pub mod event;
+pub mod explain;
 pub mod normalize;
 pub mod ranking;
 pub mod score;

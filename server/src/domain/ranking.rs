@@ -28,6 +28,25 @@ pub struct RankedEntry {
     pub score: EncodedScore,
 }
 
+/// The statistics of one day's population that the norms were computed from: with a
+/// product's raw values they reproduce its norms exactly (what ExplainRank shows).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PopulationStats {
+    /// Views of the day.
+    pub views: AxisStats,
+    /// Likes of the day.
+    pub likes: AxisStats,
+    /// Seconds from the latest event of the day (or the start of the day) to the reference.
+    pub recency: AxisStats,
+}
+
+impl Default for PopulationStats {
+    fn default() -> Self {
+        let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
+        Self { views: empty, likes: empty, recency: empty }
+    }
+}
+
 /// The encoded population of one day.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DayRanking {
@@ -35,6 +54,14 @@ pub struct DayRanking {
     pub entries: Vec<RankedEntry>,
     /// How many main scores were clamped to 2^22 − 1.
     pub clamped: usize,
+    /// The statistics the norms come from.
+    pub stats: PopulationStats,
+}
+
+/// Recency's raw value: seconds from the product's latest event of the day (the start of the
+/// day for a carry-only product) to the reference instant.
+pub fn elapsed_seconds(last_event_us: Option<i64>, day_start_us: i64, reference_us: i64) -> f64 {
+    (reference_us - last_event_us.unwrap_or(day_start_us)) as f64 / 1e6
 }
 
 /// Normalises the population's axes and encodes every contender's score.
@@ -44,7 +71,7 @@ pub struct DayRanking {
 /// out of the z-score in exact arithmetic; passing a fixed one (the end of the day) keeps the
 /// floating-point result identical across rebuilds.
 pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) -> DayRanking {
-    let elapsed = |c: &Contender| (reference_us - c.last_event_us.unwrap_or(day_start_us)) as f64 / 1e6;
+    let elapsed = |c: &Contender| elapsed_seconds(c.last_event_us, day_start_us, reference_us);
     let views = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.views as f64));
     let likes = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.likes as f64));
     let recency = AxisStats::of(contenders.iter().map(elapsed));
@@ -65,10 +92,11 @@ pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) 
             RankedEntry { product_id: c.product_id, breakdown, score: breakdown.encode() }
         })
         .collect();
-    DayRanking { entries, clamped }
+    DayRanking { entries, clamped, stats: PopulationStats { views, likes, recency } }
 }
 
-fn main_floor(main: f64) -> i64 {
+/// The integer part of a main score as the encoding receives it.
+pub fn main_floor(main: f64) -> i64 {
     // `as` saturates: an absurdly large main score becomes i64::MAX and is then clamped.
     main.floor() as i64
 }

@@ -131,6 +131,11 @@ impl CarryLedger {
         })
     }
 
+    /// What `product_id` inherits on the current day (nothing when it is not in the ledger).
+    pub fn carried(&self, product_id: i64) -> CarryOver {
+        self.carried.get(&product_id).copied().unwrap_or_default()
+    }
+
     /// Removes a product from the ledger and returns its standing with the day's metrics.
     pub fn take(&mut self, product_id: i64, metrics: DailyMetrics) -> DayStanding {
         let carried = self.carried.remove(&product_id).unwrap_or_default();

@@ -5,9 +5,11 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use ranking_proto::v1 as pb;
 
+use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
 use crate::domain::event::{EventKind, RawEvent};
+use crate::domain::explain::Axis;
 use crate::ports::Outcome;
 
 /// The wire event as a raw domain event (its rules are checked by ingest).
@@ -124,6 +126,36 @@ pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
         above: a.above.iter().map(ranked).collect(),
         below: a.below.iter().map(ranked).collect(),
         version: a.version.unwrap_or_default(),
+    }
+}
+
+fn axis(a: &Axis) -> pb::AxisExplanation {
+    pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: u32::from(a.norm) }
+}
+
+/// An explanation on the wire.
+pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
+    let e = &a.explanation;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    pb::ExplainRankResponse {
+        product: Some(ranked(&a.entry)),
+        date: a.date.to_string(),
+        views: count(e.metrics.views),
+        likes: count(e.metrics.likes),
+        orders: count(e.orders),
+        order_amount: e.metrics.order_amount,
+        view_points: e.view_points,
+        like_points: e.like_points,
+        order_points: e.order_points,
+        carry_points: e.carry_points,
+        main_score: e.main,
+        views_axis: Some(axis(&e.views)),
+        likes_axis: Some(axis(&e.likes)),
+        recency_axis: Some(axis(&e.recency)),
+        above: a.above.as_ref().map(ranked),
+        points_to_overtake: a.points_to_overtake,
+        version: a.version,
+        stale: a.stale,
     }
 }
 

@@ -67,6 +67,7 @@ impl From<QueryError> for Status {
             QueryError::Invalid(invalid) => invalid.into(),
             QueryError::NotRanked { .. } => Status::not_found(e.to_string()),
             QueryError::Expired { .. } => Status::failed_precondition(e.to_string()),
+            QueryError::Unexplained { .. } => Status::unavailable(e.to_string()),
             QueryError::Store(s) => store(&s),
         }
     }

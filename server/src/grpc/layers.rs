@@ -135,7 +135,7 @@ where
 const KNOWN_RPCS: &[(&str, &[&str])] = &[
     (
         "ranking.v1.RankingService",
-        &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "GetRanks", "ListMovers", "Recompute"],
+        &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "GetRanks", "ListMovers", "ExplainRank", "Recompute"],
     ),
     ("grpc.health.v1.Health", &["Check", "Watch", "List"]),
     ("grpc.reflection.v1.ServerReflection", &["ServerReflectionInfo"]),

@@ -8,6 +8,7 @@ use ranking_proto::v1::ranking_service_server::RankingService;
 use tonic::{Request, Response, Status};
 
 use super::convert;
+use crate::app::explain::{ExplainQuery, Explainer};
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
 use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
@@ -18,13 +19,19 @@ use crate::ports::Outcome;
 pub struct RankingApi {
     ingest: Arc<Ingest>,
     queries: Arc<Queries>,
+    explainer: Arc<Explainer>,
     recompute: Arc<Recompute>,
 }
 
 impl RankingApi {
     /// Wires the handlers to the application.
-    pub fn new(ingest: Arc<Ingest>, queries: Arc<Queries>, recompute: Arc<Recompute>) -> Self {
-        Self { ingest, queries, recompute }
+    pub fn new(
+        ingest: Arc<Ingest>,
+        queries: Arc<Queries>,
+        explainer: Arc<Explainer>,
+        recompute: Arc<Recompute>,
+    ) -> Self {
+        Self { ingest, queries, explainer, recompute }
     }
 }
 
@@ -94,6 +101,15 @@ impl RankingService for RankingApi {
             within_top: req.within_top,
         };
         Ok(Response::new(convert::movers_response(self.queries.movers(query).await?)))
+    }
+
+    async fn explain_rank(
+        &self,
+        request: Request<pb::ExplainRankRequest>,
+    ) -> Result<Response<pb::ExplainRankResponse>, Status> {
+        let req = request.into_inner();
+        let query = ExplainQuery { product_id: req.product_id, date: convert::date(&req.date)? };
+        Ok(Response::new(convert::explain_response(self.explainer.explain(query).await?)))
     }
 
     async fn recompute(

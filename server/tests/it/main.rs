@@ -10,6 +10,7 @@ mod annotations;
 mod api;
 mod binary;
 mod client;
+mod explain;
 mod hardening;
 mod helpers;
 mod operations;

@@ -46,3 +46,39 @@ async fn rankctl_records_recomputes_and_reads() {
     assert!(!invalid.0 && invalid.1.contains("event.product_id"), "{}", invalid.1);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_answers_the_shop_page_questions() {
+    let mut app = crate::helpers::TestApp::spawn(&[]).await;
+    let at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    // Products 1..=5 with p views each: product p is ranked 6 - p.
+    let events = (1..=5).flat_map(|p| crate::helpers::views(&format!("q{p}"), p, p as usize, at)).collect();
+    app.record(events).await;
+    app.recompute("").await;
+    let ep = format!("http://{}", app.addr);
+    let out = tokio::task::spawn_blocking(move || {
+        [
+            run(&ep, &["rank", "3", "--neighbors", "1"]),
+            run(&ep, &["--json", "rank", "3", "--neighbors", "1"]),
+            run(&ep, &["ranks", "5", "1", "99"]),
+            run(&ep, &["--json", "ranks", "5", "1", "99"]),
+            run(&ep, &["movers"]),
+            run(&ep, &["--json", "movers", "--falling", "--within-top", "3"]),
+            run(&ep, &["explain", "3"]),
+            run(&ep, &["--json", "explain", "3"]),
+        ]
+    })
+    .await
+    .expect("blocking");
+    assert!(out.iter().all(|(ok, _)| *ok), "{out:#?}");
+    let [rank, rank_json, ranks, ranks_json, movers, movers_json, explain, explain_json] = out.map(|(_, text)| text);
+    assert!(rank.contains("rank 3 of 5") && rank.lines().count() == 5, "{rank}");
+    assert!(rank_json.contains(r#""above":[{"rank":2,"product_id":4"#), "{rank_json}");
+    assert!(ranks.contains("2 of 5 ranked") && ranks.contains("not ranked: 99"), "{ranks}");
+    assert!(ranks_json.contains(r#""missing":[99]"#), "{ranks_json}");
+    assert!(movers.contains("0 movers (rising)"), "{movers}");
+    assert!(movers_json.contains(r#""products":[]"#), "{movers_json}");
+    assert!(explain.contains("main score") && explain.contains("recency") && explain.contains("rank 2 above"), "{explain}");
+    assert!(explain_json.contains(r#""views":3,"#) && explain_json.contains(r#""stale":false"#), "{explain_json}");
+    app.stop().await;
+}

@@ -4,10 +4,13 @@
 //!   and retention;
 //! - [`write`]: the batch write path, a constant number of statements per batch;
 //! - [`dialect`]: every difference between the engines;
-//! - [`rows`]: the column-wise rows of a batch statement and their encodings.
+//! - [`rows`]: the column-wise rows of a batch statement and their encodings;
+//! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
+//!   daily rows).
 
 pub mod dialect;
 pub mod rows;
+pub mod runs;
 pub mod write;
 
 use std::collections::HashSet;
@@ -24,7 +27,7 @@ use tokio::sync::Mutex;
 use self::dialect::Dialect;
 use self::write::{Attempt, BatchWrite};
 use crate::domain::score::DailyMetrics;
-use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, StoreError};
+use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
 
 /// Connection settings of the SQL store.
 #[derive(Debug, Clone)]
@@ -194,7 +197,30 @@ impl MetricsStore for SqlMetricsStore {
                 chunk,
             )
             .await?;
-        Ok(events + days)
+        let runs = {
+            let _gate = self.write_turn().await;
+            let sql = "DELETE FROM ranking_runs WHERE metric_date < ".to_owned()
+                + if self.dialect == Dialect::Postgres { "$1" } else { "?" };
+            self.db
+                .execute_raw(self.statement(sql, vec![days_before.into()]))
+                .await
+                .map_err(StoreError::database)?
+                .rows_affected()
+        };
+        Ok(events + days + runs)
+    }
+
+    async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        runs::record_run(&self.db, run).await
+    }
+
+    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
+        runs::ranking_run(&self.db, date).await
+    }
+
+    async fn product_days(&self, product_id: i64, days: &[NaiveDate]) -> Result<Vec<ProductDay>, StoreError> {
+        runs::product_days(&self.db, product_id, days).await
     }
 }
 

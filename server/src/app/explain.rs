@@ -1,0 +1,103 @@
+//! ExplainRank: why a product holds its place in a daily ranking. The one read that touches
+//! SQL: the product's own rows (a handful of primary-key lookups) and the record of the
+//! day's last recompute (the population statistics), never a scan of the day.
+
+use std::sync::Arc;
+
+use chrono::{Days, NaiveDate, Utc};
+
+use super::policy::Policy;
+use super::queries::{QueryError, Queries, RankQuery, RankedEntry, Selector, Window};
+use crate::domain::explain::{Explanation, explain};
+use crate::ports::MetricsStore;
+
+/// Attempts to find the served version and its recorded statistics in agreement. They
+/// disagree only while a recompute publishes (between its publication and its record, or
+/// before this replica loaded the new version): each retry waits one snapshot poll.
+const ATTEMPTS: u32 = 4;
+
+/// What to explain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExplainQuery {
+    /// The product.
+    pub product_id: i64,
+    /// The ranking day (`None` = today).
+    pub date: Option<NaiveDate>,
+}
+
+/// A product's daily score taken apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainAnswer {
+    /// The product's served entry.
+    pub entry: RankedEntry,
+    /// The ranking day.
+    pub date: NaiveDate,
+    /// The version explained.
+    pub version: u64,
+    /// The numbers, from SQL and the version's statistics.
+    pub explanation: Explanation,
+    /// The entry ranked directly above (none for rank 1).
+    pub above: Option<RankedEntry>,
+    /// `above.main_floor + 1 - main` (0 for rank 1): the main-score points the product needs
+    /// to pass the entry above on the most significant dimension.
+    pub points_to_overtake: f64,
+    /// The counts in SQL moved on since the version was computed (events arrived since):
+    /// the numbers are today's and the next recompute will serve them.
+    pub stale: bool,
+}
+
+/// The explain service.
+pub struct Explainer {
+    store: Arc<dyn MetricsStore>,
+    queries: Arc<Queries>,
+    policy: Arc<Policy>,
+}
+
+impl Explainer {
+    /// Explains from `store` (SQL) what `queries` serve.
+    pub fn new(store: Arc<dyn MetricsStore>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
+        Self { store, queries, policy }
+    }
+
+    /// Explains one product's entry in the daily ranking of the query's day.
+    pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
+        let date = query.date.unwrap_or_else(|| self.policy.today(Utc::now()));
+        let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None };
+        let mut attempt = 1;
+        loop {
+            let served =
+                self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
+            let run = self.store.ranking_run(date).await?;
+            let version = served.version.unwrap_or_default();
+            match run {
+                Some(run) if run.version == version => {
+                    let first = self.policy.carry_start(date);
+                    let days: Vec<NaiveDate> = (0..=(date - first).num_days().max(0) as u64)
+                        .filter_map(|n| first.checked_add_days(Days::new(n)))
+                        .collect();
+                    let history = self.store.product_days(query.product_id, &days).await?;
+                    let explanation =
+                        explain(self.policy.weights, query.product_id, (first, date), &history, &run.stats, run.clock);
+                    let above = served.above.last().copied();
+                    let points_to_overtake = above
+                        .and_then(|a| a.breakdown)
+                        .map_or(0.0, |b| f64::from(b.main_floor) + 1.0 - explanation.main);
+                    return Ok(ExplainAnswer {
+                        stale: explanation.score.0.to_bits() != served.entry.score.to_bits(),
+                        entry: served.entry,
+                        date,
+                        version,
+                        explanation,
+                        above,
+                        points_to_overtake,
+                    });
+                }
+                _ if attempt < ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(self.policy.snapshot_poll).await;
+                }
+                _ => return Err(QueryError::Unexplained { date, version }),
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! ExplainRank (SPEC §9.3) through the client, on every engine: its numbers are checked
+//! against an independent computation of §4 written out here, not against the service's
+//! score engine.
+
+use chrono::{Days, Duration, NaiveTime, Utc};
+use ranking_client::tonic::Code;
+use ranking_client::{RankingClient, v1};
+
+use crate::helpers::{TestApp, event, views};
+
+/// One product's inputs on the day explained.
+#[derive(Clone, Copy)]
+struct Inputs {
+    product_id: i64,
+    views: f64,
+    likes: f64,
+    order_amount: f64,
+    /// floor(main of the day before).
+    carried: f64,
+    /// Seconds from the latest event (or the start of the day) to the end of the day.
+    elapsed: f64,
+}
+
+/// mean, population std, z and norm of `x` over `values`, as §4 defines them.
+fn axis(values: &[f64], x: f64) -> (f64, f64, f64, u32) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let z = if std == 0.0 || values.len() == 1 { 0.0 } else { (x - mean) / std };
+    (mean, std, z, (999.0 / (1.0 + (-z).exp())).round() as u32)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn check_axis(got: Option<v1::AxisExplanation>, values: &[f64], x: f64, what: &str) -> u32 {
+    let got = got.unwrap_or_else(|| panic!("{what} axis present"));
+    let (mean, std, z, norm) = axis(values, x);
+    assert_eq!(got.raw, x, "{what} raw");
+    assert!(close(got.mean, mean) && close(got.std, std) && close(got.z, z), "{what}: {got:?} vs {mean} {std} {z}");
+    assert_eq!(got.norm, norm, "{what} norm");
+    norm
+}
+
+#[tokio::test]
+async fn explanations_reproduce_the_served_scores() {
+    let mut app = TestApp::spawn(&[]).await;
+    let today = Utc::now().date_naive();
+    let yesterday_noon = (today - Days::new(1)).and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("noon")).and_utc();
+    let at = Utc::now() - Duration::seconds(30);
+    let day_end = (today + Days::new(1)).and_time(NaiveTime::MIN).and_utc();
+    let elapsed = (day_end - at).num_microseconds().expect("fits") as f64 / 1e6;
+
+    // The day before: 201 reaches main 2.0 (carries 2), 202 main 3.0… (carries 3).
+    app.record(views("y201", 201, 20, yesterday_noon)).await;
+    app.record(views("y202", 202, 30, yesterday_noon)).await;
+    // Today: 201 with views, likes, an order and its carry; 202 carry only; 203 and 204 plain.
+    let mut events = views("t201", 201, 3, at);
+    events.push(event("t201-like-0", 201, v1::EventType::Like, 0, at));
+    events.push(event("t201-like-1", 201, v1::EventType::Like, 0, at));
+    events.push(event("t201-order", 201, v1::EventType::Order, 10_000, at));
+    events.extend(views("t203", 203, 12, at));
+    events.push(event("t203-like", 203, v1::EventType::Like, 0, at));
+    events.extend(views("t204", 204, 1, at));
+    app.record(events).await;
+    app.recompute("").await;
+
+    let population = [
+        Inputs { product_id: 201, views: 3.0, likes: 2.0, order_amount: 10_000.0, carried: 2.0, elapsed },
+        Inputs { product_id: 202, views: 0.0, likes: 0.0, order_amount: 0.0, carried: 3.0, elapsed: 86_400.0 },
+        Inputs { product_id: 203, views: 12.0, likes: 1.0, order_amount: 0.0, carried: 0.0, elapsed },
+        Inputs { product_id: 204, views: 1.0, likes: 0.0, order_amount: 0.0, carried: 0.0, elapsed },
+    ];
+    let views_of: Vec<f64> = population.iter().map(|p| p.views).collect();
+    let likes_of: Vec<f64> = population.iter().map(|p| p.likes).collect();
+    let elapsed_of: Vec<f64> = population.iter().map(|p| p.elapsed).collect();
+
+    let mut client = RankingClient::builder(format!("http://{}", app.addr)).connect().await.expect("client");
+    for p in population {
+        let e = client.explain(p.product_id, "").await.expect("explained");
+        let served = e.product.expect("entry");
+        let b = served.breakdown.expect("breakdown");
+        assert_eq!(served.product_id, p.product_id);
+        assert_eq!((e.views as f64, e.likes as f64, e.order_amount as f64), (p.views, p.likes, p.order_amount));
+        assert_eq!(e.orders, u64::from(p.order_amount > 0.0));
+        let main = p.views * 0.1 + p.likes * 0.2 + p.order_amount.ln_1p() * 0.6 + p.carried * 0.1;
+        assert_eq!(e.main_score, main, "main of {}", p.product_id);
+        assert_eq!(e.carry_points, p.carried * 0.1);
+        assert_eq!(e.view_points + e.like_points + e.order_points + e.carry_points, e.main_score);
+        assert_eq!(b.main_floor, main.floor() as i64);
+        assert_eq!(check_axis(e.views_axis, &views_of, p.views, "views"), b.view_norm);
+        assert_eq!(check_axis(e.likes_axis, &likes_of, p.likes, "likes"), b.like_norm);
+        let recency = e.recency_axis.expect("recency");
+        let (.., norm) = axis(&elapsed_of, p.elapsed);
+        assert!(close(recency.raw, p.elapsed), "recency raw {} vs {}", recency.raw, p.elapsed);
+        assert_eq!((recency.norm, b.recency_norm), (999 - norm, 999 - norm), "recency of {}", p.product_id);
+        let encoded = (b.main_floor * 1_000_000_000
+            + i64::from(b.view_norm) * 1_000_000
+            + i64::from(b.like_norm) * 1_000
+            + i64::from(b.recency_norm)) as f64
+            / 1e9;
+        assert_eq!(served.score, encoded);
+        assert!(!e.stale);
+        match e.above {
+            None => assert_eq!((served.rank, e.points_to_overtake), (1, 0.0)),
+            Some(above) => {
+                assert_eq!(above.rank + 1, served.rank);
+                let floor = above.breakdown.expect("breakdown").main_floor as f64;
+                assert_eq!(e.points_to_overtake, floor + 1.0 - main);
+            }
+        }
+    }
+    // 201 leads (main 6.4…), the carry-only 202 (0.3…) is last.
+    let first = client.explain(201, "").await.expect("201");
+    assert_eq!(first.product.map(|p| p.rank), Some(1));
+
+    // Events after the recompute: the explanation shows the current counts and says so.
+    app.record(views("late204", 204, 5, at)).await;
+    let late = client.explain(204, "").await.expect("204");
+    assert_eq!(late.views, 6);
+    assert!(late.stale, "the served score no longer matches the counts");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn explain_validates_and_answers_not_found() {
+    let mut app = TestApp::spawn(&[]).await;
+    app.record(views("v", 7, 2, Utc::now() - Duration::seconds(5))).await;
+    app.recompute("").await;
+    let explain = |product_id, date: &str| v1::ExplainRankRequest { product_id, date: date.into() };
+    let e = app.client.explain_rank(explain(0, "")).await.expect_err("product 0");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("product_id:"), "{}", e.message());
+    let e = app.client.explain_rank(explain(7, "2026-13-01")).await.expect_err("bad date");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("date:"), "{}", e.message());
+    let e = app.client.explain_rank(explain(8, "")).await.expect_err("not ranked");
+    assert_eq!(e.code(), Code::NotFound);
+    let ok = app.client.explain_rank(explain(7, "")).await.expect("ranked").into_inner();
+    assert_eq!((ok.views, ok.product.map(|p| p.rank)), (2, Some(1)));
+    app.stop().await;
+}

@@ -377,7 +377,11 @@ impl RankingClient {
 
     /// Why `product_id` holds its place in the daily ranking of `date` (`YYYY-MM-DD`; empty
     /// for today): counts, weighted contributions, carry-over and the tie-break axes.
-    pub async fn explain(&mut self, product_id: i64, date: impl Into<String>) -> Result<v1::ExplainRankResponse, Status> {
+    pub async fn explain(
+        &mut self,
+        product_id: i64,
+        date: impl Into<String>,
+    ) -> Result<v1::ExplainRankResponse, Status> {
         let request = v1::ExplainRankRequest { product_id, date: date.into() };
         self.retrying(|mut c| {
             let request = request.clone();

@@ -239,7 +239,10 @@ fn explain_table(r: &v1::ExplainRankResponse) {
         None => println!("ranked first"),
     }
     if r.stale {
-        println!("note: events arrived after version {}; these are the current counts, served at the next recompute", r.version);
+        println!(
+            "note: events arrived after version {}; these are the current counts, served at the next recompute",
+            r.version
+        );
     }
 }
 

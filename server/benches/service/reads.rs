@@ -380,7 +380,10 @@ pub async fn bench_read_path() {
         ) -> Result<u64, ranking_server::ports::StoreError> {
             Ok(0)
         }
-        async fn record_run(&self, _: &ranking_server::ports::RankingRun) -> Result<(), ranking_server::ports::StoreError> {
+        async fn record_run(
+            &self,
+            _: &ranking_server::ports::RankingRun,
+        ) -> Result<(), ranking_server::ports::StoreError> {
             Ok(())
         }
         async fn ranking_run(

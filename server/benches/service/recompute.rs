@@ -90,7 +90,9 @@ pub async fn bench_explain(products: i64, redis: &str) {
     }
     explain_ms.sort_by(f64::total_cmp);
     rank_ms.sort_by(f64::total_cmp);
-    println!("\n## ExplainRank at {products} products (throwaway PostgreSQL, {calls} sequential calls of random products)\n");
+    println!(
+        "\n## ExplainRank at {products} products (throwaway PostgreSQL, {calls} sequential calls of random products)\n"
+    );
     println!("| call | p50 ms | p95 ms | p99 ms |");
     println!("|---|---:|---:|---:|");
     for (name, ms) in [("ExplainRank", &explain_ms), ("GetRank (same products)", &rank_ms)] {

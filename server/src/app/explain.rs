@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{Days, NaiveDate, Utc};
 
 use super::policy::Policy;
-use super::queries::{QueryError, Queries, RankQuery, RankedEntry, Selector, Window};
+use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::explain::{Explanation, explain};
 use crate::ports::MetricsStore;
 
@@ -65,8 +65,7 @@ impl Explainer {
         let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None };
         let mut attempt = 1;
         loop {
-            let served =
-                self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
+            let served = self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
             let run = self.store.ranking_run(date).await?;
             let version = served.version.unwrap_or_default();
             match run {

@@ -78,7 +78,10 @@ async fn rankctl_answers_the_shop_page_questions() {
     assert!(ranks_json.contains(r#""missing":[99]"#), "{ranks_json}");
     assert!(movers.contains("0 movers (rising)"), "{movers}");
     assert!(movers_json.contains(r#""products":[]"#), "{movers_json}");
-    assert!(explain.contains("main score") && explain.contains("recency") && explain.contains("rank 2 above"), "{explain}");
+    assert!(
+        explain.contains("main score") && explain.contains("recency") && explain.contains("rank 2 above"),
+        "{explain}"
+    );
     assert!(explain_json.contains(r#""views":3,"#) && explain_json.contains(r#""stale":false"#), "{explain_json}");
     app.stop().await;
 }

@@ -33,8 +33,10 @@ fn columns<const N: usize>(names: [&str; N]) -> [Alias; N] {
 /// every engine).
 pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(), StoreError> {
     let table = Alias::new("ranking_runs");
-    let delete =
-        Query::delete().from_table(table.clone()).and_where(Expr::col(Alias::new("metric_date")).eq(run.date)).to_owned();
+    let delete = Query::delete()
+        .from_table(table.clone())
+        .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
+        .to_owned();
     let s = &run.stats;
     let insert = Query::insert()
         .into_table(table)
@@ -71,7 +73,8 @@ pub async fn ranking_run(db: &impl ConnectionTrait, date: NaiveDate) -> Result<O
     let int = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
     let real = |i| row.try_get_by_index::<f64>(i).map_err(StoreError::database);
     let count = usize::try_from(int(2)?).map_err(|_| StoreError::Corrupt("negative population".into()))?;
-    let axis = |mean, std| -> Result<AxisStats, StoreError> { Ok(AxisStats { mean: real(mean)?, std: real(std)?, count }) };
+    let axis =
+        |mean, std| -> Result<AxisStats, StoreError> { Ok(AxisStats { mean: real(mean)?, std: real(std)?, count }) };
     Ok(Some(RankingRun {
         date,
         version: u64::try_from(int(1)?).map_err(|_| StoreError::Corrupt("negative version".into()))?,

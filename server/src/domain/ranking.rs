@@ -152,7 +152,8 @@ mod tests {
         let c = [contender(1, 1.0, 0, 0, Some(0)), contender(2, 1.0, 0, 0, Some(43_200_000))];
         let a = rank_day(&c, 0, 86_400_000);
         let b = rank_day(&c, 0, 2 * 86_400_000);
-        assert_eq!(a, b);
+        // The scores are the same; the recency statistics are measured to another instant.
+        assert_eq!(a.entries, b.entries);
     }
 
     #[test]

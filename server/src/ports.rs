@@ -103,6 +103,16 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// never all in memory). Returns how many rows were visited.
     async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError>;
 
+    /// Visits every product with a metrics row in `first ..= last`, in ascending product
+    /// order, with its counters summed over those days and its latest `last_event_at`
+    /// (one grouped query; the sums saturate at `i64::MAX`). Returns how many were visited.
+    async fn scan_days(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError>;
+
     /// Deletes events that occurred before `events_before` and daily metrics of days before
     /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
@@ -123,6 +133,8 @@ pub trait MetricsStore: Send + Sync + 'static {
 pub enum RankingKey {
     /// The exact daily ranking.
     Daily(NaiveDate),
+    /// The exact rolling weekly ranking of the 7 days ending with the date.
+    Weekly(NaiveDate),
     /// The approximate hourly ranking.
     Hourly(RankingHour),
 }
@@ -132,13 +144,13 @@ impl RankingKey {
     /// versions (and replicas may serve it from a snapshot); hourly rankings change with
     /// every event and have none.
     pub fn is_versioned(&self) -> bool {
-        matches!(self, Self::Daily(_))
+        matches!(self, Self::Daily(_) | Self::Weekly(_))
     }
 
     /// The ranking day.
     pub fn date(&self) -> NaiveDate {
         match self {
-            Self::Daily(d) => *d,
+            Self::Daily(d) | Self::Weekly(d) => *d,
             Self::Hourly(h) => h.date,
         }
     }

@@ -40,6 +40,7 @@ enum Kind {
 enum Window {
     Daily,
     Hourly,
+    Weekly,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +132,7 @@ fn window(w: Window) -> i32 {
     match w {
         Window::Daily => v1::Window::Daily as i32,
         Window::Hourly => v1::Window::Hourly as i32,
+        Window::Weekly => v1::Window::Weekly as i32,
     }
 }
 

@@ -372,6 +372,14 @@ pub async fn bench_read_path() {
         ) -> Result<u64, ranking_server::ports::StoreError> {
             Ok(0)
         }
+        async fn scan_days(
+            &self,
+            _: chrono::NaiveDate,
+            _: chrono::NaiveDate,
+            _: &mut (dyn FnMut(ranking_server::ports::DailyRow) + Send),
+        ) -> Result<u64, ranking_server::ports::StoreError> {
+            Ok(0)
+        }
         async fn prune(
             &self,
             _: chrono::DateTime<Utc>,

@@ -244,10 +244,12 @@ impl RedisRankingStore {
         })
     }
 
-    /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`, `P:{hour:2026-12-01T13}`.
+    /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`,
+    /// `P:{weekly:2026-12-01}`, `P:{hour:2026-12-01T13}`.
     pub fn base(&self, key: RankingKey) -> String {
         match key {
             RankingKey::Daily(date) => format!("{}:{{daily:{date}}}", self.prefix),
+            RankingKey::Weekly(date) => format!("{}:{{weekly:{date}}}", self.prefix),
             RankingKey::Hourly(h) => format!("{}:{{hour:{}T{:02}}}", self.prefix, h.date, h.hour),
         }
     }
@@ -275,6 +277,7 @@ impl RedisRankingStore {
     fn announced(key: RankingKey) -> Option<String> {
         match key {
             RankingKey::Daily(date) => Some(format!("daily {date}")),
+            RankingKey::Weekly(date) => Some(format!("weekly {date}")),
             RankingKey::Hourly(_) => None,
         }
     }
@@ -284,6 +287,7 @@ impl RedisRankingStore {
         let (kind, date, version) = (parts.next()?, parts.next()?, parts.next()?);
         let key = match kind {
             "daily" => RankingKey::Daily(date.parse::<NaiveDate>().ok()?),
+            "weekly" => RankingKey::Weekly(date.parse::<NaiveDate>().ok()?),
             _ => return None,
         };
         Some(Announcement { key, version: version.parse().ok()? })

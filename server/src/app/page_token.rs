@@ -56,6 +56,7 @@ impl PageToken {
         let (window, date, hour) = match self.key {
             RankingKey::Daily(d) => (1u8, d, u8::MAX),
             RankingKey::Hourly(h) => (2u8, h.date, h.hour as u8),
+            RankingKey::Weekly(d) => (3u8, d, u8::MAX),
         };
         bytes.push(FORMAT);
         bytes.push(window);
@@ -84,6 +85,7 @@ impl PageToken {
         let key = match (bytes[1], bytes[6]) {
             (1, u8::MAX) => RankingKey::Daily(date),
             (2, hour @ 0..=23) => RankingKey::Hourly(RankingHour { date, hour: u32::from(hour) }),
+            (3, u8::MAX) => RankingKey::Weekly(date),
             _ => return Err(garbled(text)),
         };
         Ok(Self { key, version: u64_at(7), offset: u64_at(15), limit: u32_at(23) })

@@ -107,6 +107,11 @@ impl Policy {
         self.calendar.hour_end(hour) + self.hourly_ttl
     }
 
+    /// The first day of the rolling week that ends with `date` (D-6).
+    pub fn week_start(&self, date: NaiveDate) -> NaiveDate {
+        date.checked_sub_days(Days::new(6)).unwrap_or(date)
+    }
+
     /// The first day whose metrics the carry-over of `date` reads.
     pub fn carry_start(&self, date: NaiveDate) -> NaiveDate {
         date.checked_sub_days(Days::new(u64::from(self.carry_days))).unwrap_or(date)

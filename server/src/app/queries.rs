@@ -49,6 +49,8 @@ pub enum Window {
     Daily,
     /// The approximate hourly ranking.
     Hourly,
+    /// The exact rolling ranking of the 7 days ending with the date.
+    Weekly,
 }
 
 /// A ranking as a request names it; empty parts are filled in by [`Queries`].
@@ -250,7 +252,7 @@ impl Resolved {
 
     fn entry(&self, index: u64, product_id: i64, score: f64) -> RankedEntry {
         let breakdown = match self.window {
-            Window::Daily => EncodedScore(score).decode(),
+            Window::Daily | Window::Weekly => EncodedScore(score).decode(),
             Window::Hourly => None,
         };
         let rank = index + 1;
@@ -296,7 +298,7 @@ impl Queries {
     /// if its day is retained, rebuilds it (sharing a rebuild under way) and returns `true`
     /// so the caller reads again.
     async fn rebuilt_if_lost(&self, resolved: &Resolved, version: Option<u64>) -> Result<bool, StoreError> {
-        let RankingKey::Daily(date) = resolved.key else { return Ok(false) };
+        let (RankingKey::Daily(date) | RankingKey::Weekly(date)) = resolved.key else { return Ok(false) };
         let today = self.policy.today(Utc::now());
         if version.is_some() || self.policy.check_recomputable(date, today).is_err() {
             return Ok(false);
@@ -337,6 +339,7 @@ impl Queries {
         let window = selector.window.unwrap_or_default();
         let key = match window {
             Window::Daily => RankingKey::Daily(date),
+            Window::Weekly => RankingKey::Weekly(date),
             Window::Hourly => {
                 let hour = match selector.hour {
                     Some(h) => h,
@@ -364,6 +367,7 @@ impl Queries {
         let s = query.selector;
         let (window, hour) = match token.key {
             RankingKey::Daily(_) => (Window::Daily, None),
+            RankingKey::Weekly(_) => (Window::Weekly, None),
             RankingKey::Hourly(h) => (Window::Hourly, Some(h.hour)),
         };
         let differs = s.window.is_some_and(|w| w != window)
@@ -667,10 +671,12 @@ impl Queries {
     }
 }
 
-/// The same window one period earlier: the day before, or the hour before.
+/// The same window one period earlier: the day before (for the weekly window, the 7 days
+/// ending the day before), or the hour before.
 fn previous_period(key: RankingKey) -> Option<RankingKey> {
     match key {
         RankingKey::Daily(d) => d.pred_opt().map(RankingKey::Daily),
+        RankingKey::Weekly(d) => d.pred_opt().map(RankingKey::Weekly),
         RankingKey::Hourly(h) if h.hour > 0 => Some(RankingKey::Hourly(RankingHour { date: h.date, hour: h.hour - 1 })),
         RankingKey::Hourly(h) => h.date.pred_opt().map(|date| RankingKey::Hourly(RankingHour { date, hour: 23 })),
     }
@@ -719,6 +725,14 @@ mod tests {
             _: NaiveDate,
             _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
         ) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        async fn scan_days(
+            &self,
+            _: chrono::NaiveDate,
+            _: chrono::NaiveDate,
+            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+        ) -> Result<u64, crate::ports::StoreError> {
             Ok(0)
         }
         async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {

@@ -15,7 +15,7 @@ use super::policy::{PRUNE_CHUNK, Policy};
 use super::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, PopulationStats, rank_day};
-use crate::domain::score::{CarryLedger, DailyMetrics};
+use crate::domain::score::{CarryLedger, CarryOver, DailyMetrics, DayStanding};
 use crate::domain::snapshot::ranking_order;
 use crate::metrics::Metrics;
 use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingRun, RankingStore, Scored, StoreError, VersionLife};
@@ -129,10 +129,10 @@ impl Recompute {
         result.map_err(RecomputeError::Store)
     }
 
-    /// Whether the daily ranking of `date` is missing from the ranking store.
+    /// Whether the daily or weekly ranking of `date` is missing from the ranking store.
     pub async fn missing(&self, date: NaiveDate) -> Result<bool, StoreError> {
-        let versions = self.rankings.versions(&[RankingKey::Daily(date)]).await?;
-        Ok(versions.first().is_none_or(Option::is_none))
+        let versions = self.rankings.versions(&[RankingKey::Daily(date), RankingKey::Weekly(date)]).await?;
+        Ok(versions.len() < 2 || versions.iter().any(Option::is_none))
     }
 
     /// Claims a named piece of periodic work (a day's scheduler tick, retention) for one
@@ -165,6 +165,13 @@ impl Recompute {
         // may briefly see the new version with the previous record; it checks the version.
         let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
         self.store.record_run(&run).await?;
+
+        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date).await?;
+        week.sort_unstable_by(ranking_order);
+        let weekly = RankingKey::Weekly(date);
+        let weekly_version = self.rankings.publish(weekly, &week, life).await?;
+        self.metrics.scores_clamped.inc_by(clamped as u64);
+        self.snapshots.install(weekly, weekly_version, week).await;
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 
@@ -199,6 +206,30 @@ impl Recompute {
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
 
+        let clock = self.clock(date);
+        let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
+        let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
+        Ok(Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock })
+    }
+
+    /// The encoded rolling weekly ranking of the 7 days ending with `date`, from one grouped
+    /// SQL query: counters summed per product over D-6 … D, no carry-over, recency from the
+    /// product's latest event of the week to the end of D (the daily reference).
+    pub async fn compute_weekly(&self, date: NaiveDate) -> Result<Computed, StoreError> {
+        let weights = self.policy.weights;
+        let mut contenders: Vec<Contender> = Vec::new();
+        self.store
+            .scan_days(self.policy.week_start(date), date, &mut |r| {
+                contenders.push(Contender {
+                    product_id: r.product_id,
+                    standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },
+                    last_event_us: Some(r.last_event_us),
+                });
+            })
+            .await?;
+        // Rows arrive in product order already; sorting keeps the sums' order fixed whatever
+        // the engine did.
+        contenders.sort_unstable_by_key(|c| c.product_id);
         let clock = self.clock(date);
         let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
         let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();

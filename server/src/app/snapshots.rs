@@ -116,11 +116,12 @@ impl Snapshots {
         self.held.load().values().map(|h| h.ranking.len()).sum()
     }
 
-    /// The rankings a replica keeps copies of at `now`: today's and yesterday's daily.
+    /// The rankings a replica keeps copies of at `now`: today's and yesterday's daily and
+    /// weekly rankings.
     pub fn wanted(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
         let today = self.policy.today(now);
-        let mut keys = vec![RankingKey::Daily(today)];
-        keys.extend(today.pred_opt().map(RankingKey::Daily));
+        let mut keys = vec![RankingKey::Daily(today), RankingKey::Weekly(today)];
+        keys.extend(today.pred_opt().into_iter().flat_map(|d| [RankingKey::Daily(d), RankingKey::Weekly(d)]));
         keys
     }
 
@@ -314,8 +315,9 @@ impl Snapshots {
 
     /// Exports the version of today's copy.
     fn report(&self, now: DateTime<Utc>) {
-        let today = RankingKey::Daily(self.policy.today(now));
-        self.metrics.snapshot_serving("daily", self.get(today).map(|h| h.version));
+        let today = self.policy.today(now);
+        self.metrics.snapshot_serving("daily", self.get(RankingKey::Daily(today)).map(|h| h.version));
+        self.metrics.snapshot_serving("weekly", self.get(RankingKey::Weekly(today)).map(|h| h.version));
     }
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {

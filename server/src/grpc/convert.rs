@@ -53,6 +53,7 @@ pub fn window(value: i32) -> Result<Option<Window>, Invalid> {
         Ok(pb::Window::Unspecified) => Ok(None),
         Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
         Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
+        Ok(pb::Window::Weekly) => Ok(Some(Window::Weekly)),
         Err(_) => Err(Invalid::field("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
     }
 }

@@ -20,3 +20,4 @@ mod redis_store;
 mod scheduler;
 mod snapshots;
 mod storage;
+mod weekly;

@@ -40,17 +40,22 @@ async fn flush(prefix: &str) {
     }
 }
 
-/// The current version of every daily ranking under `prefix`: (version pointer key, members
+/// The current version of every daily and weekly ranking under `prefix`: (version pointer key, members
 /// with scores), by day.
 async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
     versions(prefix).await.into_iter().map(|(pointer, _, members)| (pointer, members)).collect()
 }
 
-/// (version pointer key, current version, members with scores) of every daily ranking.
+/// (version pointer key, current version, members with scores) of every daily and weekly
+/// ranking.
 async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     let mut conn = redis().await;
     let mut out = Vec::new();
-    for pointer in keys(prefix).await.into_iter().filter(|k| k.contains("{daily:") && k.ends_with(":version")) {
+    for pointer in keys(prefix)
+        .await
+        .into_iter()
+        .filter(|k| (k.contains("{daily:") || k.contains("{weekly:")) && k.ends_with(":version"))
+    {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
         let members: Vec<(String, f64)> = conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE");
@@ -90,7 +95,7 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
         app.recompute(&day(n)).await;
     }
     let before = snapshot(&prefix).await;
-    assert_eq!(before.len(), 4);
+    assert_eq!(before.len(), 8, "a daily and a weekly ranking per day");
     assert!(before.iter().all(|(_, m)| !m.is_empty()));
     let versions_before = versions(&prefix).await;
     let today = versions_before.iter().find(|(k, _, _)| k.contains(&day(0))).expect("today");
@@ -105,11 +110,11 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
     // The scheduler's start-up run restores today and (missing) yesterday by itself.
     app.scheduler.startup(Utc::now()).await;
     let restored = snapshot(&prefix).await;
-    assert_eq!(restored.len(), 2);
+    assert_eq!(restored.len(), 4);
     for n in [3u64, 2] {
         app.recompute(&day(n)).await;
     }
-    assert_eq!(snapshot(&prefix).await, before, "identical members and scores, carry-over included");
+    assert_eq!(snapshot(&prefix).await, before, "identical members and scores, carry-over and weeks included");
     for ((key, old, _), (_, new, _)) in versions_before.iter().zip(versions(&prefix).await) {
         assert!(new > *old, "{key}: version {new} after the flush, {old} before: versions only grow");
     }

@@ -196,6 +196,34 @@ impl Dialect {
         (sql, values.0)
     }
 
+    /// Each product's counters summed over `first ..= last` and its latest event, in
+    /// ascending product order. The sums are capped at `i64::MAX` (PostgreSQL and MySQL sum
+    /// integers into wider decimals; SQLite sums exactly and fails on overflow).
+    pub fn scan_days(self, first: chrono::NaiveDate, last: chrono::NaiveDate) -> (String, Vec<Value>) {
+        let sum = |column: &str| match self {
+            Self::Postgres => format!("LEAST(SUM({column}), 9223372036854775807)::BIGINT"),
+            Self::MySql => format!("CAST(LEAST(SUM({column}), 9223372036854775807) AS SIGNED)"),
+            Self::Sqlite => format!("SUM({column})"),
+        };
+        let (a, b) = (self.param(1), self.param(2));
+        let sql = format!(
+            "SELECT product_id, {}, {}, {}, MAX(last_event_at) FROM product_daily_metrics \
+             WHERE metric_date BETWEEN {a} AND {b} GROUP BY product_id ORDER BY product_id",
+            sum("views"),
+            sum("likes"),
+            sum("order_amount")
+        );
+        (sql, vec![first.into(), last.into()])
+    }
+
+    /// The `n`th (1-based) bind parameter of a hand-written statement.
+    pub fn param(self, n: usize) -> String {
+        match self {
+            Self::Postgres => format!("${n}"),
+            Self::MySql | Self::Sqlite => "?".to_owned(),
+        }
+    }
+
     /// A delete of at most `chunk` rows of `table` matching `column < bound`, `key` being the
     /// table's primary key.
     pub fn delete_chunk(self, table: &str, key: &str, column: &str, chunk: u32) -> String {

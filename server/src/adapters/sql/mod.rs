@@ -116,6 +116,28 @@ impl SqlMetricsStore {
         }
     }
 
+    /// Streams `(product_id, views, likes, order_amount, last_event_at)` rows into `visit`.
+    async fn stream_rows(
+        &self,
+        sql: String,
+        values: Vec<Value>,
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let mut rows = self.db.stream_raw(self.statement(sql, values)).await.map_err(StoreError::database)?;
+
+        let mut count = 0;
+        while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
+            let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
+            visit(DailyRow {
+                product_id: get(0)?,
+                metrics: DailyMetrics { views: get(1)?, likes: get(2)?, order_amount: get(3)? },
+                last_event_us: get(4)?,
+            });
+            count += 1;
+        }
+        Ok(count)
+    }
+
     async fn delete_chunked(
         &self,
         table: &str,
@@ -169,18 +191,17 @@ impl MetricsStore for SqlMetricsStore {
 
     async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
         let (sql, values) = self.dialect.scan_day(date);
-        let mut rows = self.db.stream_raw(self.statement(sql, values)).await.map_err(StoreError::database)?;
-        let mut count = 0;
-        while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
-            let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
-            visit(DailyRow {
-                product_id: get(0)?,
-                metrics: DailyMetrics { views: get(1)?, likes: get(2)?, order_amount: get(3)? },
-                last_event_us: get(4)?,
-            });
-            count += 1;
-        }
-        Ok(count)
+        self.stream_rows(sql, values, visit).await
+    }
+
+    async fn scan_days(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let (sql, values) = self.dialect.scan_days(first, last);
+        self.stream_rows(sql, values, visit).await
     }
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
@@ -199,8 +220,7 @@ impl MetricsStore for SqlMetricsStore {
             .await?;
         let runs = {
             let _gate = self.write_turn().await;
-            let sql = "DELETE FROM ranking_runs WHERE metric_date < ".to_owned()
-                + if self.dialect == Dialect::Postgres { "$1" } else { "?" };
+            let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
             self.db
                 .execute_raw(self.statement(sql, vec![days_before.into()]))
                 .await

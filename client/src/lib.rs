@@ -390,6 +390,18 @@ impl RankingClient {
         .await
     }
 
+    /// Sets products' segments and hidden flags (a write: `RANKING_WRITE_TOKEN`). Hidden
+    /// products leave today's rankings when the call returns.
+    pub async fn update_catalog(&mut self, products: Vec<v1::CatalogEntry>) -> Result<u32, Status> {
+        let request = v1::UpdateCatalogRequest { products };
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.update_catalog(request).await }
+        })
+        .await
+        .map(|r| r.updated)
+    }
+
     /// Recomputes a day (`YYYY-MM-DD`; empty for today).
     pub async fn recompute(&mut self, date: impl Into<String>) -> Result<v1::RecomputeResponse, Status> {
         let date = date.into();

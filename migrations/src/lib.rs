@@ -12,6 +12,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_create_tables;
 mod m20261201_000001_create_ranking_runs;
+mod m20261201_000002_create_product_catalog;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261130_000001_create_tables::Migration),
             Box::new(m20261201_000001_create_ranking_runs::Migration),
+            Box::new(m20261201_000002_create_product_catalog::Migration),
         ]
     }
 }

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::domain::calendar::RankingHour;
+pub use crate::domain::catalog::CatalogEntry;
 use crate::domain::event::Event;
 pub use crate::domain::explain::{ProductDay, RecencyClock};
 use crate::domain::ranking::PopulationStats;
@@ -116,6 +117,15 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// Deletes events that occurred before `events_before` and daily metrics of days before
     /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
+
+    /// Replaces the catalog rows of the entries' products, atomically.
+    async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError>;
+
+    /// Which of `ids` (at most one batch's products) the catalog hides.
+    async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError>;
+
+    /// Visits every catalog row in ascending product order, streaming.
+    async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError>;
 
     /// Replaces the record of the day's last recompute.
     async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError>;
@@ -269,6 +279,9 @@ pub trait RankingStore: Send + Sync + 'static {
 
     /// Adds the increments to their hourly rankings and sets their expiry.
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError>;
+
+    /// Removes `ids` from the hourly rankings of `hours` (those that exist).
+    async fn withdraw_hourly(&self, hours: &[RankingHour], ids: &[i64]) -> Result<(), StoreError>;
 
     /// A page of the current version of a ranking, best first.
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError>;

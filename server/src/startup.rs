@@ -24,6 +24,7 @@ use crate::adapters::coalescing::CoalescingStore;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::adapters::redis::RedisRankingStore;
 use crate::adapters::sql::SqlMetricsStore;
+use crate::app::catalog::Catalog;
 use crate::app::explain::Explainer;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
@@ -95,8 +96,9 @@ impl Application {
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
-        let explainer = Arc::new(Explainer::new(store, queries.clone(), policy));
-        let api = RankingApi::new(ingest, queries, explainer, recompute);
+        let explainer = Arc::new(Explainer::new(store.clone(), queries.clone(), policy.clone()));
+        let catalog = Arc::new(Catalog::new(store, recompute.clone(), policy));
+        let api = RankingApi::new(ingest, queries, explainer, catalog, recompute);
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;

@@ -107,11 +107,31 @@ enum Command {
         #[arg(long, default_value = "")]
         date: String,
     },
+    /// Change the catalog: a product's segments and hidden flag.
+    Catalog {
+        #[command(subcommand)]
+        action: CatalogAction,
+    },
     /// Recompute a day's ranking now.
     Recompute {
         /// YYYY-MM-DD (default today).
         #[arg(default_value = "")]
         date: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatalogAction {
+    /// Replace a product's segment set and hidden flag (hiding takes it out of today's
+    /// rankings at once; segments count from the next recompute).
+    Set {
+        product_id: i64,
+        /// A segment it belongs to (repeat for several): category:shoes, brand:acme…
+        #[arg(long = "segment")]
+        segments: Vec<String>,
+        /// Hide it (delisted, out of stock); without the flag it is shown.
+        #[arg(long)]
+        hidden: bool,
     },
 }
 
@@ -365,6 +385,14 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{}", explain_json(&r));
             } else {
                 explain_table(&r);
+            }
+        }
+        Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden } } => {
+            let updated = client.update_catalog(vec![v1::CatalogEntry { product_id, segments, hidden }]).await?;
+            if cli.json {
+                println!(r#"{{"updated":{updated}}}"#);
+            } else {
+                println!("updated {updated} product{}", if updated == 1 { "" } else { "s" });
             }
         }
         Command::Recompute { date } => {

@@ -388,6 +388,21 @@ pub async fn bench_read_path() {
         ) -> Result<u64, ranking_server::ports::StoreError> {
             Ok(0)
         }
+        async fn update_catalog(
+            &self,
+            _: &[ranking_server::ports::CatalogEntry],
+        ) -> Result<(), ranking_server::ports::StoreError> {
+            Ok(())
+        }
+        async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, ranking_server::ports::StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_catalog(
+            &self,
+            _: &mut (dyn FnMut(ranking_server::ports::CatalogEntry) + Send),
+        ) -> Result<u64, ranking_server::ports::StoreError> {
+            Ok(0)
+        }
         async fn record_run(
             &self,
             _: &ranking_server::ports::RankingRun,

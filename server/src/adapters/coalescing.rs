@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+
+use crate::domain::calendar::RankingHour;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
@@ -170,6 +172,10 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.increment_hourly(increments).await
     }
 
+    async fn withdraw_hourly(&self, hours: &[RankingHour], ids: &[i64]) -> Result<(), StoreError> {
+        self.inner.withdraw_hourly(hours, ids).await
+    }
+
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
         self.join((key, offset, limit)).await
     }
@@ -223,6 +229,9 @@ mod tests {
             Ok(None)
         }
         async fn increment_hourly(&self, _: &[HourlyIncrement]) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn withdraw_hourly(&self, _: &[RankingHour], _: &[i64]) -> Result<(), StoreError> {
             Ok(())
         }
         async fn top(&self, _: RankingKey, _: u64, _: u64) -> Result<Page, StoreError> {

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use crate::domain::calendar::RankingHour;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
     Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
@@ -51,6 +52,12 @@ impl SortedSet {
             self.by_rank.remove(&(OrderedScore(old), product_id));
         }
         self.by_rank.insert((OrderedScore(score), product_id));
+    }
+
+    fn remove(&mut self, product_id: i64) {
+        if let Some(old) = self.by_member.remove(&product_id) {
+            self.by_rank.remove(&(OrderedScore(old), product_id));
+        }
     }
 
     fn page(&self, offset: u64, limit: u64) -> Page {
@@ -209,6 +216,17 @@ impl RankingStore for MemoryRankingStore {
                 let score = set.by_member.get(&inc.product_id).copied().unwrap_or(0.0) + inc.delta;
                 set.insert(inc.product_id, score);
                 set.expire_at = Some(inc.expire_at);
+            }
+        });
+        Ok(())
+    }
+
+    async fn withdraw_hourly(&self, hours: &[RankingHour], ids: &[i64]) -> Result<(), StoreError> {
+        self.with_hourly(|sets| {
+            for hour in hours {
+                if let Some(set) = sets.get_mut(&RankingKey::Hourly(*hour)) {
+                    ids.iter().for_each(|id| set.remove(*id));
+                }
             }
         });
         Ok(())

@@ -457,6 +457,18 @@ impl RankingStore for RedisRankingStore {
         pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
     }
 
+    async fn withdraw_hourly(&self, hours: &[RankingHour], ids: &[i64]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let members: Vec<String> = ids.iter().map(|id| member(*id)).collect();
+        let mut pipe = redis::pipe();
+        for hour in hours {
+            pipe.cmd("ZREM").arg(self.hourly(*hour)).arg(&members).ignore();
+        }
+        pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
+    }
+
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
         let (start, stop) = bounds(offset, limit);
         if key.is_versioned() {

@@ -5,7 +5,7 @@
 //! written by a few workers as shared batches, so many callers cost few transactions. Each
 //! caller still gets its answer only after the transaction holding its event committed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -135,12 +135,24 @@ impl Ingest {
 
     /// Hourly rankings are an approximation: a failed increment is logged and counted, never
     /// retried and never turned into an error for a caller whose event is already committed.
+    /// Hidden products get none (their events still count in SQL).
     async fn increment_hourly(&self, accepted: &[&Event]) {
         if accepted.is_empty() {
             return;
         }
+        let mut products: Vec<i64> = accepted.iter().map(|e| e.product_id).collect();
+        products.sort_unstable();
+        products.dedup();
+        let hidden: HashSet<i64> = match self.store.hidden_among(&products).await {
+            Ok(hidden) => hidden.into_iter().collect(),
+            Err(e) => {
+                self.metrics.hourly_increment_failures.inc_by(accepted.len() as u64);
+                tracing::warn!(error = %e, "could not read hidden products; hourly increments skipped");
+                return;
+            }
+        };
         let mut sums: BTreeMap<(RankingHour, i64), f64> = BTreeMap::new();
-        for e in accepted {
+        for e in accepted.iter().filter(|e| !hidden.contains(&e.product_id)) {
             let hour = self.policy.calendar.hour_of(e.occurred_at);
             *sums.entry((hour, e.product_id)).or_default() += hourly_points(&self.policy.weights, e);
         }

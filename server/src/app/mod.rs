@@ -6,12 +6,14 @@
 //! - [`invalid`]: rejected input as a structured field path and a reason.
 //! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
 //! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
+//! - [`catalog`]: UpdateCatalog (segments, hidden products; hiding takes effect at once).
 //! - [`explain`]: ExplainRank, the one read that consults SQL (a product's rows only).
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
 //! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
 //! - [`page_token`]: the opaque position of a page in one version of a ranking.
 //! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
 
+pub mod catalog;
 pub mod explain;
 pub mod ingest;
 pub mod invalid;

@@ -738,6 +738,18 @@ mod tests {
         async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
             Ok(0)
         }
+        async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
+            Ok(())
+        }
+        async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_catalog(
+            &self,
+            _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
+        ) -> Result<u64, crate::ports::StoreError> {
+            Ok(0)
+        }
         async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
             Ok(())
         }

@@ -4,6 +4,7 @@
 //! Memory stays bounded by one day's population: earlier days are folded into the carry
 //! ledger one at a time, and the ranking day is streamed into a compact contender list.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,12 +14,15 @@ use tokio::time::Instant;
 use super::invalid::Invalid;
 use super::policy::{PRUNE_CHUNK, Policy};
 use super::snapshots::Snapshots;
+use crate::domain::calendar::RankingHour;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, PopulationStats, rank_day};
 use crate::domain::score::{CarryLedger, CarryOver, DailyMetrics, DayStanding};
 use crate::domain::snapshot::ranking_order;
 use crate::metrics::Metrics;
-use crate::ports::{LeaseLock, MetricsStore, RankingKey, RankingRun, RankingStore, Scored, StoreError, VersionLife};
+use crate::ports::{
+    Lease, LeaseLock, MetricsStore, RankingKey, RankingRun, RankingStore, Scored, StoreError, VersionLife,
+};
 
 /// What a recompute did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,22 +104,9 @@ impl Recompute {
     /// Recomputes `date` under the day's lock, waiting up to the policy's recompute wait for
     /// another replica's recompute of the same day to finish.
     pub async fn run(&self, date: NaiveDate) -> Result<RecomputeReport, RecomputeError> {
-        let name = format!("recompute:{date}");
-        let deadline = Instant::now() + self.policy.recompute_wait;
-        let lease = loop {
-            if let Some(lease) = self.leases.try_acquire(&name, self.policy.recompute_lease).await? {
-                break lease;
-            }
-            if Instant::now() >= deadline {
-                return Err(RecomputeError::Busy(date));
-            }
-            tokio::time::sleep(self.policy.lease_poll).await;
-        };
+        let lease = self.lease(date).await?;
         let result = self.rebuild(date).await;
-        if let Err(e) = self.leases.release(&lease).await {
-            // The lease expires by itself; the next recompute only waits a little longer.
-            tracing::warn!(error = %e, %date, "could not release recompute lease");
-        }
+        self.release(&lease, date).await;
         match &result {
             Ok(r) => {
                 self.metrics.recompute_succeeded(r.elapsed.as_secs_f64(), r.products);
@@ -127,6 +118,74 @@ impl Recompute {
             }
         }
         result.map_err(RecomputeError::Store)
+    }
+
+    /// The day's lease: every change of the day's rankings holds it, so a recompute and a
+    /// withdrawal never interleave, on one replica or several.
+    async fn lease(&self, date: NaiveDate) -> Result<Lease, RecomputeError> {
+        let name = format!("recompute:{date}");
+        let deadline = Instant::now() + self.policy.recompute_wait;
+        loop {
+            if let Some(lease) = self.leases.try_acquire(&name, self.policy.recompute_lease).await? {
+                return Ok(lease);
+            }
+            if Instant::now() >= deadline {
+                return Err(RecomputeError::Busy(date));
+            }
+            tokio::time::sleep(self.policy.lease_poll).await;
+        }
+    }
+
+    async fn release(&self, lease: &Lease, date: NaiveDate) {
+        if let Err(e) = self.leases.release(lease).await {
+            // The lease expires by itself; the next recompute only waits a little longer.
+            tracing::warn!(error = %e, %date, "could not release recompute lease");
+        }
+    }
+
+    /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
+    /// version of each current one without them (the other entries and their scores as they
+    /// were; the next recompute renormalises without them), and out of the day's hourly
+    /// rankings.
+    pub async fn withdraw(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), RecomputeError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let lease = self.lease(date).await?;
+        let result = self.withdraw_locked(date, ids).await;
+        self.release(&lease, date).await;
+        result.map_err(RecomputeError::Store)
+    }
+
+    async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), StoreError> {
+        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        for key in [RankingKey::Daily(date), RankingKey::Weekly(date)] {
+            // The store's current version, not a copy this replica may not have refreshed.
+            let Some(held) = self.snapshots.current(key).await? else { continue };
+            let all = held.ranking.page(0, held.ranking.len() as u64);
+            if !all.iter().any(|e| ids.contains(&e.product_id)) {
+                continue;
+            }
+            let kept: Vec<Scored> = all.iter().filter(|e| !ids.contains(&e.product_id)).copied().collect();
+            let version = self.rankings.publish(key, &kept, life).await?;
+            self.snapshots.install(key, version, kept).await;
+        }
+        let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();
+        let ids: Vec<i64> = ids.iter().copied().collect();
+        self.rankings.withdraw_hourly(&hours, &ids).await
+    }
+
+    /// The products the catalog hides now.
+    async fn hidden(&self) -> Result<HashSet<i64>, StoreError> {
+        let mut hidden = HashSet::new();
+        self.store
+            .scan_catalog(&mut |e| {
+                if e.hidden {
+                    hidden.insert(e.product_id);
+                }
+            })
+            .await?;
+        Ok(hidden)
     }
 
     /// Whether the daily or weekly ranking of `date` is missing from the ranking store.
@@ -151,7 +210,8 @@ impl Recompute {
     /// Computes and stores the ranking of `date` without taking the lock.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let Computed { mut entries, clamped, stats, clock } = self.compute(date).await?;
+        let hidden = self.hidden().await?;
+        let Computed { mut entries, clamped, stats, clock } = self.compute(date, &hidden).await?;
         entries.sort_unstable_by(ranking_order);
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
@@ -166,7 +226,7 @@ impl Recompute {
         let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
         self.store.record_run(&run).await?;
 
-        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date).await?;
+        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date, &hidden).await?;
         week.sort_unstable_by(ranking_order);
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week, life).await?;
@@ -175,8 +235,9 @@ impl Recompute {
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 
-    /// The encoded ranking of `date` from SQL alone.
-    pub async fn compute(&self, date: NaiveDate) -> Result<Computed, StoreError> {
+    /// The encoded ranking of `date` from SQL alone, without the `hidden` products (they
+    /// still carry over: their standing is computed, then left out of the population).
+    pub async fn compute(&self, date: NaiveDate, hidden: &HashSet<i64>) -> Result<Computed, StoreError> {
         let first = self.policy.carry_start(date);
         let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
@@ -202,6 +263,7 @@ impl Recompute {
             standing,
             last_event_us: None,
         }));
+        contenders.retain(|c| !hidden.contains(&c.product_id));
         // A fixed order makes the floating-point sums of the normalisation, and so every
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
@@ -215,11 +277,14 @@ impl Recompute {
     /// The encoded rolling weekly ranking of the 7 days ending with `date`, from one grouped
     /// SQL query: counters summed per product over D-6 … D, no carry-over, recency from the
     /// product's latest event of the week to the end of D (the daily reference).
-    pub async fn compute_weekly(&self, date: NaiveDate) -> Result<Computed, StoreError> {
+    pub async fn compute_weekly(&self, date: NaiveDate, hidden: &HashSet<i64>) -> Result<Computed, StoreError> {
         let weights = self.policy.weights;
         let mut contenders: Vec<Contender> = Vec::new();
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
+                if hidden.contains(&r.product_id) {
+                    return;
+                }
                 contenders.push(Contender {
                     product_id: r.product_id,
                     standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },

@@ -245,7 +245,29 @@ impl Snapshots {
     /// [`PASSING_COPIES`] such copies being read at once; an hourly ranking, which changes
     /// while it is read, is taken as read). `None` when the store has no such ranking.
     pub async fn whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
-        if let Some(held) = self.get(key) {
+        match self.get(key) {
+            Some(held) => Ok(Some(held)),
+            None => self.copy(key, false).await,
+        }
+    }
+
+    /// Like [`Snapshots::whole`], but always the version the store holds as current now: the
+    /// held copy only when it is that version (a replica may not have loaded a newer one yet).
+    pub async fn current(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
+        self.copy(key, true).await
+    }
+
+    async fn copy(&self, key: RankingKey, current: bool) -> Result<Option<Arc<Held>>, StoreError> {
+        let stored = match key.is_versioned() {
+            true => match self.rankings.versions(&[key]).await?.first().copied().flatten() {
+                Some(version) => Some(version),
+                None => return Ok(None),
+            },
+            false => None,
+        };
+        if let (true, Some(held), Some(version)) = (current, self.get(key), stored)
+            && held.version == version
+        {
             return Ok(Some(held));
         }
         // Waiting is bounded by the caller's request deadline.
@@ -257,8 +279,7 @@ impl Snapshots {
             ))
         };
         let mut entries: Vec<Scored> = Vec::new();
-        let version = if key.is_versioned() {
-            let Some(Some(version)) = self.rankings.versions(&[key]).await?.first().copied() else { return Ok(None) };
+        let version = if let Some(version) = stored {
             entries = match self.read_version(key, version, self.max_entries as u64).await? {
                 Read::Gone => return Ok(None),
                 Read::TooLarge(total) => return Err(too_large(total)),

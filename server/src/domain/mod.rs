@@ -3,6 +3,7 @@
 //! Nothing in here performs I/O or knows about tokio, Redis, SQL or gRPC, so every rule of
 //! the ranking can be unit- and property-tested without a server.
 //!
+//! - [`catalog`]: segments and the hidden flag of a product, and the segment syntax.
 //! - [`event`]: what a shopper did, and the validation rules an event must pass.
 //! - [`delta`]: a batch of events folded into one change per metrics row.
 //! - [`calendar`]: ranking days and hours in the configured time zone.
@@ -14,6 +15,7 @@
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 
 pub mod calendar;
+pub mod catalog;
 pub mod delta;
 pub mod encoding;
 pub mod event;

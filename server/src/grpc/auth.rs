@@ -1,6 +1,6 @@
 //! Optional bearer tokens per kind of call, as a tower layer in front of the service.
 //!
-//! Writes (RecordEvent, RecordEvents) take `RANKING_WRITE_TOKEN`, Recompute takes
+//! Writes (RecordEvent, RecordEvents, UpdateCatalog) take `RANKING_WRITE_TOKEN`, Recompute takes
 //! `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank) take `RANKING_READ_TOKEN`; a kind whose
 //! token is unset stays open. Health and reflection are always open, so probes and grpcurl
 //! keep working. A missing or wrong token is UNAUTHENTICATED before any work is done.
@@ -29,7 +29,7 @@ impl AccessPolicy {
     fn required(&self, path: &str) -> Option<&Secret> {
         let method = path.strip_prefix("/ranking.v1.RankingService/")?;
         match method {
-            "RecordEvent" | "RecordEvents" => self.write.as_ref(),
+            "RecordEvent" | "RecordEvents" | "UpdateCatalog" => self.write.as_ref(),
             "Recompute" => self.admin.as_ref(),
             _ => self.read.as_ref(),
         }

@@ -8,6 +8,7 @@ use ranking_proto::v1 as pb;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
+use crate::domain::catalog::CatalogEntry;
 use crate::domain::event::{EventKind, RawEvent};
 use crate::domain::explain::Axis;
 use crate::ports::Outcome;
@@ -132,6 +133,11 @@ pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
 
 fn axis(a: &Axis) -> pb::AxisExplanation {
     pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: u32::from(a.norm) }
+}
+
+/// A wire catalog entry (its rules are checked by the catalog service).
+pub fn catalog_entry(e: pb::CatalogEntry) -> CatalogEntry {
+    CatalogEntry { product_id: e.product_id, segments: e.segments, hidden: e.hidden }
 }
 
 /// An explanation on the wire.

@@ -135,7 +135,17 @@ where
 const KNOWN_RPCS: &[(&str, &[&str])] = &[
     (
         "ranking.v1.RankingService",
-        &["RecordEvent", "RecordEvents", "GetTopN", "GetRank", "GetRanks", "ListMovers", "ExplainRank", "Recompute"],
+        &[
+            "RecordEvent",
+            "RecordEvents",
+            "GetTopN",
+            "GetRank",
+            "GetRanks",
+            "ListMovers",
+            "ExplainRank",
+            "UpdateCatalog",
+            "Recompute",
+        ],
     ),
     ("grpc.health.v1.Health", &["Check", "Watch", "List"]),
     ("grpc.reflection.v1.ServerReflection", &["ServerReflectionInfo"]),

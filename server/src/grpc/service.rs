@@ -8,6 +8,7 @@ use ranking_proto::v1::ranking_service_server::RankingService;
 use tonic::{Request, Response, Status};
 
 use super::convert;
+use crate::app::catalog::Catalog;
 use crate::app::explain::{ExplainQuery, Explainer};
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
@@ -20,6 +21,7 @@ pub struct RankingApi {
     ingest: Arc<Ingest>,
     queries: Arc<Queries>,
     explainer: Arc<Explainer>,
+    catalog: Arc<Catalog>,
     recompute: Arc<Recompute>,
 }
 
@@ -29,9 +31,10 @@ impl RankingApi {
         ingest: Arc<Ingest>,
         queries: Arc<Queries>,
         explainer: Arc<Explainer>,
+        catalog: Arc<Catalog>,
         recompute: Arc<Recompute>,
     ) -> Self {
-        Self { ingest, queries, explainer, recompute }
+        Self { ingest, queries, explainer, catalog, recompute }
     }
 }
 
@@ -110,6 +113,15 @@ impl RankingService for RankingApi {
         let req = request.into_inner();
         let query = ExplainQuery { product_id: req.product_id, date: convert::date(&req.date)? };
         Ok(Response::new(convert::explain_response(self.explainer.explain(query).await?)))
+    }
+
+    async fn update_catalog(
+        &self,
+        request: Request<pb::UpdateCatalogRequest>,
+    ) -> Result<Response<pb::UpdateCatalogResponse>, Status> {
+        let entries = request.into_inner().products.into_iter().map(convert::catalog_entry).collect();
+        let updated = self.catalog.update(entries).await?;
+        Ok(Response::new(pb::UpdateCatalogResponse { updated }))
     }
 
     async fn recompute(

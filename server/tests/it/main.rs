@@ -9,6 +9,7 @@
 mod annotations;
 mod api;
 mod binary;
+mod catalog;
 mod client;
 mod explain;
 mod hardening;

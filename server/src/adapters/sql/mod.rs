@@ -4,10 +4,12 @@
 //!   and retention;
 //! - [`write`]: the batch write path, a constant number of statements per batch;
 //! - [`dialect`]: every difference between the engines;
+//! - [`catalog`]: `product_catalog` (UpdateCatalog, and the recompute's scan of it);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
 //! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
 //!   daily rows).
 
+pub mod catalog;
 pub mod dialect;
 pub mod rows;
 pub mod runs;
@@ -26,6 +28,7 @@ use tokio::sync::Mutex;
 
 use self::dialect::Dialect;
 use self::write::{Attempt, BatchWrite};
+use crate::domain::catalog::CatalogEntry;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
 
@@ -228,6 +231,19 @@ impl MetricsStore for SqlMetricsStore {
                 .rows_affected()
         };
         Ok(events + days + runs)
+    }
+
+    async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        catalog::update(&self.db, entries).await
+    }
+
+    async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        catalog::hidden_among(&self.db, ids).await
+    }
+
+    async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
+        catalog::scan(&self.db, visit).await
     }
 
     async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError> {

@@ -1,0 +1,74 @@
+//! UpdateCatalog: each product's segments and hidden flag, stored in SQL. Hiding takes
+//! effect at once (today's rankings get a version without the product, on every replica
+//! within a poll); segment changes and un-hiding at the next recompute.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use super::invalid::{Invalid, quote};
+use super::policy::Policy;
+use super::recompute::{Recompute, RecomputeError};
+use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, segment_problem};
+use crate::ports::MetricsStore;
+
+/// Most entries of one UpdateCatalog.
+pub const MAX_ENTRIES: usize = 10_000;
+
+/// The catalog service.
+pub struct Catalog {
+    store: Arc<dyn MetricsStore>,
+    recompute: Arc<Recompute>,
+    policy: Arc<Policy>,
+}
+
+impl Catalog {
+    /// Stores in `store`; hidden products leave today's rankings through `recompute`.
+    pub fn new(store: Arc<dyn MetricsStore>, recompute: Arc<Recompute>, policy: Arc<Policy>) -> Self {
+        Self { store, recompute, policy }
+    }
+
+    /// Validates every entry (nothing is written when one is refused), stores them in one
+    /// transaction, then takes the hidden ones out of today's rankings. Returns the entries
+    /// stored.
+    pub async fn update(&self, entries: Vec<CatalogEntry>) -> Result<u32, RecomputeError> {
+        let entries = validated(entries)?;
+        self.store.update_catalog(&entries).await?;
+        let hidden: HashSet<i64> = entries.iter().filter(|e| e.hidden).map(|e| e.product_id).collect();
+        self.recompute.withdraw(self.policy.today(Utc::now()), &hidden).await?;
+        Ok(entries.len() as u32)
+    }
+}
+
+/// The entries with their segment sets sorted and without repeats, or the first problem,
+/// naming its field (`products[3].segments[1]`).
+fn validated(mut entries: Vec<CatalogEntry>) -> Result<Vec<CatalogEntry>, Invalid> {
+    if entries.is_empty() || entries.len() > MAX_ENTRIES {
+        return Err(Invalid::field("products", format!("must hold 1-{MAX_ENTRIES} entries, got {}", entries.len())));
+    }
+    let mut seen: HashMap<i64, usize> = HashMap::with_capacity(entries.len());
+    for (i, e) in entries.iter_mut().enumerate() {
+        if e.product_id < 1 {
+            let reason = format!("must be >= 1, got {}", e.product_id);
+            return Err(Invalid::field("product_id", reason).within_element("products", i));
+        }
+        if let Some(first) = seen.insert(e.product_id, i) {
+            let reason = format!("repeats products[{first}]; name a product once");
+            return Err(Invalid::field("product_id", reason).within_element("products", i));
+        }
+        if e.segments.len() > MAX_SEGMENTS {
+            let reason = format!("at most {MAX_SEGMENTS} per product, got {}", e.segments.len());
+            return Err(Invalid::field("segments", reason).within_element("products", i));
+        }
+        for (j, name) in e.segments.iter().enumerate() {
+            if let Some(problem) = segment_problem(name) {
+                let reason = format!("{} {problem}", quote(name));
+                return Err(Invalid::element("segments", j, reason).within_element("products", i));
+            }
+        }
+        e.segments.sort_unstable();
+        e.segments.dedup();
+    }
+    Ok(entries)
+}

@@ -1,0 +1,119 @@
+//! UpdateCatalog (SPEC §9.3): hidden products leave every ranking of today at once, on every
+//! replica, and stay out of later recomputes (the others renormalised without them) until
+//! shown again; validation refuses a whole call and writes nothing.
+
+use std::time::Duration;
+
+use chrono::{Duration as Age, Timelike, Utc};
+use ranking_client::tonic::Code;
+use ranking_client::{RankingClient, v1};
+
+use crate::helpers::process::EVENTUALLY;
+use crate::helpers::{TestApp, TestDb, rand_u64, views};
+use crate::redis_store::redis_settings;
+
+fn entry(product_id: i64, segments: &[&str], hidden: bool) -> v1::CatalogEntry {
+    v1::CatalogEntry { product_id, segments: segments.iter().map(|s| s.to_string()).collect(), hidden }
+}
+
+fn request(window: v1::Window) -> v1::GetTopNRequest {
+    let hour = (window == v1::Window::Hourly).then(|| Utc::now().hour());
+    let date = if window == v1::Window::Hourly { Utc::now().date_naive().to_string() } else { String::new() };
+    v1::GetTopNRequest { window: window.into(), date, hour, limit: 100, ..Default::default() }
+}
+
+async fn ids(app: &mut TestApp, window: v1::Window) -> Vec<i64> {
+    let top = app.client.get_top_n(request(window)).await.expect("GetTopN").into_inner();
+    top.products.iter().map(|p| p.product_id).collect()
+}
+
+/// `round(999 / (1 + e^-z))` of `x` over `values`.
+fn norm(values: &[f64], x: f64) -> u32 {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
+    (999.0 / (1.0 + (-z).exp())).round() as u32
+}
+
+async fn view_norm(app: &mut TestApp, product_id: i64) -> u32 {
+    let rank = app.rank(product_id, "").await.expect("ranked").product.expect("entry");
+    rank.breakdown.expect("breakdown").view_norm
+}
+
+#[tokio::test]
+async fn hidden_products_leave_every_ranking_at_once_and_come_back_at_a_recompute() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut a = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let mut b = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let at = Utc::now() - Age::seconds(2);
+    // Products 1..=5 with p views each: product p is ranked 6 - p.
+    let events = (1..=5).flat_map(|p| views(&format!("p{p}"), p, p as usize * 2, at)).collect();
+    a.record(events).await;
+    a.recompute("").await;
+    let all_views = [2.0, 4.0, 6.0, 8.0, 10.0];
+    assert_eq!(view_norm(&mut a, 5).await, norm(&all_views, 10.0));
+
+    let mut client = RankingClient::builder(format!("http://{}", a.addr)).connect().await.expect("client");
+    let updated = client.update_catalog(vec![entry(4, &[], true), entry(2, &["category:shoes"], false)]).await;
+    assert_eq!(updated.expect("UpdateCatalog"), 2);
+    for window in [v1::Window::Daily, v1::Window::Weekly, v1::Window::Hourly] {
+        assert_eq!(ids(&mut a, window).await, vec![5, 3, 2, 1], "{window:?} on the replica that was called");
+    }
+    assert_eq!(a.rank(4, "").await.expect_err("hidden").code(), Code::NotFound);
+    // The other replica loads the new versions on the announcement or its poll.
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while ids(&mut b, v1::Window::Daily).await.contains(&4) || ids(&mut b, v1::Window::Weekly).await.contains(&4) {
+        assert!(std::time::Instant::now() < deadline, "replica b still serves product 4");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ids(&mut b, v1::Window::Hourly).await, vec![5, 3, 2, 1]);
+    // Until the next recompute the others keep their scores; the hidden product's new
+    // events are recorded but reach no ranking.
+    assert_eq!(view_norm(&mut a, 5).await, norm(&all_views, 10.0));
+    a.record(views("late4", 4, 20, at)).await;
+    assert_eq!(ids(&mut a, v1::Window::Hourly).await, vec![5, 3, 2, 1]);
+
+    // The next recompute ranks without it: the norms come from the other four.
+    a.recompute("").await;
+    assert_eq!(ids(&mut a, v1::Window::Daily).await, vec![5, 3, 2, 1]);
+    assert_eq!(ids(&mut a, v1::Window::Weekly).await, vec![5, 3, 2, 1]);
+    assert_eq!(view_norm(&mut a, 5).await, norm(&[2.0, 4.0, 6.0, 10.0], 10.0));
+
+    // The same call twice changes nothing; shown again, it is back at the next recompute with
+    // the events it had while hidden (28 views now lead).
+    for _ in 0..2 {
+        assert_eq!(client.update_catalog(vec![entry(4, &[], false)]).await.expect("show"), 1);
+    }
+    assert_eq!(ids(&mut a, v1::Window::Daily).await, vec![5, 3, 2, 1], "un-hiding waits for a recompute");
+    a.recompute("").await;
+    assert_eq!(ids(&mut a, v1::Window::Daily).await, vec![4, 5, 3, 2, 1]);
+    a.stop().await;
+    b.stop().await;
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_refused_catalog_call_names_the_field_and_writes_nothing() {
+    let mut app = TestApp::spawn(&[]).await;
+    app.record(views("v", 7, 2, Utc::now() - Age::seconds(5))).await;
+    app.recompute("").await;
+    let many: Vec<String> = (0..33).map(|i| format!("s{i}")).collect();
+    let cases: Vec<(Vec<v1::CatalogEntry>, &str)> = vec![
+        (vec![], "products:"),
+        (vec![entry(7, &[], true), entry(0, &[], false)], "products[1].product_id:"),
+        (vec![entry(7, &[], true), entry(7, &[], false)], "products[1].product_id:"),
+        (vec![entry(7, &["brand:acme", "Shoes"], true)], "products[0].segments[1]:"),
+        (vec![v1::CatalogEntry { product_id: 7, segments: many, hidden: true }], "products[0].segments:"),
+    ];
+    for (products, field) in cases {
+        let e = app.client.update_catalog(v1::UpdateCatalogRequest { products }).await.expect_err("refused");
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}");
+        assert!(e.message().starts_with(field), "{field}: {}", e.message());
+    }
+    assert_eq!(app.top("", 10).await.products.len(), 1, "product 7 was never hidden");
+    let ok = v1::UpdateCatalogRequest { products: vec![entry(7, &["brand:acme", "brand:acme", "category:x"], false)] };
+    assert_eq!(app.client.update_catalog(ok).await.expect("valid").into_inner().updated, 1);
+    app.stop().await;
+}

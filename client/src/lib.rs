@@ -377,12 +377,18 @@ impl RankingClient {
 
     /// Why `product_id` holds its place in the daily ranking of `date` (`YYYY-MM-DD`; empty
     /// for today): counts, weighted contributions, carry-over and the tie-break axes.
+    /// Set `segment` in a request of your own ([`RankingClient::explain_rank`]) for its place
+    /// within a segment.
     pub async fn explain(
         &mut self,
         product_id: i64,
         date: impl Into<String>,
     ) -> Result<v1::ExplainRankResponse, Status> {
-        let request = v1::ExplainRankRequest { product_id, date: date.into() };
+        self.explain_rank(v1::ExplainRankRequest { product_id, date: date.into(), segment: String::new() }).await
+    }
+
+    /// ExplainRank with every field of the request.
+    pub async fn explain_rank(&mut self, request: v1::ExplainRankRequest) -> Result<v1::ExplainRankResponse, Status> {
         self.retrying(|mut c| {
             let request = request.clone();
             async move { c.explain_rank(request).await }

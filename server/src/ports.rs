@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::domain::calendar::RankingHour;
-pub use crate::domain::catalog::CatalogEntry;
+pub use crate::domain::catalog::{CatalogEntry, Segment};
 use crate::domain::event::Event;
 pub use crate::domain::explain::{ProductDay, RecencyClock};
 use crate::domain::ranking::PopulationStats;
@@ -145,6 +145,10 @@ pub enum RankingKey {
     Daily(NaiveDate),
     /// The exact rolling weekly ranking of the 7 days ending with the date.
     Weekly(NaiveDate),
+    /// The daily ranking restricted to a segment's members (same scores, own ranks).
+    DailySegment(NaiveDate, Segment),
+    /// The weekly ranking restricted to a segment's members.
+    WeeklySegment(NaiveDate, Segment),
     /// The approximate hourly ranking.
     Hourly(RankingHour),
 }
@@ -154,13 +158,41 @@ impl RankingKey {
     /// versions (and replicas may serve it from a snapshot); hourly rankings change with
     /// every event and have none.
     pub fn is_versioned(&self) -> bool {
-        matches!(self, Self::Daily(_) | Self::Weekly(_))
+        !matches!(self, Self::Hourly(_))
+    }
+
+    /// The ranking a segment ranking restricts (itself for the others).
+    pub fn whole(&self) -> RankingKey {
+        match self {
+            Self::DailySegment(d, _) => Self::Daily(*d),
+            Self::WeeklySegment(d, _) => Self::Weekly(*d),
+            other => *other,
+        }
+    }
+
+    /// The segment, for a segment ranking.
+    pub fn segment(&self) -> Option<Segment> {
+        match self {
+            Self::DailySegment(_, s) | Self::WeeklySegment(_, s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// This ranking restricted to `segment` (`None`: unchanged); `None` when the window has
+    /// no segment rankings (hourly).
+    pub fn restricted(self, segment: Option<Segment>) -> Option<RankingKey> {
+        match (self.whole(), segment) {
+            (whole, None) => Some(whole),
+            (Self::Daily(d), Some(s)) => Some(Self::DailySegment(d, s)),
+            (Self::Weekly(d), Some(s)) => Some(Self::WeeklySegment(d, s)),
+            _ => None,
+        }
     }
 
     /// The ranking day.
     pub fn date(&self) -> NaiveDate {
         match self {
-            Self::Daily(d) | Self::Weekly(d) => *d,
+            Self::Daily(d) | Self::Weekly(d) | Self::DailySegment(d, _) | Self::WeeklySegment(d, _) => *d,
             Self::Hourly(h) => h.date,
         }
     }
@@ -279,6 +311,18 @@ pub trait RankingStore: Send + Sync + 'static {
 
     /// Adds the increments to their hourly rankings and sets their expiry.
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError>;
+
+    /// The segments whose rankings were last published with `whole` (a daily or weekly
+    /// ranking), as recorded by [`RankingStore::record_segments`].
+    async fn published_segments(&self, whole: RankingKey) -> Result<Vec<Segment>, StoreError>;
+
+    /// Records the segments published with `whole`, expiring with it.
+    async fn record_segments(
+        &self,
+        whole: RankingKey,
+        segments: &[Segment],
+        expire_at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
 
     /// Removes `ids` from the hourly rankings of `hours` (those that exist).
     async fn withdraw_hourly(&self, hours: &[RankingHour], ids: &[i64]) -> Result<(), StoreError>;

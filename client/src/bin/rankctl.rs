@@ -106,6 +106,9 @@ enum Command {
         /// YYYY-MM-DD (default today).
         #[arg(long, default_value = "")]
         date: String,
+        /// Its place within this segment's ranking.
+        #[arg(long, default_value = "")]
+        segment: String,
     },
     /// Change the catalog: a product's segments and hidden flag.
     Catalog {
@@ -146,6 +149,9 @@ struct Ranking {
     /// Hour 0-23 (hourly window).
     #[arg(long)]
     hour: Option<u32>,
+    /// A segment's ranking (category:shoes, brand:acme…; daily and weekly windows).
+    #[arg(long, default_value = "")]
+    segment: String,
 }
 
 fn window(w: Window) -> i32 {
@@ -296,11 +302,12 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{name} {}", event.event_id);
             }
         }
-        Command::Top { ranking: Ranking { window: w, date, hour }, limit, offset, page_token } => {
+        Command::Top { ranking: Ranking { window: w, date, hour, segment }, limit, offset, page_token } => {
             let request = v1::GetTopNRequest {
                 window: window(w),
                 date,
                 hour,
+                segment,
                 offset,
                 limit,
                 page_token: page_token.unwrap_or_default(),
@@ -324,8 +331,10 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Command::Rank { product_id, ranking: Ranking { window: w, date, hour }, neighbors } => {
-            let r = client.rank(v1::GetRankRequest { product_id, window: window(w), date, hour, neighbors }).await?;
+        Command::Rank { product_id, ranking: Ranking { window: w, date, hour, segment }, neighbors } => {
+            let r = client
+                .rank(v1::GetRankRequest { product_id, window: window(w), date, hour, neighbors, segment })
+                .await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
                 let list = |ps: &[v1::RankedProduct]| ps.iter().map(entry_json).collect::<Vec<_>>().join(",");
@@ -345,10 +354,17 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&rows);
             }
         }
-        Command::Movers { ranking: Ranking { window: w, date, hour }, falling, within_top, limit } => {
+        Command::Movers { ranking: Ranking { window: w, date, hour, segment }, falling, within_top, limit } => {
             let direction = if falling { v1::MoverDirection::Falling } else { v1::MoverDirection::Rising };
-            let request =
-                v1::ListMoversRequest { window: window(w), date, hour, direction: direction.into(), limit, within_top };
+            let request = v1::ListMoversRequest {
+                window: window(w),
+                date,
+                hour,
+                direction: direction.into(),
+                limit,
+                within_top,
+                segment,
+            };
             let r = client.movers(request).await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
@@ -358,8 +374,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&r.products);
             }
         }
-        Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour } } => {
-            let r = client.ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour }).await?;
+        Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour, segment } } => {
+            let r = client.ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour, segment }).await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
                 let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
@@ -379,8 +395,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Command::Explain { product_id, date } => {
-            let r = client.explain(product_id, date).await?;
+        Command::Explain { product_id, date, segment } => {
+            let r = client.explain_rank(v1::ExplainRankRequest { product_id, date, segment }).await?;
             if cli.json {
                 println!("{}", explain_json(&r));
             } else {

@@ -84,7 +84,7 @@ pub async fn bench_explain(products: i64, redis: &str) {
         let ranked = client.get_rank(request).await.is_ok();
         rank_ms.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
-        let explained = client.explain_rank(v1::ExplainRankRequest { product_id, date: String::new() }).await;
+        let explained = client.explain_rank(v1::ExplainRankRequest { product_id, ..Default::default() }).await;
         explain_ms.push(started.elapsed().as_secs_f64() * 1e3);
         assert_eq!(ranked, explained.is_ok(), "product {product_id}: {explained:?}");
     }

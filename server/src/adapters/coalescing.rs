@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use crate::domain::calendar::RankingHour;
+use crate::domain::catalog::Segment;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
@@ -176,6 +177,19 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.withdraw_hourly(hours, ids).await
     }
 
+    async fn published_segments(&self, whole: RankingKey) -> Result<Vec<Segment>, StoreError> {
+        self.inner.published_segments(whole).await
+    }
+
+    async fn record_segments(
+        &self,
+        whole: RankingKey,
+        segments: &[Segment],
+        expire_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), StoreError> {
+        self.inner.record_segments(whole, segments, expire_at).await
+    }
+
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
         self.join((key, offset, limit)).await
     }
@@ -232,6 +246,17 @@ mod tests {
             Ok(())
         }
         async fn withdraw_hourly(&self, _: &[RankingHour], _: &[i64]) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn published_segments(&self, _: RankingKey) -> Result<Vec<Segment>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn record_segments(
+            &self,
+            _: RankingKey,
+            _: &[Segment],
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> Result<(), StoreError> {
             Ok(())
         }
         async fn top(&self, _: RankingKey, _: u64, _: u64) -> Result<Page, StoreError> {

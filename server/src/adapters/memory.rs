@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::domain::calendar::RankingHour;
+use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
     Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
@@ -102,6 +103,8 @@ pub struct MemoryRankingStore {
     last_version: Mutex<u64>,
     announce: broadcast::Sender<Announcement>,
     leases: Mutex<HashMap<String, (String, tokio::time::Instant)>>,
+    /// The segments published with each daily and weekly ranking.
+    segments: Mutex<HashMap<RankingKey, Vec<Segment>>>,
 }
 
 impl Default for MemoryRankingStore {
@@ -112,6 +115,7 @@ impl Default for MemoryRankingStore {
             last_version: Mutex::default(),
             announce: broadcast::channel(64).0,
             leases: Mutex::default(),
+            segments: Mutex::default(),
         }
     }
 }
@@ -218,6 +222,22 @@ impl RankingStore for MemoryRankingStore {
                 set.expire_at = Some(inc.expire_at);
             }
         });
+        Ok(())
+    }
+
+    async fn published_segments(&self, whole: RankingKey) -> Result<Vec<Segment>, StoreError> {
+        Ok(lock(&self.segments).get(&whole).cloned().unwrap_or_default())
+    }
+
+    async fn record_segments(
+        &self,
+        whole: RankingKey,
+        segments: &[Segment],
+        _: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let mut sorted = segments.to_vec();
+        sorted.sort_unstable();
+        lock(&self.segments).insert(whole, sorted);
         Ok(())
     }
 

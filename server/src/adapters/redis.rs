@@ -33,12 +33,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 use redis::{Client, RedisError, Script};
 
 use crate::domain::calendar::RankingHour;
+use crate::domain::catalog::Segment;
 use crate::ports::{
     Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
     Scored, StoreError, VersionLife,
@@ -250,6 +251,8 @@ impl RedisRankingStore {
         match key {
             RankingKey::Daily(date) => format!("{}:{{daily:{date}}}", self.prefix),
             RankingKey::Weekly(date) => format!("{}:{{weekly:{date}}}", self.prefix),
+            RankingKey::DailySegment(date, s) => format!("{}:{{dseg:{date}:{s}}}", self.prefix),
+            RankingKey::WeeklySegment(date, s) => format!("{}:{{wseg:{date}:{s}}}", self.prefix),
             RankingKey::Hourly(h) => format!("{}:{{hour:{}T{:02}}}", self.prefix, h.date, h.hour),
         }
     }
@@ -278,16 +281,21 @@ impl RedisRankingStore {
         match key {
             RankingKey::Daily(date) => Some(format!("daily {date}")),
             RankingKey::Weekly(date) => Some(format!("weekly {date}")),
+            RankingKey::DailySegment(date, s) => Some(format!("dseg {date} {s}")),
+            RankingKey::WeeklySegment(date, s) => Some(format!("wseg {date} {s}")),
             RankingKey::Hourly(_) => None,
         }
     }
 
     fn parse_announcement(text: &str) -> Option<Announcement> {
-        let mut parts = text.split(' ');
-        let (kind, date, version) = (parts.next()?, parts.next()?, parts.next()?);
-        let key = match kind {
-            "daily" => RankingKey::Daily(date.parse::<NaiveDate>().ok()?),
-            "weekly" => RankingKey::Weekly(date.parse::<NaiveDate>().ok()?),
+        let parts: Vec<&str> = text.split(' ').collect();
+        let date = parts.get(1)?.parse::<NaiveDate>().ok()?;
+        let segment = |i: usize| parts.get(i).and_then(|s| Segment::parse(s).ok());
+        let (key, version) = match (parts[0], parts.len()) {
+            ("daily", 3) => (RankingKey::Daily(date), parts[2]),
+            ("weekly", 3) => (RankingKey::Weekly(date), parts[2]),
+            ("dseg", 4) => (RankingKey::DailySegment(date, segment(2)?), parts[3]),
+            ("wseg", 4) => (RankingKey::WeeklySegment(date, segment(2)?), parts[3]),
             _ => return None,
         };
         Some(Announcement { key, version: version.parse().ok()? })
@@ -454,6 +462,33 @@ impl RankingStore for RedisRankingStore {
         for (key, at) in expiries {
             pipe.cmd("EXPIREAT").arg(key).arg(at).ignore();
         }
+        pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
+    }
+
+    async fn published_segments(&self, whole: RankingKey) -> Result<Vec<Segment>, StoreError> {
+        let names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(format!("{}:segments", self.base(whole)))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        let mut segments: Vec<Segment> = names.iter().filter_map(|n| Segment::parse(n).ok()).collect();
+        segments.sort_unstable();
+        Ok(segments)
+    }
+
+    async fn record_segments(
+        &self,
+        whole: RankingKey,
+        segments: &[Segment],
+        expire_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let key = format!("{}:segments", self.base(whole));
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("DEL").arg(&key).ignore();
+        for chunk in segments.chunks(1_000) {
+            pipe.cmd("SADD").arg(&key).arg(chunk.iter().map(Segment::as_str).collect::<Vec<_>>()).ignore();
+        }
+        pipe.cmd("EXPIREAT").arg(&key).arg(expire_at.timestamp()).ignore();
         pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
     }
 

@@ -9,7 +9,7 @@ use chrono::{Days, NaiveDate, Utc};
 use super::policy::Policy;
 use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::explain::{Explanation, explain};
-use crate::ports::MetricsStore;
+use crate::ports::{MetricsStore, Segment};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -23,6 +23,8 @@ pub struct ExplainQuery {
     pub product_id: i64,
     /// The ranking day (`None` = today).
     pub date: Option<NaiveDate>,
+    /// Explain the product's place in this segment's ranking (same score, own rank).
+    pub segment: Option<Segment>,
 }
 
 /// A product's daily score taken apart.
@@ -62,12 +64,24 @@ impl Explainer {
     /// Explains one product's entry in the daily ranking of the query's day.
     pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
         let date = query.date.unwrap_or_else(|| self.policy.today(Utc::now()));
-        let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None };
+        let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None, segment: query.segment };
         let mut attempt = 1;
         loop {
             let served = self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
+            // The statistics belong to the whole daily ranking; a segment's ranking is published
+            // with it, under a version of its own.
+            let version = match query.segment {
+                None => served.version,
+                Some(_) => {
+                    let whole = Selector { segment: None, ..selector };
+                    self.queries
+                        .rank(RankQuery { selector: whole, product_id: query.product_id, neighbors: 0 })
+                        .await?
+                        .version
+                }
+            }
+            .unwrap_or_default();
             let run = self.store.ranking_run(date).await?;
-            let version = served.version.unwrap_or_default();
             match run {
                 Some(run) if run.version == version => {
                     let first = self.policy.carry_start(date);

@@ -5,7 +5,8 @@
 //! the ranking is recomputed. Hourly rankings have no versions: their tokens carry the
 //! position only (version 0).
 //!
-//! The encoding is 27 bytes and an 8-byte tag (SHA-256 of a fixed context and the bytes),
+//! The encoding is 27 bytes (and, for a segment ranking, its name after a length byte) and
+//! an 8-byte tag (SHA-256 of a fixed context and the bytes),
 //! base64url without padding. The tag makes a garbled or edited token fail to decode
 //! (INVALID_ARGUMENT) instead of naming another page; it is not a secret, and a token only
 //! ever names a position a caller could ask for with `offset`.
@@ -17,13 +18,16 @@ use sha2::{Digest, Sha256};
 
 use super::invalid::{Invalid, quote};
 use crate::domain::calendar::RankingHour;
+use crate::domain::catalog::{MAX_SEGMENT_LEN, Segment};
 use crate::ports::RankingKey;
 
 const FORMAT: u8 = 1;
+/// The format of a token of a segment ranking: the name follows the fixed part.
+const SEGMENT_FORMAT: u8 = 2;
 const PAYLOAD: usize = 27;
 const TAG: usize = 8;
 /// A longer token cannot be one of ours; it is refused before decoding.
-const MAX_TEXT: usize = (PAYLOAD + TAG).div_ceil(3) * 4;
+const MAX_TEXT: usize = (PAYLOAD + 1 + MAX_SEGMENT_LEN + TAG).div_ceil(3) * 4;
 
 /// The position of the next page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,15 +60,21 @@ impl PageToken {
         let (window, date, hour) = match self.key {
             RankingKey::Daily(d) => (1u8, d, u8::MAX),
             RankingKey::Hourly(h) => (2u8, h.date, h.hour as u8),
-            RankingKey::Weekly(d) => (3u8, d, u8::MAX),
+            RankingKey::Weekly(d) | RankingKey::WeeklySegment(d, _) => (3u8, d, u8::MAX),
+            RankingKey::DailySegment(d, _) => (1u8, d, u8::MAX),
         };
-        bytes.push(FORMAT);
+        let segment = self.key.segment();
+        bytes.push(if segment.is_some() { SEGMENT_FORMAT } else { FORMAT });
         bytes.push(window);
         bytes.extend_from_slice(&date.num_days_from_ce().to_be_bytes());
         bytes.push(hour);
         bytes.extend_from_slice(&self.version.to_be_bytes());
         bytes.extend_from_slice(&self.offset.to_be_bytes());
         bytes.extend_from_slice(&self.limit.to_be_bytes());
+        if let Some(segment) = segment {
+            bytes.push(segment.as_str().len() as u8);
+            bytes.extend_from_slice(segment.as_str().as_bytes());
+        }
         let tag = tag(&bytes);
         bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
@@ -76,9 +86,21 @@ impl PageToken {
             return Err(garbled(text));
         }
         let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| garbled(text))?;
-        if bytes.len() != PAYLOAD + TAG || bytes[0] != FORMAT || bytes[PAYLOAD..] != tag(&bytes[..PAYLOAD]) {
+        let payload = match bytes.first() {
+            Some(&FORMAT) => PAYLOAD,
+            Some(&SEGMENT_FORMAT) if bytes.len() > PAYLOAD => PAYLOAD + 1 + usize::from(bytes[PAYLOAD]),
+            _ => return Err(garbled(text)),
+        };
+        if bytes.len() != payload + TAG || bytes[payload..] != tag(&bytes[..payload]) {
             return Err(garbled(text));
         }
+        let segment = match payload > PAYLOAD {
+            true => {
+                let name = std::str::from_utf8(&bytes[PAYLOAD + 1..payload]).map_err(|_| garbled(text))?;
+                Some(Segment::parse(name).map_err(|_| garbled(text))?)
+            }
+            false => None,
+        };
         let u32_at = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
         let date = NaiveDate::from_num_days_from_ce_opt(u32_at(2) as i32).ok_or_else(|| garbled(text))?;
@@ -88,6 +110,7 @@ impl PageToken {
             (3, u8::MAX) => RankingKey::Weekly(date),
             _ => return Err(garbled(text)),
         };
+        let key = key.restricted(segment).ok_or_else(|| garbled(text))?;
         Ok(Self { key, version: u64_at(7), offset: u64_at(15), limit: u32_at(23) })
     }
 }

@@ -30,7 +30,7 @@ use super::recompute::Recompute;
 use super::snapshots::{Held, Snapshots};
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
-use crate::ports::{Found, Page, Placements, RankingKey, RankingStore, StoreError};
+use crate::ports::{Found, Page, Placements, RankingKey, RankingStore, Segment, StoreError};
 
 /// Largest page of a top-N read.
 pub const MAX_LIMIT: u32 = 1_000;
@@ -62,6 +62,8 @@ pub struct Selector {
     pub date: Option<NaiveDate>,
     /// The hour (hourly window); `None` is the current hour of today.
     pub hour: Option<u32>,
+    /// The segment (daily and weekly windows); `None` is the whole ranking.
+    pub segment: Option<Segment>,
 }
 
 /// A page of a ranking.
@@ -298,9 +300,16 @@ impl Queries {
     /// if its day is retained, rebuilds it (sharing a rebuild under way) and returns `true`
     /// so the caller reads again.
     async fn rebuilt_if_lost(&self, resolved: &Resolved, version: Option<u64>) -> Result<bool, StoreError> {
-        let (RankingKey::Daily(date) | RankingKey::Weekly(date)) = resolved.key else { return Ok(false) };
+        let (RankingKey::Daily(date) | RankingKey::Weekly(date)) = resolved.key.whole() else { return Ok(false) };
         let today = self.policy.today(Utc::now());
         if version.is_some() || self.policy.check_recomputable(date, today).is_err() {
+            return Ok(false);
+        }
+        // A segment without ranked members has no ranking at all: it reads as empty while the
+        // whole ranking it restricts is there.
+        if resolved.key.segment().is_some()
+            && self.rankings.versions(&[resolved.key.whole()]).await?.first().copied().flatten().is_some()
+        {
             return Ok(false);
         }
         let rebuild = {
@@ -354,6 +363,9 @@ impl Queries {
                 RankingKey::Hourly(RankingHour { date, hour })
             }
         };
+        let key = key.restricted(selector.segment).ok_or_else(|| {
+            Invalid::field("segment", "segments have daily and weekly rankings only, not WINDOW_HOURLY")
+        })?;
         Ok(Resolved { key, window })
     }
 
@@ -367,10 +379,12 @@ impl Queries {
         let s = query.selector;
         let (window, hour) = match token.key {
             RankingKey::Daily(_) => (Window::Daily, None),
-            RankingKey::Weekly(_) => (Window::Weekly, None),
+            RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => (Window::Weekly, None),
+            RankingKey::DailySegment(..) => (Window::Daily, None),
             RankingKey::Hourly(h) => (Window::Hourly, Some(h.hour)),
         };
         let differs = s.window.is_some_and(|w| w != window)
+            || s.segment.is_some_and(|seg| Some(seg) != token.key.segment())
             || s.date.is_some_and(|d| d != token.key.date())
             || s.hour.is_some_and(|h| Some(h) != hour);
         if differs {
@@ -677,6 +691,8 @@ fn previous_period(key: RankingKey) -> Option<RankingKey> {
     match key {
         RankingKey::Daily(d) => d.pred_opt().map(RankingKey::Daily),
         RankingKey::Weekly(d) => d.pred_opt().map(RankingKey::Weekly),
+        RankingKey::DailySegment(d, s) => d.pred_opt().map(|d| RankingKey::DailySegment(d, s)),
+        RankingKey::WeeklySegment(d, s) => d.pred_opt().map(|d| RankingKey::WeeklySegment(d, s)),
         RankingKey::Hourly(h) if h.hour > 0 => Some(RankingKey::Hourly(RankingHour { date: h.date, hour: h.hour - 1 })),
         RankingKey::Hourly(h) => h.date.pred_opt().map(|date| RankingKey::Hourly(RankingHour { date, hour: 23 })),
     }
@@ -800,7 +816,8 @@ mod tests {
         assert_eq!(r.key, RankingKey::Daily("2026-04-09".parse().expect("valid")));
         let hourly = q.resolve(Selector { window: Some(Window::Hourly), ..Default::default() }, now).expect("valid");
         assert_eq!(hourly.key, RankingKey::Hourly(RankingHour { date: r.date(), hour: 13 }));
-        let other_day = Selector { window: Some(Window::Hourly), date: "2026-04-08".parse().ok(), hour: None };
+        let other_day =
+            Selector { window: Some(Window::Hourly), date: "2026-04-08".parse().ok(), ..Default::default() };
         assert_eq!(q.resolve(other_day, now).expect_err("needs an hour").path.0, vec![PathSegment::Field("hour")]);
         let bad_hour = Selector { hour: Some(24), ..Default::default() };
         assert!(q.resolve(bad_hour, now).is_err());

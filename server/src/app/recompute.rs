@@ -9,12 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use futures_util::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
 use super::invalid::Invalid;
 use super::policy::{PRUNE_CHUNK, Policy};
 use super::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
+use crate::domain::catalog::{Membership, Segment};
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, PopulationStats, rank_day};
 use crate::domain::score::{CarryLedger, CarryOver, DailyMetrics, DayStanding};
@@ -36,6 +38,9 @@ pub struct RecomputeReport {
     /// Wall time.
     pub elapsed: Duration,
 }
+
+/// Segment rankings being published at once by one recompute.
+const SEGMENT_PUBLICATIONS: usize = 8;
 
 /// A day's ranking computed from SQL, before publication.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +164,19 @@ impl Recompute {
 
     async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), StoreError> {
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
-        for key in [RankingKey::Daily(date), RankingKey::Weekly(date)] {
+        let ids_list: Vec<i64> = ids.iter().copied().collect();
+        let mut keys = Vec::new();
+        for whole in [RankingKey::Daily(date), RankingKey::Weekly(date)] {
+            keys.push(whole);
+            for segment in self.rankings.published_segments(whole).await? {
+                let Some(key) = whole.restricted(Some(segment)) else { continue };
+                // One cheap look per segment; only segments holding a product are rewritten.
+                if self.rankings.placements(key, None, &ids_list).await?.found.iter().any(Option::is_some) {
+                    keys.push(key);
+                }
+            }
+        }
+        for key in keys {
             // The store's current version, not a copy this replica may not have refreshed.
             let Some(held) = self.snapshots.current(key).await? else { continue };
             let all = held.ranking.page(0, held.ranking.len() as u64);
@@ -171,21 +188,43 @@ impl Recompute {
             self.snapshots.install(key, version, kept).await;
         }
         let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();
-        let ids: Vec<i64> = ids.iter().copied().collect();
-        self.rankings.withdraw_hourly(&hours, &ids).await
+        self.rankings.withdraw_hourly(&hours, &ids_list).await
     }
 
-    /// The products the catalog hides now.
-    async fn hidden(&self) -> Result<HashSet<i64>, StoreError> {
-        let mut hidden = HashSet::new();
-        self.store
-            .scan_catalog(&mut |e| {
-                if e.hidden {
-                    hidden.insert(e.product_id);
-                }
-            })
-            .await?;
-        Ok(hidden)
+    /// The catalog now: hidden products and segment membership.
+    async fn membership(&self) -> Result<Membership, StoreError> {
+        let mut membership = Membership::default();
+        self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
+        Ok(membership)
+    }
+
+    /// Publishes one ranking per segment of `whole` (entries in ranking order): its members'
+    /// entries, same scores. A segment published before that has no member now gets an empty
+    /// version, so it reads as empty rather than as its old members.
+    async fn publish_segments(
+        &self,
+        whole: RankingKey,
+        entries: &[Scored],
+        catalog: &Membership,
+        life: VersionLife,
+    ) -> Result<(), StoreError> {
+        let previous = self.rankings.published_segments(whole).await?;
+        let mut lists: Vec<(Segment, Vec<Scored>)> =
+            catalog.segments().iter().copied().zip(catalog.split(entries, |e| e.product_id)).collect();
+        lists.retain(|(segment, list)| !list.is_empty() || previous.contains(segment));
+        let current: HashSet<Segment> = lists.iter().map(|(s, _)| *s).collect();
+        lists.extend(previous.iter().filter(|s| !current.contains(s)).map(|s| (*s, Vec::new())));
+        let published: Vec<Segment> = lists.iter().filter(|(_, l)| !l.is_empty()).map(|(s, _)| *s).collect();
+        // A few publications in flight at once: each is its own script on its own keys.
+        let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, list)| {
+            let key = whole.restricted(Some(segment))?;
+            Some(async move { self.rankings.publish(key, &list, life).await.map(|v| (key, v, list)) })
+        }))
+        .buffer_unordered(SEGMENT_PUBLICATIONS);
+        while let Some((key, version, list)) = publications.try_next().await? {
+            self.snapshots.install(key, version, list).await;
+        }
+        self.rankings.record_segments(whole, &published, life.expire_at).await
     }
 
     /// Whether the daily or weekly ranking of `date` is missing from the ranking store.
@@ -210,14 +249,15 @@ impl Recompute {
     /// Computes and stores the ranking of `date` without taking the lock.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let hidden = self.hidden().await?;
-        let Computed { mut entries, clamped, stats, clock } = self.compute(date, &hidden).await?;
+        let catalog = self.membership().await?;
+        let Computed { mut entries, clamped, stats, clock } = self.compute(date, &catalog).await?;
         entries.sort_unstable_by(ranking_order);
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let version = self.rankings.publish(key, &entries, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         let products = entries.len() as u64;
+        self.publish_segments(key, &entries, &catalog, life).await?;
         // Served by this replica before the call returns; the others load it on the
         // announcement or their next poll.
         self.snapshots.install(key, version, entries).await;
@@ -226,10 +266,11 @@ impl Recompute {
         let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
         self.store.record_run(&run).await?;
 
-        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date, &hidden).await?;
+        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date, &catalog).await?;
         week.sort_unstable_by(ranking_order);
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week, life).await?;
+        self.publish_segments(weekly, &week, &catalog, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install(weekly, weekly_version, week).await;
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
@@ -237,7 +278,7 @@ impl Recompute {
 
     /// The encoded ranking of `date` from SQL alone, without the `hidden` products (they
     /// still carry over: their standing is computed, then left out of the population).
-    pub async fn compute(&self, date: NaiveDate, hidden: &HashSet<i64>) -> Result<Computed, StoreError> {
+    pub async fn compute(&self, date: NaiveDate, catalog: &Membership) -> Result<Computed, StoreError> {
         let first = self.policy.carry_start(date);
         let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
@@ -263,7 +304,7 @@ impl Recompute {
             standing,
             last_event_us: None,
         }));
-        contenders.retain(|c| !hidden.contains(&c.product_id));
+        contenders.retain(|c| !catalog.is_hidden(c.product_id));
         // A fixed order makes the floating-point sums of the normalisation, and so every
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
@@ -277,12 +318,12 @@ impl Recompute {
     /// The encoded rolling weekly ranking of the 7 days ending with `date`, from one grouped
     /// SQL query: counters summed per product over D-6 … D, no carry-over, recency from the
     /// product's latest event of the week to the end of D (the daily reference).
-    pub async fn compute_weekly(&self, date: NaiveDate, hidden: &HashSet<i64>) -> Result<Computed, StoreError> {
+    pub async fn compute_weekly(&self, date: NaiveDate, catalog: &Membership) -> Result<Computed, StoreError> {
         let weights = self.policy.weights;
         let mut contenders: Vec<Contender> = Vec::new();
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
-                if hidden.contains(&r.product_id) {
+                if catalog.is_hidden(r.product_id) {
                     return;
                 }
                 contenders.push(Contender {

@@ -18,6 +18,102 @@ pub struct CatalogEntry {
     pub hidden: bool,
 }
 
+/// A valid segment name, stored inline so that ranking keys holding one stay `Copy`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Segment {
+    len: u8,
+    bytes: [u8; MAX_SEGMENT_LEN],
+}
+
+impl Segment {
+    /// The segment a name means, or why the name is refused.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        if let Some(problem) = segment_problem(name) {
+            return Err(problem);
+        }
+        let mut bytes = [0u8; MAX_SEGMENT_LEN];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Ok(Self { len: name.len() as u8, bytes })
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        // Only validated ASCII is ever stored.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Segment({})", self.as_str())
+    }
+}
+
+impl std::fmt::Display for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The catalog as a recompute needs it: the hidden products, and every product's segments
+/// (names interned, one flat list) to fan the ranking out by.
+#[derive(Debug, Default)]
+pub struct Membership {
+    names: Vec<Segment>,
+    index: std::collections::HashMap<Segment, u32>,
+    /// Product → (start, length) in `flat`.
+    of: std::collections::HashMap<i64, (u32, u8)>,
+    flat: Vec<u32>,
+    hidden: std::collections::HashSet<i64>,
+}
+
+impl Membership {
+    /// Adds one catalog row (names that are not valid segments are skipped).
+    pub fn add(&mut self, entry: &CatalogEntry) {
+        if entry.hidden {
+            self.hidden.insert(entry.product_id);
+        }
+        let start = self.flat.len() as u32;
+        for name in entry.segments.iter().take(MAX_SEGMENTS) {
+            let Ok(segment) = Segment::parse(name) else { continue };
+            let next = self.names.len() as u32;
+            let i = *self.index.entry(segment).or_insert(next);
+            if i == next {
+                self.names.push(segment);
+            }
+            self.flat.push(i);
+        }
+        let len = (self.flat.len() as u32 - start) as u8;
+        if len > 0 {
+            self.of.insert(entry.product_id, (start, len));
+        }
+    }
+
+    /// Whether the product is hidden.
+    pub fn is_hidden(&self, product_id: i64) -> bool {
+        self.hidden.contains(&product_id)
+    }
+
+    /// Every segment some product belongs to, in the order first seen.
+    pub fn segments(&self) -> &[Segment] {
+        &self.names
+    }
+
+    /// `entries` split per segment (indexed like [`Membership::segments`]), each list in
+    /// the order of `entries`: a ranking in ranking order gives each segment's ranking.
+    pub fn split<T: Copy>(&self, entries: &[T], product_id: impl Fn(&T) -> i64) -> Vec<Vec<T>> {
+        let mut lists: Vec<Vec<T>> = vec![Vec::new(); self.names.len()];
+        for e in entries {
+            if let Some(&(start, len)) = self.of.get(&product_id(e)) {
+                for &i in &self.flat[start as usize..start as usize + usize::from(len)] {
+                    lists[i as usize].push(*e);
+                }
+            }
+        }
+        lists
+    }
+}
+
 /// Why a segment name is refused, for the caller's error message; `None` when it is valid:
 /// `[a-z0-9][a-z0-9_.:-]{0,63}`.
 pub fn segment_problem(name: &str) -> Option<String> {
@@ -61,6 +157,28 @@ mod tests {
             assert!(segment_problem(bad).is_some(), "{bad:?}");
         }
         assert_eq!(segment_problem(&"a".repeat(64)), None);
+        let s = Segment::parse("brand:acme").expect("valid");
+        assert_eq!((s.as_str(), s.to_string()), ("brand:acme", "brand:acme".to_owned()));
+        assert!(Segment::parse("Brand").is_err());
+    }
+
+    #[test]
+    fn membership_splits_a_ranking_per_segment_in_its_order() {
+        let mut m = Membership::default();
+        let entry = |id: i64, segments: &[&str], hidden| CatalogEntry {
+            product_id: id,
+            segments: segments.iter().map(|s| s.to_string()).collect(),
+            hidden,
+        };
+        m.add(&entry(1, &["a", "b"], false));
+        m.add(&entry(2, &["b"], true));
+        m.add(&entry(3, &[], false));
+        m.add(&entry(4, &["a", "Not valid"], false));
+        let names: Vec<&str> = m.segments().iter().map(Segment::as_str).collect();
+        assert_eq!(names, vec!["a", "b"]);
+        let ranking = [4i64, 3, 2, 1];
+        assert_eq!(m.split(&ranking, |id| *id), vec![vec![4, 1], vec![2, 1]]);
+        assert!(m.is_hidden(2) && !m.is_hidden(1));
     }
 
     proptest! {

@@ -8,7 +8,7 @@ use ranking_proto::v1 as pb;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
-use crate::domain::catalog::CatalogEntry;
+use crate::domain::catalog::{CatalogEntry, Segment};
 use crate::domain::event::{EventKind, RawEvent};
 use crate::domain::explain::Axis;
 use crate::ports::Outcome;
@@ -86,8 +86,16 @@ pub fn date(value: &str) -> Result<Option<NaiveDate>, Invalid> {
 }
 
 /// The ranking a read names.
-pub fn selector(window_value: i32, date_value: &str, hour: Option<u32>) -> Result<Selector, Invalid> {
-    Ok(Selector { window: window(window_value)?, date: date(date_value)?, hour })
+pub fn selector(window_value: i32, date_value: &str, hour: Option<u32>, segment: &str) -> Result<Selector, Invalid> {
+    Ok(Selector { window: window(window_value)?, date: date(date_value)?, hour, segment: self::segment(segment)? })
+}
+
+/// A segment name (empty: none), checked against the segment syntax.
+pub fn segment(value: &str) -> Result<Option<Segment>, Invalid> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    Segment::parse(value).map(Some).map_err(|problem| Invalid::field("segment", format!("{} {problem}", quote(value))))
 }
 
 /// An entry on the wire.

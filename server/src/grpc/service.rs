@@ -67,7 +67,7 @@ impl RankingService for RankingApi {
     async fn get_top_n(&self, request: Request<pb::GetTopNRequest>) -> Result<Response<pb::GetTopNResponse>, Status> {
         let req = request.into_inner();
         let query = TopQuery {
-            selector: convert::selector(req.window, &req.date, req.hour)?,
+            selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             offset: req.offset,
             limit: req.limit,
             page_token: Some(req.page_token).filter(|t| !t.is_empty()),
@@ -78,7 +78,7 @@ impl RankingService for RankingApi {
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {
         let req = request.into_inner();
         let query = RankQuery {
-            selector: convert::selector(req.window, &req.date, req.hour)?,
+            selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_id: req.product_id,
             neighbors: req.neighbors,
         };
@@ -87,8 +87,10 @@ impl RankingService for RankingApi {
 
     async fn get_ranks(&self, request: Request<pb::GetRanksRequest>) -> Result<Response<pb::GetRanksResponse>, Status> {
         let req = request.into_inner();
-        let query =
-            RanksQuery { selector: convert::selector(req.window, &req.date, req.hour)?, product_ids: req.product_ids };
+        let query = RanksQuery {
+            selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
+            product_ids: req.product_ids,
+        };
         Ok(Response::new(convert::ranks_response(self.queries.ranks(query).await?)))
     }
 
@@ -98,7 +100,7 @@ impl RankingService for RankingApi {
     ) -> Result<Response<pb::ListMoversResponse>, Status> {
         let req = request.into_inner();
         let query = MoversQuery {
-            selector: convert::selector(req.window, &req.date, req.hour)?,
+            selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             direction: convert::direction(req.direction)?,
             limit: req.limit,
             within_top: req.within_top,
@@ -111,7 +113,11 @@ impl RankingService for RankingApi {
         request: Request<pb::ExplainRankRequest>,
     ) -> Result<Response<pb::ExplainRankResponse>, Status> {
         let req = request.into_inner();
-        let query = ExplainQuery { product_id: req.product_id, date: convert::date(&req.date)? };
+        let query = ExplainQuery {
+            product_id: req.product_id,
+            date: convert::date(&req.date)?,
+            segment: convert::segment(&req.segment)?,
+        };
         Ok(Response::new(convert::explain_response(self.explainer.explain(query).await?)))
     }
 

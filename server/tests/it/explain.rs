@@ -128,7 +128,8 @@ async fn explain_validates_and_answers_not_found() {
     let mut app = TestApp::spawn(&[]).await;
     app.record(views("v", 7, 2, Utc::now() - Duration::seconds(5))).await;
     app.recompute("").await;
-    let explain = |product_id, date: &str| v1::ExplainRankRequest { product_id, date: date.into() };
+    let explain =
+        |product_id, date: &str| v1::ExplainRankRequest { product_id, date: date.into(), ..Default::default() };
     let e = app.client.explain_rank(explain(0, "")).await.expect_err("product 0");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("product_id:"), "{}", e.message());

@@ -19,6 +19,7 @@ mod otel;
 mod rankctl;
 mod redis_store;
 mod scheduler;
+mod segments;
 mod snapshots;
 mod storage;
 mod weekly;

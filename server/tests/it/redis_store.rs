@@ -40,7 +40,7 @@ async fn flush(prefix: &str) {
     }
 }
 
-/// The current version of every daily and weekly ranking under `prefix`: (version pointer key, members
+/// The current version of every daily, weekly and segment ranking under `prefix`: (version pointer key, members
 /// with scores), by day.
 async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
     versions(prefix).await.into_iter().map(|(pointer, _, members)| (pointer, members)).collect()
@@ -51,11 +51,9 @@ async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
 async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     let mut conn = redis().await;
     let mut out = Vec::new();
-    for pointer in keys(prefix)
-        .await
-        .into_iter()
-        .filter(|k| (k.contains("{daily:") || k.contains("{weekly:")) && k.ends_with(":version"))
-    {
+    for pointer in keys(prefix).await.into_iter().filter(|k| {
+        ["{daily:", "{weekly:", "{dseg:", "{wseg:"].iter().any(|t| k.contains(t)) && k.ends_with(":version")
+    }) {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
         let members: Vec<(String, f64)> = conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE");
@@ -91,11 +89,16 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
         }
         app.record(events).await;
     }
+    // Three segments over the 40 products, and one product hidden.
+    let products =
+        (1..=40i64).map(|p| v1::CatalogEntry { product_id: p, segments: vec![format!("s{}", p % 3)], hidden: p == 7 });
+    let request = v1::UpdateCatalogRequest { products: products.collect() };
+    app.client.update_catalog(request).await.expect("UpdateCatalog");
     for n in [3u64, 2, 1, 0] {
         app.recompute(&day(n)).await;
     }
     let before = snapshot(&prefix).await;
-    assert_eq!(before.len(), 8, "a daily and a weekly ranking per day");
+    assert_eq!(before.len(), 32, "a daily and a weekly ranking per day, and one of each per segment");
     assert!(before.iter().all(|(_, m)| !m.is_empty()));
     let versions_before = versions(&prefix).await;
     let today = versions_before.iter().find(|(k, _, _)| k.contains(&day(0))).expect("today");
@@ -110,7 +113,7 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
     // The scheduler's start-up run restores today and (missing) yesterday by itself.
     app.scheduler.startup(Utc::now()).await;
     let restored = snapshot(&prefix).await;
-    assert_eq!(restored.len(), 4);
+    assert_eq!(restored.len(), 16);
     for n in [3u64, 2] {
         app.recompute(&day(n)).await;
     }

@@ -1,0 +1,109 @@
+//! Segment rankings (SPEC §9.3) through the client: the full ranking restricted to a
+//! segment's members, same scores, ranks counted within the segment; membership changes at the
+//! next recompute; an empty segment reads as an empty ranking; hidden products leave them.
+
+use chrono::{Duration, Utc};
+use ranking_client::tonic::Code;
+use ranking_client::v1;
+
+use crate::helpers::{TestApp, views};
+
+fn entry(product_id: i64, segments: &[&str]) -> v1::CatalogEntry {
+    v1::CatalogEntry { product_id, segments: segments.iter().map(|s| s.to_string()).collect(), hidden: false }
+}
+
+fn top(window: v1::Window, segment: &str) -> v1::GetTopNRequest {
+    v1::GetTopNRequest { window: window.into(), segment: segment.into(), limit: 100, ..Default::default() }
+}
+
+async fn board(app: &mut TestApp, window: v1::Window, segment: &str) -> Vec<(i64, u64, f64)> {
+    let page = app.client.get_top_n(top(window, segment)).await.expect("GetTopN").into_inner();
+    assert_eq!(page.total as usize, page.products.len());
+    page.products.iter().map(|p| (p.product_id, p.rank, p.score)).collect()
+}
+
+/// The full ranking's entries of `members`, renumbered: what a segment must serve.
+fn restricted(full: &[(i64, u64, f64)], members: &[i64]) -> Vec<(i64, u64, f64)> {
+    full.iter()
+        .filter(|(id, ..)| members.contains(id))
+        .enumerate()
+        .map(|(i, (id, _, score))| (*id, i as u64 + 1, *score))
+        .collect()
+}
+
+async fn catalog(app: &mut TestApp, products: Vec<v1::CatalogEntry>) {
+    let request = v1::UpdateCatalogRequest { products };
+    app.client.update_catalog(request).await.expect("UpdateCatalog");
+}
+
+#[tokio::test]
+async fn segment_rankings_are_the_full_ranking_restricted_to_their_members() {
+    let mut app = TestApp::spawn(&[]).await;
+    let at = Utc::now() - Duration::seconds(5);
+    let events = (1..=6).flat_map(|p| views(&format!("p{p}"), p, p as usize * 2, at)).collect();
+    app.record(events).await;
+    catalog(
+        &mut app,
+        vec![
+            entry(1, &["odd"]),
+            entry(3, &["odd"]),
+            entry(5, &["odd"]),
+            entry(2, &["even"]),
+            entry(4, &["even"]),
+            entry(6, &["even", "top"]),
+        ],
+    )
+    .await;
+    app.recompute("").await;
+    for window in [v1::Window::Daily, v1::Window::Weekly] {
+        let full = board(&mut app, window, "").await;
+        assert_eq!(board(&mut app, window, "odd").await, restricted(&full, &[1, 3, 5]), "{window:?}");
+        assert_eq!(board(&mut app, window, "even").await, restricted(&full, &[2, 4, 6]), "{window:?}");
+        assert_eq!(board(&mut app, window, "top").await, restricted(&full, &[6]), "{window:?}");
+    }
+
+    // Every read takes the segment: ranks, neighbours and page tokens stay within it.
+    let rank = v1::GetRankRequest { product_id: 3, segment: "odd".into(), neighbors: 1, ..Default::default() };
+    let rank = app.client.get_rank(rank).await.expect("GetRank").into_inner();
+    let product = rank.product.expect("entry");
+    assert_eq!((product.rank, rank.total), (2, 3));
+    assert_eq!((rank.above[0].product_id, rank.below[0].product_id), (5, 1));
+    let ranks = v1::GetRanksRequest { product_ids: vec![1, 2], segment: "odd".into(), ..Default::default() };
+    let ranks = app.client.get_ranks(ranks).await.expect("GetRanks").into_inner();
+    assert_eq!((ranks.products[0].rank, ranks.missing.clone()), (3, vec![2]));
+    let first = app.client.get_top_n(v1::GetTopNRequest { limit: 1, ..top(v1::Window::Daily, "odd") }).await;
+    let first = first.expect("page 1").into_inner();
+    let next = v1::GetTopNRequest { page_token: first.next_page_token, ..Default::default() };
+    let second = app.client.get_top_n(next).await.expect("page 2").into_inner();
+    assert_eq!((second.products[0].product_id, second.products[0].rank, second.total), (3, 2, 3));
+    let explain = v1::ExplainRankRequest { product_id: 3, segment: "odd".into(), ..Default::default() };
+    let explain = app.client.explain_rank(explain).await.expect("explain").into_inner();
+    assert_eq!((explain.product.map(|p| p.rank), explain.above.map(|p| p.product_id)), (Some(2), Some(5)));
+
+    // A segment nobody belongs to is an empty ranking; a malformed one, or an hourly
+    // segment, is refused.
+    assert_eq!(board(&mut app, v1::Window::Daily, "category:none").await, vec![]);
+    let missing = v1::GetRankRequest { product_id: 1, segment: "category:none".into(), ..Default::default() };
+    assert_eq!(app.client.get_rank(missing).await.expect_err("not ranked").code(), Code::NotFound);
+    for (request, field) in [(top(v1::Window::Daily, "Odd"), "segment:"), (top(v1::Window::Hourly, "odd"), "segment:")]
+    {
+        let e = app.client.get_top_n(request).await.expect_err("refused");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().starts_with(field), "{}", e.message());
+    }
+
+    // Membership changes at the next recompute: 5 moves to "even", 6 leaves "top" (now empty).
+    catalog(&mut app, vec![entry(5, &["even"]), entry(6, &["even"])]).await;
+    assert_eq!(board(&mut app, v1::Window::Daily, "odd").await.len(), 3, "until the next recompute");
+    app.recompute("").await;
+    let full = board(&mut app, v1::Window::Daily, "").await;
+    assert_eq!(board(&mut app, v1::Window::Daily, "odd").await, restricted(&full, &[1, 3]));
+    assert_eq!(board(&mut app, v1::Window::Daily, "even").await, restricted(&full, &[2, 4, 5, 6]));
+    assert_eq!(board(&mut app, v1::Window::Daily, "top").await, vec![], "a segment left empty reads empty");
+
+    // Hiding takes a product out of its segments' rankings at once.
+    catalog(&mut app, vec![v1::CatalogEntry { product_id: 3, segments: vec!["odd".into()], hidden: true }]).await;
+    assert_eq!(board(&mut app, v1::Window::Daily, "odd").await.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(board(&mut app, v1::Window::Weekly, "odd").await.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
+    app.stop().await;
+}

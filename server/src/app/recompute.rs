@@ -198,23 +198,26 @@ impl Recompute {
         Ok(membership)
     }
 
-    /// Publishes one ranking per segment of `whole` (entries in ranking order): its members'
-    /// entries, same scores. A segment published before that has no member now gets an empty
-    /// version, so it reads as empty rather than as its old members.
+    /// Publishes one ranking per segment of `whole`: `lists` are its members' entries per
+    /// segment of `catalog`, in ranking order, with the whole ranking's scores. A segment
+    /// published before that has no member now gets an empty version, so it reads as empty
+    /// rather than as its old members.
     async fn publish_segments(
         &self,
         whole: RankingKey,
-        entries: &[Scored],
+        lists: Vec<Vec<Scored>>,
         catalog: &Membership,
         life: VersionLife,
     ) -> Result<(), StoreError> {
         let previous = self.rankings.published_segments(whole).await?;
-        let mut lists: Vec<(Segment, Vec<Scored>)> =
-            catalog.segments().iter().copied().zip(catalog.split(entries, |e| e.product_id)).collect();
+        let mut lists: Vec<(Segment, Vec<Scored>)> = catalog.segments().iter().copied().zip(lists).collect();
         lists.retain(|(segment, list)| !list.is_empty() || previous.contains(segment));
         let current: HashSet<Segment> = lists.iter().map(|(s, _)| *s).collect();
         lists.extend(previous.iter().filter(|s| !current.contains(s)).map(|s| (*s, Vec::new())));
         let published: Vec<Segment> = lists.iter().filter(|(_, l)| !l.is_empty()).map(|(s, _)| *s).collect();
+        // Every segment of this publication, the emptied ones included, so that this replica's
+        // copies of them are replaced too.
+        self.snapshots.know_segments(whole, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
         // A few publications in flight at once: each is its own script on its own keys.
         let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, list)| {
             let key = whole.restricted(Some(segment))?;
@@ -257,10 +260,11 @@ impl Recompute {
         let version = self.rankings.publish(key, &entries, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         let products = entries.len() as u64;
-        self.publish_segments(key, &entries, &catalog, life).await?;
+        let segments = catalog.split(&entries, |e| e.product_id);
         // Served by this replica before the call returns; the others load it on the
         // announcement or their next poll.
         self.snapshots.install(key, version, entries).await;
+        self.publish_segments(key, segments, &catalog, life).await?;
         // What ExplainRank reproduces norms from. Written after the publication, so a reader
         // may briefly see the new version with the previous record; it checks the version.
         let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
@@ -270,9 +274,10 @@ impl Recompute {
         week.sort_unstable_by(ranking_order);
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week, life).await?;
-        self.publish_segments(weekly, &week, &catalog, life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
+        let segments = catalog.split(&week, |e| e.product_id);
         self.snapshots.install(weekly, weekly_version, week).await;
+        self.publish_segments(weekly, segments, &catalog, life).await?;
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 

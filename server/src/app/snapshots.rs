@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::policy::Policy;
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
-use crate::ports::{Announcement, Announcements, RankingKey, RankingStore, Scored, StoreError};
+use crate::ports::{Announcement, Announcements, RankingKey, RankingStore, Scored, Segment, StoreError};
 
 /// Entries per read while loading a version (4 MB of packed entries from Redis).
 pub const LOAD_CHUNK: u64 = 262_144;
@@ -75,6 +75,9 @@ pub struct Snapshots {
     oversize: Mutex<HashMap<RankingKey, u64>>,
     /// One installation at a time, so the bound holds while a copy is built.
     installing: tokio::sync::Mutex<()>,
+    /// The segments published with each whole ranking a replica keeps (their rankings are
+    /// kept too, after the whole ones, within the same bound).
+    segments: ArcSwap<HashMap<RankingKey, Vec<Segment>>>,
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
     /// many callers ask, they hold at most this many rankings' worth of memory.
     passing: tokio::sync::Semaphore,
@@ -100,6 +103,7 @@ impl Snapshots {
             oversize: Mutex::default(),
             installing: tokio::sync::Mutex::new(()),
             passing: tokio::sync::Semaphore::new(PASSING_COPIES),
+            segments: ArcSwap::default(),
         }
     }
 
@@ -117,12 +121,51 @@ impl Snapshots {
     }
 
     /// The rankings a replica keeps copies of at `now`: today's and yesterday's daily and
-    /// weekly rankings.
+    /// weekly rankings, then the segment rankings published with them (whole rankings come
+    /// first, so they are the last to be left out by the bound).
     pub fn wanted(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
+        let mut keys = self.wholes(now);
+        let segments = self.segments.load();
+        let restricted: Vec<RankingKey> = keys
+            .iter()
+            .flat_map(|whole| segments.get(whole).into_iter().flatten().filter_map(|s| whole.restricted(Some(*s))))
+            .collect();
+        keys.extend(restricted);
+        keys
+    }
+
+    fn wholes(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
         let today = self.policy.today(now);
         let mut keys = vec![RankingKey::Daily(today), RankingKey::Weekly(today)];
         keys.extend(today.pred_opt().into_iter().flat_map(|d| [RankingKey::Daily(d), RankingKey::Weekly(d)]));
         keys
+    }
+
+    /// Notes the segments published with `whole` (by this replica's recompute, or found by
+    /// the poll), so that their rankings are wanted.
+    pub fn know_segments(&self, whole: RankingKey, segments: &[Segment]) {
+        if !self.wholes(Utc::now()).contains(&whole) {
+            return;
+        }
+        self.segments.rcu(|known| {
+            let mut known = HashMap::clone(known);
+            known.insert(whole, segments.to_vec());
+            known
+        });
+        self.forget_unwanted(Utc::now());
+    }
+
+    /// Drops copies of rankings no longer wanted.
+    fn forget_unwanted(&self, now: DateTime<Utc>) {
+        let wanted = self.wanted(now);
+        if self.held.load().keys().any(|k| !wanted.contains(k)) {
+            self.held.rcu(|held| {
+                let mut held = HashMap::clone(held);
+                held.retain(|k, _| wanted.contains(k));
+                held
+            });
+            self.oversize.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
+        }
     }
 
     /// Entries a copy of `key` may have beside the copies of other rankings.
@@ -315,15 +358,14 @@ impl Snapshots {
     /// current version is newer than its copy.
     pub async fn refresh(&self) -> Result<(), StoreError> {
         let now = Utc::now();
-        let wanted = self.wanted(now);
-        if self.held.load().keys().any(|k| !wanted.contains(k)) {
-            self.held.rcu(|held| {
-                let mut held = HashMap::clone(held);
-                held.retain(|k, _| wanted.contains(k));
-                held
-            });
-            self.oversize.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
+        let wholes = self.wholes(now);
+        let mut known = HashMap::with_capacity(wholes.len());
+        for whole in wholes {
+            known.insert(whole, self.rankings.published_segments(whole).await?);
         }
+        self.segments.store(Arc::new(known));
+        self.forget_unwanted(now);
+        let wanted = self.wanted(now);
         self.report(now);
         let versions = self.rankings.versions(&wanted).await?;
         for (key, version) in wanted.into_iter().zip(versions) {
@@ -342,7 +384,11 @@ impl Snapshots {
     }
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
-        if self.wanted(Utc::now()).contains(&a.key) { self.load(a.key, a.version).await } else { Ok(()) }
+        let now = Utc::now();
+        // A segment first published now is not known yet: its whole ranking says it is wanted.
+        let wanted = self.wanted(now).contains(&a.key)
+            || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));
+        if wanted { self.load(a.key, a.version).await } else { Ok(()) }
     }
 
     /// Keeps the copies current until `stop`: loads announced versions at once, polls the

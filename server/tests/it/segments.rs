@@ -107,3 +107,37 @@ async fn segment_rankings_are_the_full_ranking_restricted_to_their_members() {
     assert_eq!(board(&mut app, v1::Window::Weekly, "odd").await.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
     app.stop().await;
 }
+
+/// Each replica holds the segment rankings of today in memory like the whole ones: after the
+/// other replica's recompute it serves them, and keeps serving them from its copy when their
+/// keys vanish from Redis.
+#[tokio::test]
+async fn replicas_hold_segment_rankings_in_memory() {
+    use redis::AsyncCommands;
+    let db = crate::helpers::TestDb::create().await;
+    let prefix = format!("t{:x}", crate::helpers::rand_u64());
+    let mut a = TestApp::spawn_on(crate::redis_store::redis_settings(&db.url, &prefix, &[])).await;
+    let mut b = TestApp::spawn_on(crate::redis_store::redis_settings(&db.url, &prefix, &[])).await;
+    let at = Utc::now() - Duration::seconds(5);
+    a.record((1..=4).flat_map(|p| views(&format!("p{p}"), p, p as usize, at)).collect()).await;
+    catalog(&mut a, vec![entry(1, &["brand:acme"]), entry(3, &["brand:acme"])]).await;
+    let loads = |m: &str| crate::helpers::metric_value(m, "ranking_snapshot_loads_total");
+    let before = loads(&b.scrape_metrics().await);
+    a.recompute("").await;
+    let published = a.client.get_top_n(top(v1::Window::Daily, "brand:acme")).await.expect("a").into_inner();
+    // b loads four new versions: daily, weekly, and the segment's daily and weekly.
+    let deadline = std::time::Instant::now() + crate::helpers::process::EVENTUALLY;
+    while loads(&b.scrape_metrics().await) < before + 4.0 {
+        assert!(std::time::Instant::now() < deadline, "replica b never loaded the segment rankings");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut conn = crate::redis_store::redis().await;
+    let keys: Vec<String> = conn.keys(format!("{prefix}:{{dseg:*")).await.expect("KEYS");
+    assert!(!keys.is_empty());
+    let _: () = conn.del(keys).await.expect("DEL");
+    let held = b.client.get_top_n(top(v1::Window::Daily, "brand:acme")).await.expect("held").into_inner();
+    assert_eq!((held.version, held.products), (published.version, published.products));
+    a.stop().await;
+    b.stop().await;
+    db.drop_db().await;
+}

@@ -61,6 +61,7 @@ bench:
 	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
+	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md

@@ -20,6 +20,13 @@ pub struct RpcLabels {
     pub code: &'static str,
 }
 
+/// Labels of the recompute's phases.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// `daily` (SQL scans, scores, publication of the daily ranking), `weekly`, `segments`.
+    pub phase: &'static str,
+}
+
 /// Every metric the service exports.
 pub struct Metrics {
     registry: Registry,
@@ -39,6 +46,8 @@ pub struct Metrics {
     pub recompute_products: Gauge,
     /// Failed recomputes.
     pub recompute_failures: Counter,
+    /// Seconds each phase of the last successful recompute took.
+    pub recompute_phase_seconds: Family<PhaseLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// Unix time of the last successful recompute (0 = none yet).
     last_recompute_unix: Gauge<i64, AtomicI64>,
     /// GetTopN pages fetched from Redis (calls beyond this shared a fetch).
@@ -81,6 +90,7 @@ impl Metrics {
         let recompute_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let recompute_products = Gauge::default();
         let recompute_failures = Counter::default();
+        let recompute_phase_seconds = Family::<PhaseLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let last_recompute_unix = Gauge::<i64, AtomicI64>::default();
         let top_fetches = Counter::default();
         let calls_in_flight = Gauge::default();
@@ -106,6 +116,11 @@ impl Metrics {
         registry.register("recompute_duration_seconds", "Recompute wall time", recompute_seconds.clone());
         registry.register("recompute_products", "Products in the last recomputed ranking", recompute_products.clone());
         registry.register("recompute_failures", "Failed recomputes", recompute_failures.clone());
+        registry.register(
+            "recompute_phase_seconds",
+            "Seconds each phase (daily, weekly, segments) of the last successful recompute took",
+            recompute_phase_seconds.clone(),
+        );
         registry.register(
             "last_recompute_timestamp_seconds",
             "Unix time of the last successful recompute",
@@ -150,6 +165,7 @@ impl Metrics {
             recompute_seconds,
             recompute_products,
             recompute_failures,
+            recompute_phase_seconds,
             last_recompute_unix,
             top_fetches,
             calls_in_flight,
@@ -165,6 +181,13 @@ impl Metrics {
     }
 
     /// Records a successful recompute.
+    /// Records the phases of a successful recompute.
+    pub fn recompute_phases(&self, phases: &[(&'static str, f64)]) {
+        for (phase, seconds) in phases {
+            self.recompute_phase_seconds.get_or_create(&PhaseLabels { phase }).set(*seconds);
+        }
+    }
+
     pub fn recompute_succeeded(&self, seconds: f64, products: u64) {
         self.recompute_seconds.observe(seconds);
         self.recompute_products.set(i64::try_from(products).unwrap_or(i64::MAX));

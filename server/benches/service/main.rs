@@ -8,6 +8,9 @@
 //!   `<products>` products ranked today: wall time and the process's peak memory.
 //! - `explain <products> <redis-url>`: ExplainRank p50/p95/p99 of random products of a day
 //!   of that size, next to GetRank's.
+//! - `segments <products> <redis-url>`: Recompute with the weekly ranking and with each
+//!   product in 3 of 1,000 segments, next to the same run's daily phase without a catalog:
+//!   phase seconds, peak memory, Redis bytes per ranked entry.
 //! - `reads <redis-url>`: GetTopN(limit 20) and GetRank next to the same server's health
 //!   check and to `redis-benchmark`, in two shapes (10 connections × 50 streams, 500 × 1), on
 //!   100,000 and 1,000,000 ranked products: calls/s, p95/p99, server CPU µs per call; and the
@@ -98,6 +101,11 @@ async fn main() {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
             let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
             recompute::bench_explain(n, redis).await;
+        }
+        Some("segments") => {
+            let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+            let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
+            recompute::bench_segments(n, redis).await;
         }
         Some("recompute-header") => {
             println!("\n## Recompute end to end (throwaway PostgreSQL → engine → Redis staging → RENAME)\n");

@@ -100,3 +100,98 @@ pub async fn bench_explain(products: i64, redis: &str) {
     }
     app.stop().await;
 }
+
+/// Wall seconds of one Recompute of today.
+async fn timed_recompute(app: &mut crate::Running) -> f64 {
+    let started = Instant::now();
+    app.clients[0].recompute(v1::RecomputeRequest { date: String::new() }).await.expect("recompute");
+    started.elapsed().as_secs_f64()
+}
+
+/// The phases of the server's last recompute, from its metrics.
+async fn phases(app: &crate::Running) -> (f64, f64, f64) {
+    let text = app.app.scrape_metrics().await;
+    let phase = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("ranking_recompute_phase_seconds{{phase=\"{name}\"}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (phase("daily"), phase("weekly"), phase("segments"))
+}
+
+/// `MEMORY USAGE` of the current version of a ranking (its ZSET and its packed copy) per
+/// entry.
+async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64) {
+    let version: u64 = redis::cmd("GET").arg(format!("{base}:version")).query_async(conn).await.expect("pointer");
+    let key = format!("{base}:v{version}");
+    let entries: u64 = redis::cmd("ZCARD").arg(&key).query_async(conn).await.expect("ZCARD");
+    let usage = |k: String| redis::cmd("MEMORY").arg("USAGE").arg(k).arg("SAMPLES").arg(0).to_owned();
+    let zset: u64 = usage(key.clone()).query_async(conn).await.expect("MEMORY USAGE");
+    let packed: u64 = usage(format!("{key}:packed")).query_async(conn).await.unwrap_or(0);
+    let per = |b: u64| if entries == 0 { f64::NAN } else { b as f64 / entries as f64 };
+    (entries, per(zset), per(packed))
+}
+
+/// Recompute of `products` products (rows today and yesterday) first with an empty catalog,
+/// then with each product in 3 of 1,000 segments, in one run: each phase's seconds, the
+/// process's peak memory, and Redis memory per ranked entry of each kind of ranking.
+pub async fn bench_segments(products: i64, redis_url: &str) {
+    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
+    let prefix = format!("bench-{:x}", Utc::now().timestamp_micros());
+    let mut app = serve(&[
+        format!("--database-url={}", pg.url()),
+        format!("--redis-url={redis_url}"),
+        format!("--redis-prefix={prefix}"),
+        "--metrics-listen=127.0.0.1:0".into(),
+    ])
+    .await;
+    let today = Utc::now().date_naive();
+    seed_day(&pg.url(), today.pred_opt().expect("a day before"), products).await;
+    seed_day(&pg.url(), today, products).await;
+    let plain = timed_recompute(&mut app).await;
+    let (plain_daily, plain_weekly, _) = phases(&app).await;
+    let rss_plain = peak_rss_mb();
+
+    let db = Database::connect(&pg.url()).await.expect("connect");
+    db.execute_unprepared(&format!(
+        "INSERT INTO product_catalog (product_id, hidden, segments) \
+         SELECT g, 0, 'seg' || (g % 1000) || ' seg' || ((g + 337) % 1000) || ' seg' || ((g + 671) % 1000) \
+         FROM generate_series(1::bigint, {products}::bigint) g"
+    ))
+    .await
+    .expect("catalog");
+    let segmented = timed_recompute(&mut app).await;
+    let (daily, weekly, segments) = phases(&app).await;
+    let rss = peak_rss_mb();
+
+    println!("\n## Recompute with weekly and segments ({products} products on each of 2 days, throwaway PostgreSQL)\n");
+    println!(
+        "| catalog | wall s | daily phase s | weekly phase s | segments phase s | wall vs daily-only phase | peak RSS MB (bench process, server inside) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| none | {plain:.2} | {plain_daily:.2} | {plain_weekly:.2} | 0 | {:.2}× | {rss_plain:.0} |",
+        plain / plain_daily
+    );
+    println!(
+        "| 3 of 1,000 segments each | {segmented:.2} | {daily:.2} | {weekly:.2} | {segments:.2} | {:.2}× | {rss:.0} |",
+        segmented / plain_daily
+    );
+
+    let client = redis::Client::open(redis_url).expect("redis url");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
+    println!("\n| ranking | entries | Redis bytes per entry (ZSET) | packed copy bytes per entry |");
+    println!("|---|---:|---:|---:|");
+    for (name, base) in [
+        ("daily", format!("{prefix}:{{daily:{today}}}")),
+        ("weekly", format!("{prefix}:{{weekly:{today}}}")),
+        ("daily segment (seg1)", format!("{prefix}:{{dseg:{today}:seg1}}")),
+        ("weekly segment (seg1)", format!("{prefix}:{{wseg:{today}:seg1}}")),
+    ] {
+        let (entries, zset, packed) = bytes_per_entry(&mut conn, &base).await;
+        println!("| {name} | {entries} | {zset:.1} | {packed:.1} |");
+    }
+    app.stop().await;
+}

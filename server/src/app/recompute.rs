@@ -264,11 +264,14 @@ impl Recompute {
         // Served by this replica before the call returns; the others load it on the
         // announcement or their next poll.
         self.snapshots.install(key, version, entries).await;
-        self.publish_segments(key, segments, &catalog, life).await?;
         // What ExplainRank reproduces norms from. Written after the publication, so a reader
         // may briefly see the new version with the previous record; it checks the version.
         let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
         self.store.record_run(&run).await?;
+        let daily = started.elapsed();
+        self.publish_segments(key, segments, &catalog, life).await?;
+        let mut in_segments = started.elapsed() - daily;
+        let weekly_started = Instant::now();
 
         let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date, &catalog).await?;
         week.sort_unstable_by(ranking_order);
@@ -277,7 +280,15 @@ impl Recompute {
         self.metrics.scores_clamped.inc_by(clamped as u64);
         let segments = catalog.split(&week, |e| e.product_id);
         self.snapshots.install(weekly, weekly_version, week).await;
+        let weekly_elapsed = weekly_started.elapsed();
+        let segments_started = Instant::now();
         self.publish_segments(weekly, segments, &catalog, life).await?;
+        in_segments += segments_started.elapsed();
+        self.metrics.recompute_phases(&[
+            ("daily", daily.as_secs_f64()),
+            ("weekly", weekly_elapsed.as_secs_f64()),
+            ("segments", in_segments.as_secs_f64()),
+        ]);
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 

@@ -282,6 +282,52 @@ pub struct Queries {
     recompute: Arc<Recompute>,
     /// Rebuilds under way, by day; an entry lives while its rebuild runs.
     rebuilds: Arc<Mutex<HashMap<NaiveDate, Rebuild>>>,
+    /// Answers of pages of held copies, which never change for a given pair of versions.
+    answers: Answers,
+}
+
+/// What a page answered from held copies depends on: the ranking and its version, the
+/// previous period's held version (its ranks annotate the entries), the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AnswerKey {
+    key: RankingKey,
+    version: u64,
+    previous: u64,
+    offset: u64,
+    limit: u32,
+}
+
+/// Most answers kept; when full, all are dropped (the hot pages come back at once).
+const MAX_ANSWERS: usize = 1_024;
+
+/// Answers of the most asked pages (the home page's top 20 …), so that the thousands of
+/// identical reads between two versions cost a lookup and a copy.
+#[derive(Default)]
+struct Answers(Mutex<HashMap<AnswerKey, TopAnswer>>);
+
+impl Answers {
+    /// The key of a page when the ranking, and the previous period's when there is one, are
+    /// both held copies; `None` otherwise (such answers are not kept).
+    fn key(&self, snapshots: &Snapshots, key: RankingKey, offset: u64, limit: u32) -> Option<AnswerKey> {
+        let version = snapshots.get(key)?.version;
+        let previous = match previous_period(key) {
+            Some(previous) => snapshots.get(previous)?.version,
+            None => 0,
+        };
+        Some(AnswerKey { key, version, previous, offset, limit })
+    }
+
+    fn get(&self, key: &AnswerKey) -> Option<TopAnswer> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+    }
+
+    fn put(&self, key: AnswerKey, answer: &TopAnswer) {
+        let mut answers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if answers.len() >= MAX_ANSWERS {
+            answers.clear();
+        }
+        answers.insert(key, answer.clone());
+    }
 }
 
 impl Queries {
@@ -293,7 +339,7 @@ impl Queries {
         policy: Arc<Policy>,
         recompute: Arc<Recompute>,
     ) -> Self {
-        Self { rankings, snapshots, policy, recompute, rebuilds: Arc::default() }
+        Self { rankings, snapshots, policy, recompute, rebuilds: Arc::default(), answers: Answers::default() }
     }
 
     /// When the store has no version of a daily ranking, makes sure it is not a lost one:
@@ -448,10 +494,30 @@ impl Queries {
                 let limit = if query.limit == 0 { DEFAULT_LIMIT } else { query.limit };
                 let resolved = self.resolve(query.selector, Utc::now())?;
                 let offset = u64::from(query.offset);
+                let cached = self.answers.key(&self.snapshots, resolved.key, offset, limit);
+                if let Some(answer) = cached.and_then(|k| self.answers.get(&k)) {
+                    return Ok(answer);
+                }
                 let page = self.current_page(&resolved, offset, u64::from(limit)).await?;
-                (resolved, offset, limit, page)
+                let answer = self.page_answer(&resolved, offset, limit, page).await?;
+                // Only an answer read from the copies the key names is kept.
+                if let Some(k) = cached.filter(|k| answer.version == Some(k.version)) {
+                    self.answers.put(k, &answer);
+                }
+                return Ok(answer);
             }
         };
+        self.page_answer(&resolved, offset, limit, page).await
+    }
+
+    /// The answer of a page read at `offset`: entries annotated, the next page's token.
+    async fn page_answer(
+        &self,
+        resolved: &Resolved,
+        offset: u64,
+        limit: u32,
+        page: Page,
+    ) -> Result<TopAnswer, QueryError> {
         let next = offset + page.entries.len() as u64;
         let next_page_token = (!page.entries.is_empty() && next < page.total)
             .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
@@ -461,7 +527,7 @@ impl Queries {
             .enumerate()
             .map(|(i, e)| resolved.entry(offset + i as u64, e.product_id, e.score))
             .collect();
-        self.annotate(&resolved, page.version, page.total, &mut entries, true).await?;
+        self.annotate(resolved, page.version, page.total, &mut entries, true).await?;
         Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
     }
 
@@ -886,5 +952,38 @@ mod tests {
         assert_eq!(field(q.top(other).await.expect_err("other ranking")), vec![PathSegment::Field("page_token")]);
         let offset = TopQuery { offset: 3, ..next(&token) };
         assert_eq!(field(q.top(offset).await.expect_err("offset")), vec![PathSegment::Field("offset")]);
+    }
+
+    #[tokio::test]
+    async fn answers_of_held_copies_are_kept_per_version_and_never_outlive_it() {
+        let (q, store) = queries();
+        let today = Utc::now().date_naive();
+        let life = crate::ports::VersionLife {
+            expire_at: Utc::now() + chrono::Duration::days(1),
+            superseded_for: Duration::from_secs(60),
+        };
+        let ranked = |ids: &[i64]| -> Vec<Scored> {
+            ids.iter().enumerate().map(|(i, id)| Scored { product_id: *id, score: 100.0 - i as f64 }).collect()
+        };
+        let yesterday = today.pred_opt().expect("a day before");
+        let v0 = store.publish(RankingKey::Daily(yesterday), &ranked(&[3, 2, 1]), life).await.expect("yesterday");
+        q.snapshots.install(RankingKey::Daily(yesterday), v0, ranked(&[3, 2, 1])).await;
+        let v1 = store.publish(RankingKey::Daily(today), &ranked(&[1, 2, 3]), life).await.expect("v1");
+        q.snapshots.install(RankingKey::Daily(today), v1, ranked(&[1, 2, 3])).await;
+
+        let first = q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("page");
+        let key = q.answers.key(&q.snapshots, RankingKey::Daily(today), 0, 2).expect("both copies held");
+        assert_eq!(q.answers.get(&key), Some(first.clone()), "kept");
+        assert_eq!(q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("again"), first);
+        assert_eq!(
+            first.entries.iter().map(|e| (e.product_id, e.previous_rank)).collect::<Vec<_>>(),
+            vec![(1, 3), (2, 2)]
+        );
+
+        // A new version is read at once; the kept answer of the old one is never served again.
+        let v2 = store.publish(RankingKey::Daily(today), &ranked(&[3, 1, 2]), life).await.expect("v2");
+        q.snapshots.install(RankingKey::Daily(today), v2, ranked(&[3, 1, 2])).await;
+        let second = q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("page of v2");
+        assert_eq!((second.version, second.entries[0].product_id), (Some(v2), 3));
     }
 }

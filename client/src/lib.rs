@@ -333,6 +333,54 @@ impl RankingClient {
         .boxed()
     }
 
+    /// Watches a top (WatchTopN): its current state at once, then each change. A stream
+    /// that breaks (a lost connection, a replica shutting down with UNAVAILABLE) is opened
+    /// again by itself after the retry policy's delay; the first message after a resume is the
+    /// then current state. Other errors, or the retry policy's attempts in a row running out,
+    /// end the stream with that error.
+    pub fn watch_top_n(
+        &self,
+        request: v1::WatchTopNRequest,
+    ) -> BoxStream<'static, Result<v1::WatchTopNResponse, Status>> {
+        struct Watching {
+            inner: Inner,
+            retry: RetryPolicy,
+            request: v1::WatchTopNRequest,
+            stream: Option<tonic::Streaming<v1::WatchTopNResponse>>,
+            failures: u32,
+        }
+        let start = Watching { inner: self.inner.clone(), retry: self.retry, request, stream: None, failures: 0 };
+        futures_util::stream::unfold(Some(start), |state| async move {
+            let mut w = state?;
+            loop {
+                let broken = match w.stream.as_mut() {
+                    None => match w.inner.watch_top_n(w.request.clone()).await {
+                        Ok(response) => {
+                            w.stream = Some(response.into_inner());
+                            continue;
+                        }
+                        Err(status) => status,
+                    },
+                    Some(stream) => match stream.message().await {
+                        Ok(Some(message)) => {
+                            w.failures = 0;
+                            return Some((Ok(message), Some(w)));
+                        }
+                        Ok(None) => Status::unavailable("the watch stream ended"),
+                        Err(status) => status,
+                    },
+                };
+                w.stream = None;
+                if !unavailable(&broken) || w.failures + 1 >= w.retry.max_attempts {
+                    return Some((Err(broken), None));
+                }
+                tokio::time::sleep(w.retry.delay(w.failures)).await;
+                w.failures += 1;
+            }
+        })
+        .boxed()
+    }
+
     /// Every entry of a ranking, best first, following page tokens as [`RankingClient::pages`].
     pub fn entries(&self, request: v1::GetTopNRequest) -> BoxStream<'static, Result<v1::RankedProduct, Status>> {
         self.pages(request)

@@ -212,6 +212,14 @@ pub struct RankingSettings {
     /// from Redis.
     #[arg(long, env = "RANKING_SNAPSHOT_MAX_ENTRIES", default_value_t = 5_000_000)]
     pub snapshot_max_entries: usize,
+
+    /// At most one WatchTopN message per stream per this interval.
+    #[arg(long, env = "RANKING_WATCH_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub watch_interval: Duration,
+
+    /// WatchTopN streams open at once on a replica; beyond it RESOURCE_EXHAUSTED.
+    #[arg(long, env = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
+    pub max_watchers: usize,
 }
 
 impl RankingSettings {

@@ -46,6 +46,12 @@ pub struct Metrics {
     pub recompute_products: Gauge,
     /// Failed recomputes.
     pub recompute_failures: Counter,
+    /// WatchTopN streams open.
+    pub watch_streams: Gauge,
+    /// WatchTopN messages sent.
+    pub watch_messages: Counter,
+    /// States a slow WatchTopN reader never saw (it got a later one instead).
+    pub watch_skipped: Counter,
     /// Seconds each phase of the last successful recompute took.
     pub recompute_phase_seconds: Family<PhaseLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// Unix time of the last successful recompute (0 = none yet).
@@ -90,6 +96,9 @@ impl Metrics {
         let recompute_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let recompute_products = Gauge::default();
         let recompute_failures = Counter::default();
+        let watch_streams = Gauge::default();
+        let watch_messages = Counter::default();
+        let watch_skipped = Counter::default();
         let recompute_phase_seconds = Family::<PhaseLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let last_recompute_unix = Gauge::<i64, AtomicI64>::default();
         let top_fetches = Counter::default();
@@ -116,6 +125,13 @@ impl Metrics {
         registry.register("recompute_duration_seconds", "Recompute wall time", recompute_seconds.clone());
         registry.register("recompute_products", "Products in the last recomputed ranking", recompute_products.clone());
         registry.register("recompute_failures", "Failed recomputes", recompute_failures.clone());
+        registry.register("watch_streams", "WatchTopN streams open", watch_streams.clone());
+        registry.register("watch_messages", "WatchTopN messages sent", watch_messages.clone());
+        registry.register(
+            "watch_skipped",
+            "States a slow WatchTopN reader never saw (it got a later one instead)",
+            watch_skipped.clone(),
+        );
         registry.register(
             "recompute_phase_seconds",
             "Seconds each phase (daily, weekly, segments) of the last successful recompute took",
@@ -166,6 +182,9 @@ impl Metrics {
             recompute_products,
             recompute_failures,
             recompute_phase_seconds,
+            watch_streams,
+            watch_messages,
+            watch_skipped,
             last_recompute_unix,
             top_fetches,
             calls_in_flight,

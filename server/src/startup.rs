@@ -31,6 +31,7 @@ use crate::app::queries::Queries;
 use crate::app::recompute::Recompute;
 use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
+use crate::app::watch::WatchHub;
 use crate::config::{AccessSettings, ServerSettings, Settings};
 use crate::grpc::auth::{AccessPolicy, AuthLayer};
 use crate::grpc::connections::{self, ConnectionLimits, ConnectionMetrics};
@@ -52,6 +53,7 @@ pub struct Application {
     ingest_workers: usize,
     scheduler: Arc<Scheduler>,
     snapshots: Arc<Snapshots>,
+    watch: Arc<WatchHub>,
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
@@ -98,7 +100,14 @@ impl Application {
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
         let explainer = Arc::new(Explainer::new(store.clone(), queries.clone(), policy.clone()));
         let catalog = Arc::new(Catalog::new(store, recompute.clone(), policy));
-        let api = RankingApi::new(ingest, queries, explainer, catalog, recompute);
+        let watch = Arc::new(WatchHub::new(
+            queries.clone(),
+            snapshots.clone(),
+            metrics.clone(),
+            settings.ranking.watch_interval,
+            settings.ranking.max_watchers,
+        ));
+        let api = RankingApi::new(ingest, queries, explainer, catalog, watch.clone(), recompute);
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;
@@ -123,6 +132,7 @@ impl Application {
             ingest_workers: settings.database.ingest_workers.get(),
             scheduler,
             snapshots,
+            watch,
             metrics,
             metrics_endpoint,
             settings: server_settings,
@@ -182,12 +192,16 @@ impl Application {
         );
         let stopping = CancellationToken::new();
         let health = self.health;
+        let watch = self.watch.clone();
         let signal = {
             let stopping = stopping.clone();
             async move {
                 shutdown.await;
                 tracing::info!("shutting down: refusing new calls, finishing in-flight ones");
                 health.set_not_serving::<RankingServiceServer<RankingApi>>().await;
+                // Watch streams never finish by themselves: they end now with UNAVAILABLE,
+                // so their clients reconnect elsewhere while the other calls drain.
+                watch.close();
                 stopping.cancel();
             }
         };
@@ -216,7 +230,12 @@ impl Application {
         close_all.cancel();
 
         stop_tasks.cancel();
+        self.watch.close();
         tasks.close();
+        tasks.spawn({
+            let watch = self.watch.clone();
+            async move { watch.closed().await }
+        });
         if tokio::time::timeout(grace.max(std::time::Duration::from_secs(1)), tasks.wait()).await.is_err() {
             anyhow::bail!("{} background tasks did not stop", tasks.len());
         }

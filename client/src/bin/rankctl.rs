@@ -110,6 +110,15 @@ enum Command {
         #[arg(long, default_value = "")]
         segment: String,
     },
+    /// Watch a top live: the table is redrawn whenever it changes (Ctrl-C to stop); with
+    /// --json, one line per change.
+    Watch {
+        #[command(flatten)]
+        ranking: Ranking,
+        /// Entries, 1-100.
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+    },
     /// Change the catalog: a product's segments and hidden flag.
     Catalog {
         #[command(subcommand)]
@@ -401,6 +410,33 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{}", explain_json(&r));
             } else {
                 explain_table(&r);
+            }
+        }
+        Command::Watch { ranking: Ranking { window: w, date, hour, segment }, limit } => {
+            use std::io::IsTerminal;
+            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit };
+            let mut changes = client.watch_top_n(request);
+            let terminal = std::io::stdout().is_terminal();
+            while let Some(change) = futures_util::StreamExt::next(&mut changes).await {
+                let r = change?;
+                if cli.json {
+                    let entries: Vec<_> = r.products.iter().map(entry_json).collect();
+                    println!(
+                        r#"{{"date":"{}","total":{},"version":{},"products":[{}]}}"#,
+                        r.date,
+                        r.total,
+                        r.version,
+                        entries.join(",")
+                    );
+                    continue;
+                }
+                if terminal {
+                    // Clear the screen and go home: the table is redrawn in place.
+                    print!("\x1b[2J\x1b[H");
+                }
+                let hour = r.hour.map(|h| format!(" {h:02}:00")).unwrap_or_default();
+                println!("{}{hour} — {} ranked (version {})", r.date, r.total, r.version);
+                table(&r.products);
             }
         }
         Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden } } => {

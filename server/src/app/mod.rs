@@ -11,6 +11,7 @@
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
 //! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
 //! - [`page_token`]: the opaque position of a page in one version of a ranking.
+//! - [`watch`]: WatchTopN's feeds, one per distinct watched top, shared by its watchers.
 //! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
 
 pub mod catalog;
@@ -23,3 +24,4 @@ pub mod queries;
 pub mod recompute;
 pub mod scheduler;
 pub mod snapshots;
+pub mod watch;

@@ -42,7 +42,7 @@ pub const MAX_NEIGHBORS: u32 = 50;
 pub const MAX_PRODUCT_IDS: usize = 1_000;
 
 /// Which ranking a read asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Window {
     /// The exact daily ranking (also what an unspecified window means).
     #[default]

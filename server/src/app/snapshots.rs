@@ -78,6 +78,8 @@ pub struct Snapshots {
     /// The segments published with each whole ranking a replica keeps (their rankings are
     /// kept too, after the whole ones, within the same bound).
     segments: ArcSwap<HashMap<RankingKey, Vec<Segment>>>,
+    /// Counts installed copies, so that watchers of tops wake when a copy changes.
+    installs: tokio::sync::watch::Sender<u64>,
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
     /// many callers ask, they hold at most this many rankings' worth of memory.
     passing: tokio::sync::Semaphore,
@@ -104,6 +106,7 @@ impl Snapshots {
             installing: tokio::sync::Mutex::new(()),
             passing: tokio::sync::Semaphore::new(PASSING_COPIES),
             segments: ArcSwap::default(),
+            installs: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -237,7 +240,13 @@ impl Snapshots {
             held
         });
         self.metrics.snapshot_loads.inc();
+        self.installs.send_modify(|n| *n += 1);
         self.report(Utc::now());
+    }
+
+    /// Changes whenever a copy is installed.
+    pub fn installed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.installs.subscribe()
     }
 
     /// Installs a version a recompute of this replica just published, from its entries in

@@ -1,7 +1,7 @@
 //! Optional bearer tokens per kind of call, as a tower layer in front of the service.
 //!
 //! Writes (RecordEvent, RecordEvents, UpdateCatalog) take `RANKING_WRITE_TOKEN`, Recompute takes
-//! `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank) take `RANKING_READ_TOKEN`; a kind whose
+//! `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank, WatchTopN) take `RANKING_READ_TOKEN`; a kind whose
 //! token is unset stays open. Health and reflection are always open, so probes and grpcurl
 //! keep working. A missing or wrong token is UNAUTHENTICATED before any work is done.
 

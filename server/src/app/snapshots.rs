@@ -78,6 +78,9 @@ pub struct Snapshots {
     /// The segments published with each whole ranking a replica keeps (their rankings are
     /// kept too, after the whole ones, within the same bound).
     segments: ArcSwap<HashMap<RankingKey, Vec<Segment>>>,
+    /// Wanted rankings the store had no version of at the last poll (yesterday's, on a
+    /// service's first day): reads that annotate with them need not ask the store.
+    absent: ArcSwap<std::collections::HashSet<RankingKey>>,
     /// Counts installed copies, so that watchers of tops wake when a copy changes.
     installs: tokio::sync::watch::Sender<u64>,
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
@@ -107,6 +110,7 @@ impl Snapshots {
             passing: tokio::sync::Semaphore::new(PASSING_COPIES),
             segments: ArcSwap::default(),
             installs: tokio::sync::watch::Sender::new(0),
+            absent: ArcSwap::default(),
         }
     }
 
@@ -252,6 +256,7 @@ impl Snapshots {
     /// Installs a version a recompute of this replica just published, from its entries in
     /// ranking order, when the ranking is one this replica keeps.
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
+        self.present(key);
         if !self.wanted(Utc::now()).contains(&key) {
             return;
         }
@@ -377,12 +382,30 @@ impl Snapshots {
         let wanted = self.wanted(now);
         self.report(now);
         let versions = self.rankings.versions(&wanted).await?;
+        let absent = wanted.iter().zip(&versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
+        self.absent.store(Arc::new(absent));
         for (key, version) in wanted.into_iter().zip(versions) {
             if let Some(version) = version {
                 self.load(key, version).await?;
             }
         }
         Ok(())
+    }
+
+    /// Whether the store had no version of this wanted ranking at the last poll (and none
+    /// was announced since).
+    pub fn absent(&self, key: RankingKey) -> bool {
+        self.absent.load().contains(&key)
+    }
+
+    fn present(&self, key: RankingKey) {
+        if self.absent(key) {
+            self.absent.rcu(|absent| {
+                let mut absent = std::collections::HashSet::clone(absent);
+                absent.remove(&key);
+                absent
+            });
+        }
     }
 
     /// Exports the version of today's copy.
@@ -393,6 +416,7 @@ impl Snapshots {
     }
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
+        self.present(a.key);
         let now = Utc::now();
         // A segment first published now is not known yet: its whole ranking says it is wanted.
         let wanted = self.wanted(now).contains(&a.key)

@@ -168,3 +168,18 @@ async fn watches_are_checked_bounded_and_end_with_unavailable_at_shutdown() {
     let ended = reader.await.expect("reader");
     assert_eq!(ended.expect_err("ended by the server").code(), Code::Unavailable);
 }
+
+#[tokio::test]
+async fn a_hidden_product_leaves_open_streams() {
+    let mut app = TestApp::spawn(&["--watch-interval=50ms"]).await;
+    let at = Utc::now() - Age::seconds(5);
+    app.record((1..=3).flat_map(|p| views(&format!("a{p}"), p, p as usize, at)).collect()).await;
+    app.recompute("").await;
+    let mut watched = client(&app).await.watch_top_n(v1::WatchTopNRequest { limit: 3, ..Default::default() });
+    assert_eq!(ids(&next(&mut watched).await), vec![3, 2, 1]);
+    let hide = v1::CatalogEntry { product_id: 3, segments: vec![], hidden: true };
+    app.client.update_catalog(v1::UpdateCatalogRequest { products: vec![hide] }).await.expect("hidden");
+    assert_eq!(ids(&next(&mut watched).await), vec![2, 1]);
+    drop(watched);
+    app.stop().await;
+}

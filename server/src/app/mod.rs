@@ -25,3 +25,67 @@ pub mod recompute;
 pub mod scheduler;
 pub mod snapshots;
 pub mod watch;
+
+/// Stand-ins shared by the application's unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use chrono::{DateTime, NaiveDate, Utc};
+
+    use crate::ports::StoreError;
+
+    /// A SQL store with no events: a rebuild finds nothing to rank.
+    pub struct NoEvents;
+
+    #[async_trait::async_trait]
+    impl crate::ports::MetricsStore for NoEvents {
+        async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_day(
+            &self,
+            _: NaiveDate,
+            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+        ) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        async fn scan_days(
+            &self,
+            _: chrono::NaiveDate,
+            _: chrono::NaiveDate,
+            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+        ) -> Result<u64, crate::ports::StoreError> {
+            Ok(0)
+        }
+        async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+        async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
+            Ok(())
+        }
+        async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
+            Ok(Vec::new())
+        }
+        async fn scan_catalog(
+            &self,
+            _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
+        ) -> Result<u64, crate::ports::StoreError> {
+            Ok(0)
+        }
+        async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
+            Ok(())
+        }
+        async fn ranking_run(
+            &self,
+            _: chrono::NaiveDate,
+        ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
+            Ok(None)
+        }
+        async fn product_days(
+            &self,
+            _: i64,
+            _: &[chrono::NaiveDate],
+        ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
+            Ok(Vec::new())
+        }
+    }
+}

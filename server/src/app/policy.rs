@@ -15,6 +15,39 @@ use crate::domain::score::Weights;
 /// Rows deleted per statement by retention.
 pub const PRUNE_CHUNK: u32 = 5_000;
 
+/// Where the reads' "now" comes from: the system clock, or (in tests) tokio's clock from a
+/// chosen instant, so that a paused clock can be moved across midnight.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Clock {
+    /// `Utc::now()`.
+    #[default]
+    System,
+    /// `at` plus the tokio time elapsed since `since`.
+    Tokio {
+        /// The instant the clock showed at `since`.
+        at: DateTime<Utc>,
+        /// The tokio instant it was set.
+        since: tokio::time::Instant,
+    },
+}
+
+impl Clock {
+    /// A clock showing `at` now and following tokio's time from here.
+    pub fn tokio_from(at: DateTime<Utc>) -> Self {
+        Self::Tokio { at, since: tokio::time::Instant::now() }
+    }
+
+    /// The current instant.
+    pub fn now(&self) -> DateTime<Utc> {
+        match self {
+            Self::System => Utc::now(),
+            Self::Tokio { at, since } => {
+                *at + chrono::Duration::from_std(since.elapsed()).unwrap_or(chrono::TimeDelta::MAX)
+            }
+        }
+    }
+}
+
 /// The application's rules and time constants.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -47,6 +80,8 @@ pub struct Policy {
     /// Period of each replica's poll of the current versions, the fallback for a lost
     /// announcement (SPEC: at most 1 s; half of it leaves room for the load).
     pub snapshot_poll: Duration,
+    /// Where "now" comes from for reads, snapshots and watches.
+    pub clock: Clock,
 }
 
 impl Policy {
@@ -73,7 +108,19 @@ impl Policy {
             hourly_ttl: chrono::Duration::hours(2),
             snapshot_ttl: Duration::from_secs(600),
             snapshot_poll: Duration::from_millis(500),
+            clock: Clock::System,
         }
+    }
+
+    /// The same policy reading the time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The current instant by the policy's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 
     /// The same policy with `RANKING_SNAPSHOT_TTL` set.

@@ -348,7 +348,7 @@ impl Queries {
     /// so the caller reads again.
     async fn rebuilt_if_lost(&self, resolved: &Resolved, version: Option<u64>) -> Result<bool, StoreError> {
         let (RankingKey::Daily(date) | RankingKey::Weekly(date)) = resolved.key.whole() else { return Ok(false) };
-        let today = self.policy.today(Utc::now());
+        let today = self.policy.today(self.policy.now());
         if version.is_some() || self.policy.check_recomputable(date, today).is_err() {
             return Ok(false);
         }
@@ -381,6 +381,11 @@ impl Queries {
         };
         rebuild.await?;
         Ok(true)
+    }
+
+    /// The current instant by the policy's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.policy.now()
     }
 
     /// Decides the ranking a selector means at `now`.
@@ -493,7 +498,7 @@ impl Queries {
             }
             None => {
                 let limit = if query.limit == 0 { DEFAULT_LIMIT } else { query.limit };
-                let resolved = self.resolve(query.selector, Utc::now())?;
+                let resolved = self.resolve(query.selector, self.policy.now())?;
                 let offset = u64::from(query.offset);
                 let cached = self.answers.key(&self.snapshots, resolved.key, offset, limit);
                 if let Some(answer) = cached.and_then(|k| self.answers.get(&k)) {
@@ -541,7 +546,7 @@ impl Queries {
             let reason = format!("must be at most {MAX_NEIGHBORS}, got {}", query.neighbors);
             return Err(Invalid::field("neighbors", reason).into());
         }
-        let resolved = self.resolve(query.selector, Utc::now())?;
+        let resolved = self.resolve(query.selector, self.policy.now())?;
         let placed = self.placements(&resolved, &[query.product_id]).await?;
         let found = placed
             .found
@@ -598,7 +603,7 @@ impl Queries {
         }
         let mut seen = std::collections::HashSet::with_capacity(query.product_ids.len());
         let ids: Vec<i64> = query.product_ids.iter().copied().filter(|id| seen.insert(*id)).collect();
-        let resolved = self.resolve(query.selector, Utc::now())?;
+        let resolved = self.resolve(query.selector, self.policy.now())?;
         let placements = self.placements(&resolved, &ids).await?;
         let (mut entries, mut missing) = (Vec::new(), Vec::new());
         for (id, found) in ids.iter().zip(&placements.found) {
@@ -626,7 +631,7 @@ impl Queries {
             }
             n => n,
         } as usize;
-        let resolved = self.resolve(query.selector, Utc::now())?;
+        let resolved = self.resolve(query.selector, self.policy.now())?;
         let Some(current) = self.snapshots.whole(resolved.key).await? else {
             return Ok(MoversAnswer { entries: Vec::new(), date: resolved.date(), version: None });
         };
@@ -798,61 +803,7 @@ mod tests {
     use crate::domain::score::Weights;
     use crate::ports::Scored;
 
-    /// A SQL store with no events: a rebuild finds nothing to rank.
-    struct NoEvents;
-
-    #[async_trait::async_trait]
-    impl crate::ports::MetricsStore for NoEvents {
-        async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
-            Ok(Vec::new())
-        }
-        async fn scan_day(
-            &self,
-            _: NaiveDate,
-            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
-        ) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        async fn scan_days(
-            &self,
-            _: chrono::NaiveDate,
-            _: chrono::NaiveDate,
-            _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
-        ) -> Result<u64, crate::ports::StoreError> {
-            Ok(0)
-        }
-        async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
-            Ok(())
-        }
-        async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
-            Ok(Vec::new())
-        }
-        async fn scan_catalog(
-            &self,
-            _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
-        ) -> Result<u64, crate::ports::StoreError> {
-            Ok(0)
-        }
-        async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
-            Ok(())
-        }
-        async fn ranking_run(
-            &self,
-            _: chrono::NaiveDate,
-        ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
-            Ok(None)
-        }
-        async fn product_days(
-            &self,
-            _: i64,
-            _: &[chrono::NaiveDate],
-        ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
-            Ok(Vec::new())
-        }
-    }
+    use crate::app::test_support::NoEvents;
 
     fn queries() -> (Queries, Arc<MemoryRankingStore>) {
         let store = Arc::new(MemoryRankingStore::new());

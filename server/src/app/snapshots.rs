@@ -151,7 +151,7 @@ impl Snapshots {
     /// Notes the segments published with `whole` (by this replica's recompute, or found by
     /// the poll), so that their rankings are wanted.
     pub fn know_segments(&self, whole: RankingKey, segments: &[Segment]) {
-        if !self.wholes(Utc::now()).contains(&whole) {
+        if !self.wholes(self.policy.now()).contains(&whole) {
             return;
         }
         self.segments.rcu(|known| {
@@ -159,7 +159,7 @@ impl Snapshots {
             known.insert(whole, segments.to_vec());
             known
         });
-        self.forget_unwanted(Utc::now());
+        self.forget_unwanted(self.policy.now());
     }
 
     /// Drops copies of rankings no longer wanted.
@@ -229,7 +229,7 @@ impl Snapshots {
             held.remove(&key);
             held
         });
-        self.report(Utc::now());
+        self.report(self.policy.now());
     }
 
     /// Swaps a copy in unless a newer one is held already.
@@ -245,7 +245,7 @@ impl Snapshots {
         });
         self.metrics.snapshot_loads.inc();
         self.installs.send_modify(|n| *n += 1);
-        self.report(Utc::now());
+        self.report(self.policy.now());
     }
 
     /// Changes whenever a copy is installed.
@@ -257,7 +257,7 @@ impl Snapshots {
     /// ranking order, when the ranking is one this replica keeps.
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
         self.present(key);
-        if !self.wanted(Utc::now()).contains(&key) {
+        if !self.wanted(self.policy.now()).contains(&key) {
             return;
         }
         let _one = self.installing.lock().await;
@@ -371,7 +371,7 @@ impl Snapshots {
     /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose
     /// current version is newer than its copy.
     pub async fn refresh(&self) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.policy.now();
         let wholes = self.wholes(now);
         let mut known = HashMap::with_capacity(wholes.len());
         for whole in wholes {
@@ -417,7 +417,7 @@ impl Snapshots {
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
         self.present(a.key);
-        let now = Utc::now();
+        let now = self.policy.now();
         // A segment first published now is not known yet: its whole ranking says it is wanted.
         let wanted = self.wanted(now).contains(&a.key)
             || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -179,7 +179,7 @@ impl WatchHub {
         }
         // The selector's rules (hour range, hourly segments…), checked now rather than by the
         // feed.
-        self.queries.resolve(selector(&query), Utc::now())?;
+        self.queries.resolve(selector(&query), self.queries.now())?;
         let permit = self.watchers.clone().try_acquire_owned().map_err(|_| WatchError::Full(self.max_watchers))?;
         let mut frames = {
             let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
@@ -282,8 +282,93 @@ fn selector(query: &WatchQuery) -> Selector {
 
 /// The hour an hourly watch reads now.
 fn hour_of(queries: &Queries, query: &WatchQuery) -> Option<u32> {
-    match queries.resolve(selector(query), Utc::now()).map(|r| r.key) {
+    match queries.resolve(selector(query), queries.now()).map(|r| r.key) {
         Ok(RankingKey::Hourly(h)) => Some(h.hour),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{NaiveTime, TimeZone, Utc};
+
+    use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::app::policy::{Clock, Policy};
+    use crate::app::recompute::Recompute;
+    use crate::app::test_support::NoEvents;
+    use crate::domain::calendar::{RankingCalendar, RankingHour};
+    use crate::domain::score::Weights;
+    use crate::ports::{HourlyIncrement, RankingStore, Scored, VersionLife};
+
+    fn hub(store: &Arc<MemoryRankingStore>, at: chrono::DateTime<Utc>) -> WatchHub {
+        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+        let policy = Arc::new(policy.with_clock(Clock::tokio_from(at)));
+        let metrics = Arc::new(Metrics::new());
+        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
+        let recompute = Arc::new(Recompute::new(
+            Arc::new(NoEvents),
+            store.clone(),
+            store.clone(),
+            snapshots.clone(),
+            policy.clone(),
+            metrics.clone(),
+        ));
+        let queries = Arc::new(Queries::new(store.clone(), snapshots.clone(), policy, recompute));
+        WatchHub::new(queries, snapshots, metrics, Duration::from_millis(100), 10)
+    }
+
+    /// The next frame within an hour of the (paused, self-advancing) clock.
+    async fn next_frame(watcher: &mut Watcher) -> Arc<Frame> {
+        let next =
+            tokio::time::timeout(Duration::from_secs(3_600), watcher.next()).await.expect("a frame within the hour");
+        next.expect("open").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// With the clock paused one second before midnight, a watch of "today" moves to the
+    /// next day's ranking by itself, and a watch of "the current hour" to the next hour's.
+    #[tokio::test(start_paused = true)]
+    async fn empty_dates_and_hours_follow_the_clock_across_midnight() {
+        let store = Arc::new(MemoryRankingStore::new());
+        let day = NaiveDate::from_ymd_opt(2026, 6, 1).expect("date");
+        let next_day = day.succ_opt().expect("date");
+        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(30), superseded_for: Duration::ZERO };
+        let scored = |ids: &[i64]| -> Vec<Scored> {
+            ids.iter().enumerate().map(|(i, id)| Scored { product_id: *id, score: 10.0 - i as f64 }).collect()
+        };
+        store.publish(RankingKey::Daily(day), &scored(&[2, 1]), life).await.expect("day");
+        store.publish(RankingKey::Daily(next_day), &scored(&[3]), life).await.expect("next day");
+        let increment = |date, hour, product_id| HourlyIncrement {
+            hour: RankingHour { date, hour },
+            product_id,
+            delta: 1.0,
+            expire_at: Utc::now() + chrono::Duration::days(30),
+        };
+        store.increment_hourly(&[increment(day, 23, 7), increment(next_day, 0, 8)]).await.expect("hourly");
+
+        let before_midnight = Utc.from_utc_datetime(&day.and_time(NaiveTime::from_hms_opt(23, 59, 59).expect("time")));
+        let hub = hub(&store, before_midnight);
+        let mut daily =
+            hub.watch(WatchQuery { window: None, date: None, hour: None, segment: None, limit: 10 }).expect("watch");
+        let hourly = WatchQuery { window: Some(Window::Hourly), date: None, hour: None, segment: None, limit: 10 };
+        let mut hourly = hub.watch(hourly).expect("watch");
+
+        let first = next_frame(&mut daily).await;
+        assert_eq!(first.answer.date, day);
+        assert_eq!(first.answer.entries.iter().map(|e| e.product_id).collect::<Vec<_>>(), vec![2, 1]);
+        let first_hour = next_frame(&mut hourly).await;
+        assert_eq!((first_hour.hour, first_hour.answer.entries[0].product_id), (Some(23), 7));
+
+        // The paused clock moves on by itself while the feeds sleep.
+        let after = next_frame(&mut daily).await;
+        assert_eq!((after.answer.date, after.answer.entries[0].product_id), (next_day, 3));
+        let next_hour = next_frame(&mut hourly).await;
+        assert_eq!(
+            (next_hour.answer.date, next_hour.hour, next_hour.answer.entries[0].product_id),
+            (next_day, Some(0), 8)
+        );
+        hub.close();
+        assert!(matches!(daily.next().await, Some(Err(WatchError::Closing))));
+        hub.closed().await;
     }
 }

@@ -85,3 +85,23 @@ async fn rankctl_answers_the_shop_page_questions() {
     assert!(explain_json.contains(r#""views":3,"#) && explain_json.contains(r#""stale":false"#), "{explain_json}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_watch_prints_each_state_of_the_top() {
+    let mut app = crate::helpers::TestApp::spawn(&["--watch-interval=50ms"]).await;
+    let at = chrono::Utc::now() - chrono::Duration::seconds(5);
+    app.record(crate::helpers::views("w", 5, 3, at)).await;
+    app.recompute("").await;
+    let mut child = std::process::Command::new(rankctl())
+        .args(["--endpoint", &format!("http://{}", app.addr), "--json", "watch", "--limit", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("rankctl runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let first = crate::helpers::process::wait_for_line(stdout, r#""product_id":5"#);
+    child.kill().ok();
+    child.wait().ok();
+    let first = first.expect("a state of the top");
+    assert!(first.contains(r#""total":1"#), "{first}");
+    app.stop().await;
+}

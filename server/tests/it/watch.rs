@@ -183,3 +183,39 @@ async fn a_hidden_product_leaves_open_streams() {
     drop(watched);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_client_watch_resumes_by_itself_when_its_replica_restarts() {
+    let db = TestDb::create().await;
+    let listen = format!("--listen=127.0.0.1:{}", crate::helpers::free_port());
+    let args = [listen.as_str(), "--watch-interval=50ms"];
+    let mut a = TestApp::spawn_on(crate::helpers::settings(&db.url, &args)).await;
+    let at = Utc::now() - Age::seconds(5);
+    a.record(views("a", 1, 2, at)).await;
+    a.recompute("").await;
+    let retry = ranking_client::RetryPolicy {
+        max_attempts: 100,
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(200),
+    };
+    let endpoint = format!("http://{}", a.addr);
+    let watcher = RankingClient::builder(&endpoint).retry(retry).connect_lazy().expect("client");
+    let mut watched = watcher.watch_top_n(v1::WatchTopNRequest::default());
+    assert_eq!(ids(&next(&mut watched).await), vec![1]);
+
+    // The replica goes away (its stream ends with UNAVAILABLE) and another comes up at the
+    // same address on the same database.
+    a.stop().await;
+    let mut b = TestApp::spawn_on(crate::helpers::settings(&db.url, &args)).await;
+    b.record(views("b", 2, 9, at)).await;
+    b.recompute("").await;
+    loop {
+        let m = next(&mut watched).await;
+        if ids(&m) == vec![2, 1] {
+            break;
+        }
+    }
+    drop(watched);
+    b.stop().await;
+    db.drop_db().await;
+}

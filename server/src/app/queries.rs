@@ -54,7 +54,7 @@ pub enum Window {
 }
 
 /// A ranking as a request names it; empty parts are filled in by [`Queries`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Selector {
     /// Daily or hourly; `None` (unspecified) is daily.
     pub window: Option<Window>,

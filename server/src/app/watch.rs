@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::NaiveDate;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -21,22 +20,17 @@ use super::invalid::Invalid;
 use super::queries::{DEFAULT_LIMIT, Queries, QueryError, Selector, TopAnswer, TopQuery, Window};
 use super::snapshots::Snapshots;
 use crate::metrics::Metrics;
-use crate::ports::{RankingKey, Segment};
+use crate::ports::RankingKey;
 
 /// Most entries of a watched top.
 pub const MAX_WATCH_LIMIT: u32 = 100;
 
-/// What a watcher asks for; `None` date follows today, `None` hour the current hour.
+/// What a watcher asks for: a selector whose empty date follows today and whose empty hour
+/// follows the current hour, and the size of the top.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WatchQuery {
-    /// The window (`None`: daily).
-    pub window: Option<Window>,
-    /// The day; `None` follows today across midnight.
-    pub date: Option<NaiveDate>,
-    /// The hour of an hourly window; `None` follows the current hour.
-    pub hour: Option<u32>,
-    /// A segment's ranking.
-    pub segment: Option<Segment>,
+    /// The ranking.
+    pub selector: Selector,
     /// Entries, 1-100 (0 means 10).
     pub limit: u32,
 }
@@ -179,7 +173,7 @@ impl WatchHub {
         }
         // The selector's rules (hour range, hourly segments…), checked now rather than by the
         // feed.
-        self.queries.resolve(selector(&query), self.queries.now())?;
+        self.queries.resolve(query.selector, self.queries.now())?;
         let permit = self.watchers.clone().try_acquire_owned().map_err(|_| WatchError::Full(self.max_watchers))?;
         let mut frames = {
             let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
@@ -224,9 +218,7 @@ impl WatchHub {
         async move {
             let mut seq = 0;
             loop {
-                match queries
-                    .top(TopQuery { selector: selector(&query), limit: query.limit, ..Default::default() })
-                    .await
+                match queries.top(TopQuery { selector: query.selector, limit: query.limit, ..Default::default() }).await
                 {
                     Ok(answer) => {
                         let hour = hour_of(&queries, &query);
@@ -249,8 +241,8 @@ impl WatchHub {
                     () = closing.cancelled() => break,
                     () = paced => {}
                 }
-                let versioned = !matches!(query.window, Some(Window::Hourly));
-                let follows_today = query.date.is_none();
+                let versioned = !matches!(query.selector.window, Some(Window::Hourly));
+                let follows_today = query.selector.date.is_none();
                 if versioned && !follows_today {
                     tokio::select! {
                         () = closing.cancelled() => break,
@@ -276,13 +268,9 @@ impl WatchHub {
     }
 }
 
-fn selector(query: &WatchQuery) -> Selector {
-    Selector { window: query.window, date: query.date, hour: query.hour, segment: query.segment }
-}
-
 /// The hour an hourly watch reads now.
 fn hour_of(queries: &Queries, query: &WatchQuery) -> Option<u32> {
-    match queries.resolve(selector(query), queries.now()).map(|r| r.key) {
+    match queries.resolve(query.selector, queries.now()).map(|r| r.key) {
         Ok(RankingKey::Hourly(h)) => Some(h.hour),
         _ => None,
     }
@@ -290,7 +278,7 @@ fn hour_of(queries: &Queries, query: &WatchQuery) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
-    use chrono::{NaiveTime, TimeZone, Utc};
+    use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
 
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
@@ -348,12 +336,17 @@ mod tests {
 
         let before_midnight = Utc.from_utc_datetime(&day.and_time(NaiveTime::from_hms_opt(23, 59, 59).expect("time")));
         let hub = hub(&store, before_midnight);
-        let mut daily =
-            hub.watch(WatchQuery { window: None, date: None, hour: None, segment: None, limit: 10 }).expect("watch");
-        let hourly = WatchQuery { window: Some(Window::Hourly), date: None, hour: None, segment: None, limit: 10 };
+        let mut daily = hub.watch(WatchQuery { selector: Selector::default(), limit: 10 }).expect("watch");
+        let hourly =
+            WatchQuery { selector: Selector { window: Some(Window::Hourly), ..Default::default() }, limit: 10 };
         let mut hourly = hub.watch(hourly).expect("watch");
 
+        // Watchers of the same top share its feed.
+        let mut again = hub.watch(WatchQuery { selector: Selector::default(), limit: 10 }).expect("watch");
+        assert_eq!(hub.feeds.lock().expect("feeds").len(), 2);
         let first = next_frame(&mut daily).await;
+        assert_eq!(next_frame(&mut again).await, first);
+        drop(again);
         assert_eq!(first.answer.date, day);
         assert_eq!(first.answer.entries.iter().map(|e| e.product_id).collect::<Vec<_>>(), vec![2, 1]);
         let first_hour = next_frame(&mut hourly).await;

@@ -131,8 +131,8 @@ impl RankingService for RankingApi {
         request: Request<pb::WatchTopNRequest>,
     ) -> Result<Response<Self::WatchTopNStream>, Status> {
         let req = request.into_inner();
-        let s = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
-        let query = WatchQuery { window: s.window, date: s.date, hour: s.hour, segment: s.segment, limit: req.limit };
+        let selector = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
+        let query = WatchQuery { selector, limit: req.limit };
         let watcher = self.watch.watch(query)?;
         let frames = futures_util::stream::unfold(watcher, |mut watcher| async move {
             let next = watcher.next().await?;

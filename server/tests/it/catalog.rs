@@ -27,13 +27,9 @@ async fn ids(app: &mut TestApp, window: v1::Window) -> Vec<i64> {
     top.products.iter().map(|p| p.product_id).collect()
 }
 
-/// `round(999 / (1 + e^-z))` of `x` over `values`.
+/// §4's norm, computed independently (see the helper).
 fn norm(values: &[f64], x: f64) -> u32 {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-    let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
-    (999.0 / (1.0 + (-z).exp())).round() as u32
+    crate::helpers::independent_norm(values, x)
 }
 
 async fn view_norm(app: &mut TestApp, product_id: i64) -> u32 {

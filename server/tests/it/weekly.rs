@@ -15,13 +15,9 @@ fn weekly(date: &str, limit: u32) -> v1::GetTopNRequest {
     v1::GetTopNRequest { window: v1::Window::Weekly.into(), date: date.into(), limit, ..Default::default() }
 }
 
-/// `round(999 / (1 + e^-z))` of `x` over `values` (population std; 500 when flat).
+/// §4's norm, computed independently (see the helper).
 fn norm(values: &[f64], x: f64) -> i64 {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-    let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
-    (999.0 / (1.0 + (-z).exp())).round() as i64
+    i64::from(crate::helpers::independent_norm(values, x))
 }
 
 #[tokio::test]

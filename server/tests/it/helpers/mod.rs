@@ -251,3 +251,13 @@ pub fn metric_value(metrics: &str, line_prefix: &str) -> f64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
 }
+
+/// §4's normalisation written out independently of the service: `round(999 / (1 + e^-z))`
+/// of `x` over `values` (population standard deviation; 500 when the axis is flat).
+pub fn independent_norm(values: &[f64], x: f64) -> u32 {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
+    (999.0 / (1.0 + (-z).exp())).round() as u32
+}

@@ -39,6 +39,12 @@ pub struct RecomputeReport {
     pub elapsed: Duration,
 }
 
+/// Products waiting to be withdrawn from one day's rankings, and their callers.
+struct Withdrawal {
+    ids: HashSet<i64>,
+    done: tokio::sync::watch::Sender<Option<Result<(), String>>>,
+}
+
 /// Segment rankings being published at once by one recompute.
 const SEGMENT_PUBLICATIONS: usize = 8;
 
@@ -77,6 +83,8 @@ pub struct Recompute {
     snapshots: Arc<Snapshots>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
+    /// Withdrawals waiting for their day's lease, by day.
+    withdrawals: std::sync::Mutex<std::collections::HashMap<NaiveDate, Withdrawal>>,
 }
 
 impl Recompute {
@@ -89,7 +97,7 @@ impl Recompute {
         policy: Arc<Policy>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Self { store, rankings, leases, snapshots, policy, metrics }
+        Self { store, rankings, leases, snapshots, policy, metrics, withdrawals: Default::default() }
     }
 
     /// The policy the recompute follows.
@@ -152,14 +160,52 @@ impl Recompute {
     /// version of each current one without them (the other entries and their scores as they
     /// were; the next recompute renormalises without them), and out of the day's hourly
     /// rankings.
-    pub async fn withdraw(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), RecomputeError> {
+    ///
+    /// Withdrawals of one day arriving while one waits for the lease join it: however many
+    /// callers hide products one at a time, the day's rankings are rewritten once per lease
+    /// turn, not once per call. The work runs as a task of its own, so a caller that goes away
+    /// does not leave the others waiting.
+    pub async fn withdraw(self: &Arc<Self>, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), RecomputeError> {
         if ids.is_empty() {
             return Ok(());
         }
-        let lease = self.lease(date).await?;
-        let result = self.withdraw_locked(date, ids).await;
-        self.release(&lease, date).await;
-        result.map_err(RecomputeError::Store)
+        let mut done = {
+            let mut pending = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner());
+            match pending.get_mut(&date) {
+                Some(batch) => {
+                    batch.ids.extend(ids);
+                    batch.done.subscribe()
+                }
+                None => {
+                    let (done, waiting) = tokio::sync::watch::channel(None);
+                    pending.insert(date, Withdrawal { ids: ids.clone(), done });
+                    tokio::spawn(self.clone().withdraw_batch(date));
+                    waiting
+                }
+            }
+        };
+        let outcome = done.wait_for(Option::is_some).await.map(|o| o.clone()).ok().flatten();
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(why)) => Err(RecomputeError::Store(StoreError::ranking(why))),
+            None => Err(RecomputeError::Store(StoreError::ranking("the withdrawal was abandoned"))),
+        }
+    }
+
+    /// Takes the day's lease, then the day's pending withdrawals (sealed: callers arriving
+    /// later start the next batch), and rewrites the rankings once for all of them.
+    async fn withdraw_batch(self: Arc<Self>, date: NaiveDate) {
+        let lease = self.lease(date).await;
+        let Some(batch) = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
+        let result = match lease {
+            Ok(lease) => {
+                let result = self.withdraw_locked(date, &batch.ids).await;
+                self.release(&lease, date).await;
+                result.map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        batch.done.send_replace(Some(result));
     }
 
     async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), StoreError> {
@@ -366,5 +412,54 @@ impl Recompute {
             day_start_us: calendar.day_start(date).timestamp_micros(),
             reference_us: calendar.day_end(date).timestamp_micros(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::app::test_support::NoEvents;
+    use crate::domain::calendar::RankingCalendar;
+    use crate::domain::score::Weights;
+
+    #[tokio::test]
+    async fn concurrent_withdrawals_of_a_day_share_rewrites() {
+        let store = Arc::new(MemoryRankingStore::new());
+        let policy =
+            Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+        let metrics = Arc::new(Metrics::new());
+        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
+        let recompute = Arc::new(Recompute::new(
+            Arc::new(NoEvents),
+            store.clone(),
+            store.clone(),
+            snapshots.clone(),
+            policy,
+            metrics,
+        ));
+        let today = Utc::now().date_naive();
+        let key = RankingKey::Daily(today);
+        let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
+        let version = store.publish(key, &entries, life).await.expect("published");
+        snapshots.install(key, version, entries).await;
+        let installs = snapshots.installed();
+        let before = *installs.borrow();
+
+        let calls: Vec<_> = (1..=20i64)
+            .map(|id| {
+                let recompute = recompute.clone();
+                tokio::spawn(async move { recompute.withdraw(today, &HashSet::from([id])).await })
+            })
+            .collect();
+        for call in calls {
+            call.await.expect("joined").expect("withdrawn");
+        }
+        let held = snapshots.current(key).await.expect("read").expect("ranking");
+        let left: Vec<i64> = held.ranking.page(0, 100).iter().map(|e| e.product_id).collect();
+        assert_eq!(left, (21..=50).rev().collect::<Vec<_>>());
+        let rewrites = *installs.borrow() - before;
+        assert!((1..20).contains(&rewrites), "{rewrites} rewrites for 20 calls");
     }
 }

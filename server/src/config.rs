@@ -217,6 +217,11 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_WATCH_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub watch_interval: Duration,
 
+    /// Most distinct catalog segments a recompute publishes rankings for; memberships of
+    /// further segments are left out (counted in `ranking_segment_memberships_dropped`).
+    #[arg(long, env = "RANKING_MAX_SEGMENTS", default_value_t = 10_000)]
+    pub max_segments: usize,
+
     /// WatchTopN streams open at once on a replica; beyond it RESOURCE_EXHAUSTED.
     #[arg(long, env = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
     pub max_watchers: usize,
@@ -244,6 +249,7 @@ impl RankingSettings {
             self.recompute_interval,
         )
         .with_snapshot_ttl(self.snapshot_ttl)
+        .with_max_segments(self.max_segments)
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub recompute_products: Gauge,
     /// Failed recomputes.
     pub recompute_failures: Counter,
+    /// Catalog memberships the last recompute left out because of `RANKING_MAX_SEGMENTS`.
+    pub segment_memberships_dropped: Gauge,
     /// WatchTopN streams open.
     pub watch_streams: Gauge,
     /// WatchTopN messages sent.
@@ -97,6 +99,7 @@ impl Metrics {
         let recompute_products = Gauge::default();
         let recompute_failures = Counter::default();
         let watch_streams = Gauge::default();
+        let segment_memberships_dropped = Gauge::default();
         let watch_messages = Counter::default();
         let watch_skipped = Counter::default();
         let recompute_phase_seconds = Family::<PhaseLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
@@ -126,6 +129,11 @@ impl Metrics {
         registry.register("recompute_products", "Products in the last recomputed ranking", recompute_products.clone());
         registry.register("recompute_failures", "Failed recomputes", recompute_failures.clone());
         registry.register("watch_streams", "WatchTopN streams open", watch_streams.clone());
+        registry.register(
+            "segment_memberships_dropped",
+            "Catalog memberships the last recompute left out because of RANKING_MAX_SEGMENTS",
+            segment_memberships_dropped.clone(),
+        );
         registry.register("watch_messages", "WatchTopN messages sent", watch_messages.clone());
         registry.register(
             "watch_skipped",
@@ -183,6 +191,7 @@ impl Metrics {
             recompute_failures,
             recompute_phase_seconds,
             watch_streams,
+            segment_memberships_dropped,
             watch_messages,
             watch_skipped,
             last_recompute_unix,

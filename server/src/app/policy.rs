@@ -82,6 +82,8 @@ pub struct Policy {
     pub snapshot_poll: Duration,
     /// Where "now" comes from for reads, snapshots and watches.
     pub clock: Clock,
+    /// Most distinct segments a recompute publishes rankings for (`RANKING_MAX_SEGMENTS`).
+    pub max_segments: usize,
 }
 
 impl Policy {
@@ -109,7 +111,14 @@ impl Policy {
             snapshot_ttl: Duration::from_secs(600),
             snapshot_poll: Duration::from_millis(500),
             clock: Clock::System,
+            max_segments: 10_000,
         }
+    }
+
+    /// The same policy publishing at most `max` segments' rankings per recompute.
+    pub fn with_max_segments(mut self, max: usize) -> Self {
+        self.max_segments = max;
+        self
     }
 
     /// The same policy reading the time from `clock`.

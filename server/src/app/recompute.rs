@@ -239,8 +239,16 @@ impl Recompute {
 
     /// The catalog now: hidden products and segment membership.
     async fn membership(&self) -> Result<Membership, StoreError> {
-        let mut membership = Membership::default();
+        let mut membership = Membership::with_limit(self.policy.max_segments);
         self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
+        self.metrics.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));
+        if membership.dropped() > 0 {
+            tracing::warn!(
+                limit = self.policy.max_segments,
+                dropped = membership.dropped(),
+                "the catalog names more segments than RANKING_MAX_SEGMENTS; the rest get no ranking"
+            );
+        }
         Ok(membership)
     }
 

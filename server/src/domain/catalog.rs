@@ -59,6 +59,10 @@ impl std::fmt::Display for Segment {
 /// (names interned, one flat list) to fan the ranking out by.
 #[derive(Debug, Default)]
 pub struct Membership {
+    /// Most distinct segments kept (0: no limit).
+    limit: usize,
+    /// Memberships left out because their segment came after the limit was reached.
+    dropped: u64,
     names: Vec<Segment>,
     index: std::collections::HashMap<Segment, u32>,
     /// Product → (start, length) in `flat`.
@@ -68,6 +72,18 @@ pub struct Membership {
 }
 
 impl Membership {
+    /// An empty membership keeping at most `limit` distinct segments (the first seen, in the
+    /// order rows are added); memberships of later ones are counted and left out, so that a
+    /// catalog cannot make a recompute publish an unbounded number of rankings.
+    pub fn with_limit(limit: usize) -> Self {
+        Self { limit, ..Self::default() }
+    }
+
+    /// Memberships left out by the limit.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
     /// Adds one catalog row (names that are not valid segments are skipped).
     pub fn add(&mut self, entry: &CatalogEntry) {
         if entry.hidden {
@@ -76,6 +92,10 @@ impl Membership {
         let start = self.flat.len() as u32;
         for name in entry.segments.iter().take(MAX_SEGMENTS) {
             let Ok(segment) = Segment::parse(name) else { continue };
+            if self.limit > 0 && self.names.len() >= self.limit && !self.index.contains_key(&segment) {
+                self.dropped += 1;
+                continue;
+            }
             let next = self.names.len() as u32;
             let i = *self.index.entry(segment).or_insert(next);
             if i == next {
@@ -179,6 +199,13 @@ mod tests {
         let ranking = [4i64, 3, 2, 1];
         assert_eq!(m.split(&ranking, |id| *id), vec![vec![4, 1], vec![2, 1]]);
         assert!(m.is_hidden(2) && !m.is_hidden(1));
+
+        let mut bounded = Membership::with_limit(1);
+        bounded.add(&entry(1, &["a", "b"], false));
+        bounded.add(&entry(2, &["b", "a"], false));
+        assert_eq!(bounded.segments().len(), 1);
+        assert_eq!(bounded.dropped(), 2);
+        assert_eq!(bounded.split(&[2i64, 1], |id| *id), vec![vec![2, 1]]);
     }
 
     proptest! {

@@ -141,3 +141,19 @@ async fn replicas_hold_segment_rankings_in_memory() {
     b.stop().await;
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn segments_beyond_the_limit_get_no_ranking_and_are_counted() {
+    let mut app = TestApp::spawn(&["--max-segments=1"]).await;
+    app.record(
+        (1..=2).flat_map(|p| views(&format!("p{p}"), p, p as usize, Utc::now() - Duration::seconds(5))).collect(),
+    )
+    .await;
+    catalog(&mut app, vec![entry(1, &["first"]), entry(2, &["second"])]).await;
+    app.recompute("").await;
+    assert_eq!(board(&mut app, v1::Window::Daily, "first").await.len(), 1);
+    assert_eq!(board(&mut app, v1::Window::Daily, "second").await, vec![]);
+    let metrics = app.scrape_metrics().await;
+    assert_eq!(crate::helpers::metric_value(&metrics, "ranking_segment_memberships_dropped "), 1.0);
+    app.stop().await;
+}

@@ -391,6 +391,9 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut pipe = redis::pipe();
         for key in keys {
             pipe.cmd("GET").arg(self.version_key(*key));

@@ -81,11 +81,34 @@ pub struct Snapshots {
     /// Wanted rankings the store had no version of at the last poll (yesterday's, on a
     /// service's first day): reads that annotate with them need not ask the store.
     absent: ArcSwap<std::collections::HashSet<RankingKey>>,
+    /// When each whole ranking's segment versions were last polled, and when its own version
+    /// last moved.
+    segment_polls: Mutex<HashMap<RankingKey, SegmentPoll>>,
     /// Counts installed copies, so that watchers of tops wake when a copy changes.
     installs: tokio::sync::watch::Sender<u64>,
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
     /// many callers ask, they hold at most this many rankings' worth of memory.
     passing: tokio::sync::Semaphore,
+}
+
+/// How long after a whole ranking's version moved its segments' versions are polled on
+/// every poll (a recompute publishes the segments after the whole ranking, for seconds when
+/// there are thousands).
+const SEGMENT_POLL_AFTER_CHANGE: Duration = Duration::from_secs(60);
+
+/// Otherwise, how often the segments' versions are polled (the fallback for announcements
+/// lost outside those windows).
+const SEGMENT_POLL_EVERY: Duration = Duration::from_secs(30);
+
+/// When a whole ranking's segment versions were polled.
+#[derive(Debug, Clone, Copy)]
+struct SegmentPoll {
+    /// The whole ranking's version seen.
+    seen: Option<u64>,
+    /// When that version was first seen.
+    changed: Instant,
+    /// The last poll of its segments.
+    polled: Option<Instant>,
 }
 
 /// Rankings read whole for single callers at the same time.
@@ -111,6 +134,7 @@ impl Snapshots {
             segments: ArcSwap::default(),
             installs: tokio::sync::watch::Sender::new(0),
             absent: ArcSwap::default(),
+            segment_polls: Mutex::default(),
         }
     }
 
@@ -370,21 +394,66 @@ impl Snapshots {
 
     /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose
     /// current version is newer than its copy.
+    ///
+    /// Segment rankings change only with their whole ranking (a recompute or a withdrawal
+    /// publishes the whole one first), so their versions are polled while the whole one's
+    /// version moved within [`SEGMENT_POLL_AFTER_CHANGE`], and otherwise once per
+    /// [`SEGMENT_POLL_EVERY`]: thousands of segments do not cost thousands of reads a poll.
     pub async fn refresh(&self) -> Result<(), StoreError> {
         let now = self.policy.now();
         let wholes = self.wholes(now);
-        let mut known = HashMap::with_capacity(wholes.len());
-        for whole in wholes {
-            known.insert(whole, self.rankings.published_segments(whole).await?);
+        let whole_versions = self.rankings.versions(&wholes).await?;
+        let due: Vec<RankingKey> = {
+            let mut polls = self.segment_polls.lock().unwrap_or_else(|e| e.into_inner());
+            polls.retain(|k, _| wholes.contains(k));
+            let at = Instant::now();
+            wholes
+                .iter()
+                .zip(&whole_versions)
+                .filter(|(whole, version)| {
+                    let poll = polls.entry(**whole).or_insert(SegmentPoll { seen: None, changed: at, polled: None });
+                    if poll.seen != **version {
+                        *poll = SegmentPoll { seen: **version, changed: at, polled: poll.polled };
+                    }
+                    let due = at.duration_since(poll.changed) <= SEGMENT_POLL_AFTER_CHANGE
+                        || poll.polled.is_none_or(|p| at.duration_since(p) >= SEGMENT_POLL_EVERY);
+                    if due {
+                        poll.polled = Some(at);
+                    }
+                    due
+                })
+                .map(|(whole, _)| *whole)
+                .collect()
+        };
+        let mut known = HashMap::clone(&self.segments.load());
+        known.retain(|k, _| wholes.contains(k));
+        for whole in &due {
+            known.insert(*whole, self.rankings.published_segments(*whole).await?);
         }
         self.segments.store(Arc::new(known));
         self.forget_unwanted(now);
-        let wanted = self.wanted(now);
         self.report(now);
-        let versions = self.rankings.versions(&wanted).await?;
-        let absent = wanted.iter().zip(&versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
-        self.absent.store(Arc::new(absent));
-        for (key, version) in wanted.into_iter().zip(versions) {
+
+        let segment_keys: Vec<RankingKey> = {
+            let known = self.segments.load();
+            due.iter()
+                .flat_map(|whole| known.get(whole).into_iter().flatten().filter_map(|s| whole.restricted(Some(*s))))
+                .collect()
+        };
+        let mut keys = wholes;
+        let mut versions = whole_versions;
+        if !segment_keys.is_empty() {
+            versions.extend(self.rankings.versions(&segment_keys).await?);
+        }
+        keys.extend(segment_keys);
+        let wanted = self.wanted(now);
+        self.absent.rcu(|absent| {
+            let mut absent: std::collections::HashSet<RankingKey> =
+                absent.iter().filter(|k| wanted.contains(k) && !keys.contains(k)).copied().collect();
+            absent.extend(keys.iter().zip(&versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k));
+            absent
+        });
+        for (key, version) in keys.into_iter().zip(versions) {
             if let Some(version) = version {
                 self.load(key, version).await?;
             }

@@ -243,19 +243,16 @@ impl WatchHub {
                 }
                 let versioned = !matches!(query.selector.window, Some(Window::Hourly));
                 let follows_today = query.selector.date.is_none();
-                if versioned && !follows_today {
+                if versioned {
+                    // A new version held by this replica wakes the feed at once; the timer
+                    // covers midnight (a feed following today) and rankings this replica
+                    // does not hold (days before yesterday, read from Redis).
+                    let fallback = if follows_today { interval * 4 } else { interval * 30 };
                     tokio::select! {
                         () = closing.cancelled() => break,
                         _ = installed.changed() => {}
                         () = feed.closed() => {}
-                    }
-                } else if versioned {
-                    // Following today: a new version, or midnight, whichever comes first.
-                    tokio::select! {
-                        () = closing.cancelled() => break,
-                        _ = installed.changed() => {}
-                        () = feed.closed() => {}
-                        () = tokio::time::sleep(interval * 4) => {}
+                        () = tokio::time::sleep(fallback) => {}
                     }
                 }
                 let mut feeds = feeds.lock().unwrap_or_else(|e| e.into_inner());

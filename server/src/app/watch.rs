@@ -217,12 +217,14 @@ impl WatchHub {
         let interval = self.interval;
         async move {
             let mut seq = 0;
+            let mut last_sent: Option<tokio::time::Instant> = None;
             loop {
+                let computed_at = tokio::time::Instant::now();
                 match queries.top(TopQuery { selector: query.selector, limit: query.limit, ..Default::default() }).await
                 {
                     Ok(answer) => {
                         let hour = hour_of(&queries, &query);
-                        feed.send_if_modified(|current| {
+                        let sent = feed.send_if_modified(|current| {
                             if current.as_ref().is_some_and(|f| !f.differs(&answer)) {
                                 return false;
                             }
@@ -230,18 +232,29 @@ impl WatchHub {
                             *current = Some(Arc::new(Frame { seq, answer, hour }));
                             true
                         });
+                        if sent {
+                            last_sent = Some(computed_at);
+                        }
                     }
                     // Watchers keep the last state; the next wake-up tries again.
                     Err(e) => tracing::debug!(error = %e, ?query, "watched top not computed"),
                 }
-                // At most one frame per interval; then wait for a new version held by this
-                // replica, or the next interval for rankings that change without one.
-                let paced = tokio::time::sleep(interval);
+                // At most one frame per interval (counted from the last frame sent, so a
+                // change after a quiet spell goes out at once), and at most ten computations
+                // per interval however often copies are installed; the hourly window is
+                // computed once per interval.
+                let versioned = !matches!(query.selector.window, Some(Window::Hourly));
+                let mut earliest = computed_at + interval / 10;
+                if let Some(sent) = last_sent {
+                    earliest = earliest.max(sent + interval);
+                }
+                if !versioned {
+                    earliest = earliest.max(computed_at + interval);
+                }
                 tokio::select! {
                     () = closing.cancelled() => break,
-                    () = paced => {}
+                    () = tokio::time::sleep_until(earliest) => {}
                 }
-                let versioned = !matches!(query.selector.window, Some(Window::Hourly));
                 let follows_today = query.selector.date.is_none();
                 if versioned {
                     // A new version held by this replica wakes the feed at once; the timer

@@ -292,28 +292,11 @@ mod tests {
 
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
-    use crate::app::policy::{Clock, Policy};
-    use crate::app::recompute::Recompute;
-    use crate::app::test_support::NoEvents;
-    use crate::domain::calendar::{RankingCalendar, RankingHour};
-    use crate::domain::score::Weights;
+    use crate::domain::calendar::RankingHour;
     use crate::ports::{HourlyIncrement, RankingStore, Scored, VersionLife};
 
     fn hub(store: &Arc<MemoryRankingStore>, at: chrono::DateTime<Utc>) -> WatchHub {
-        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
-        let policy = Arc::new(policy.with_clock(Clock::tokio_from(at)));
-        let metrics = Arc::new(Metrics::new());
-        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
-        let recompute = Arc::new(Recompute::new(
-            Arc::new(NoEvents),
-            store.clone(),
-            store.clone(),
-            snapshots.clone(),
-            policy.clone(),
-            metrics.clone(),
-        ));
-        let queries = Arc::new(Queries::new(store.clone(), snapshots.clone(), policy, recompute));
-        WatchHub::new(queries, snapshots, metrics, Duration::from_millis(100), 10)
+        super::tests_support::hub_and_snapshots(store, at).0
     }
 
     /// The next frame within an hour of the (paused, self-advancing) clock.
@@ -373,5 +356,76 @@ mod tests {
         hub.close();
         assert!(matches!(daily.next().await, Some(Err(WatchError::Closing))));
         hub.closed().await;
+    }
+}
+
+#[cfg(test)]
+mod slow_reader {
+    use chrono::Utc;
+
+    use super::tests_support::*;
+    use super::*;
+    use crate::ports::{RankingStore, Scored, VersionLife};
+
+    /// A watcher that reads nothing while the top changes many times holds one frame, the
+    /// latest, never the ones in between: old frames are freed as soon as they are replaced.
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_that_does_not_read_holds_only_the_latest_frame() {
+        let store = Arc::new(crate::adapters::memory::MemoryRankingStore::new());
+        let (hub, snapshots) = hub_and_snapshots(&store, Utc::now());
+        let key = RankingKey::Daily(Utc::now().date_naive());
+        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
+        let publish = |lead: i64| {
+            let (store, snapshots) = (store.clone(), snapshots.clone());
+            async move {
+                let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
+                let version = store.publish(key, &entries, life).await.expect("published");
+                snapshots.install(key, version, entries).await;
+            }
+        };
+        publish(1).await;
+        let mut watcher = hub.watch(WatchQuery { selector: Selector::default(), limit: 2 }).expect("watch");
+        let first = watcher.next().await.expect("open").expect("frame");
+        for lead in 2..=20 {
+            publish(lead).await;
+            // Let the feed see the version (its pace is 100 ms) before the next one.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        assert_eq!(Arc::strong_count(&first), 1, "the channel no longer holds the first frame");
+        let latest = watcher.next().await.expect("open").expect("frame");
+        assert_eq!(latest.answer.entries[0].product_id, 20);
+        assert!(latest.seq > first.seq + 1, "frames in between were skipped, not queued");
+        hub.close();
+    }
+}
+
+#[cfg(test)]
+mod tests_support {
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::app::policy::{Clock, Policy};
+    use crate::app::recompute::Recompute;
+    use crate::app::test_support::NoEvents;
+    use crate::domain::calendar::RankingCalendar;
+    use crate::domain::score::Weights;
+
+    /// A hub over an in-process store, its clock following tokio's from `at`, 100 ms pace.
+    pub fn hub_and_snapshots(store: &Arc<MemoryRankingStore>, at: DateTime<Utc>) -> (WatchHub, Arc<Snapshots>) {
+        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+        let policy = Arc::new(policy.with_clock(Clock::tokio_from(at)));
+        let metrics = Arc::new(Metrics::new());
+        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
+        let recompute = Arc::new(Recompute::new(
+            Arc::new(NoEvents),
+            store.clone(),
+            store.clone(),
+            snapshots.clone(),
+            policy.clone(),
+            metrics.clone(),
+        ));
+        let queries = Arc::new(Queries::new(store.clone(), snapshots.clone(), policy, recompute));
+        (WatchHub::new(queries, snapshots.clone(), metrics, Duration::from_millis(100), 10), snapshots)
     }
 }

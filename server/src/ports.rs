@@ -19,6 +19,7 @@ pub use crate::domain::explain::{ProductDay, RecencyClock};
 use crate::domain::ranking::PopulationStats;
 use crate::domain::score::DailyMetrics;
 pub use crate::domain::snapshot::Scored;
+use crate::domain::snapshot::Snapshot;
 
 /// A dependency failed. Every variant means "nothing was confirmed": the caller may retry.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -230,6 +231,23 @@ pub struct Placements {
     pub total: u64,
     /// As [`Page::version`].
     pub version: Option<u64>,
+}
+
+impl Placements {
+    /// The places of `ids` in `ranking`, an in-memory copy of `version`.
+    pub fn in_snapshot(ranking: &Snapshot, version: u64, ids: &[i64]) -> Self {
+        let found = ids
+            .iter()
+            .map(|id| {
+                ranking.position(*id).map(|(index, e)| Found {
+                    index: index as u64,
+                    score: e.score,
+                    above: ranking.above(e.score) as u64,
+                })
+            })
+            .collect();
+        Self { found, total: ranking.len() as u64, version: Some(version) }
+    }
 }
 
 /// One hourly increment after a commit.

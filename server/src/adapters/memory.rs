@@ -279,17 +279,7 @@ impl RankingStore for MemoryRankingStore {
                         None => return absent,
                     },
                 };
-                let found = product_ids
-                    .iter()
-                    .map(|id| {
-                        ranking.position(*id).map(|(index, e)| Found {
-                            index: index as u64,
-                            score: e.score,
-                            above: ranking.above(e.score) as u64,
-                        })
-                    })
-                    .collect();
-                Placements { found, total: ranking.len() as u64, version: Some(version) }
+                Placements::in_snapshot(ranking, version, product_ids)
             }));
         }
         Ok(self.with_hourly(|sets| match sets.get(&key) {

@@ -30,7 +30,7 @@ use super::recompute::Recompute;
 use super::snapshots::{Held, Snapshots};
 use crate::domain::calendar::RankingHour;
 use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
-use crate::ports::{Found, Page, Placements, RankingKey, RankingStore, Segment, StoreError};
+use crate::ports::{Page, Placements, RankingKey, RankingStore, Segment, StoreError};
 
 /// Largest page of a top-N read.
 pub const MAX_LIMIT: u32 = 1_000;
@@ -778,18 +778,7 @@ fn held_page(ranking: &crate::domain::snapshot::Snapshot, version: u64, offset: 
 }
 
 fn held_placements(held: &Held, ids: &[i64]) -> Placements {
-    let ranking = &held.ranking;
-    let found = ids
-        .iter()
-        .map(|id| {
-            ranking.position(*id).map(|(i, e)| Found {
-                index: i as u64,
-                score: e.score,
-                above: ranking.above(e.score) as u64,
-            })
-        })
-        .collect();
-    Placements { found, total: ranking.len() as u64, version: Some(held.version) }
+    Placements::in_snapshot(&held.ranking, held.version, ids)
 }
 
 #[cfg(test)]

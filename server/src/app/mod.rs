@@ -29,9 +29,52 @@ pub mod watch;
 /// Stand-ins shared by the application's unit tests.
 #[cfg(test)]
 pub(crate) mod test_support {
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use chrono::{DateTime, NaiveDate, Utc};
 
+    use super::policy::{Clock, Policy};
+    use super::queries::Queries;
+    use super::recompute::Recompute;
+    use super::snapshots::Snapshots;
+    use crate::adapters::memory::MemoryRankingStore;
+    use crate::domain::calendar::RankingCalendar;
+    use crate::domain::score::Weights;
+    use crate::metrics::Metrics;
     use crate::ports::StoreError;
+
+    /// The services over an in-process ranking store and [`NoEvents`], in UTC, with the
+    /// default weights and days, copies bounded at 1,000 entries.
+    pub struct Wired {
+        pub policy: Arc<Policy>,
+        pub metrics: Arc<Metrics>,
+        pub snapshots: Arc<Snapshots>,
+        pub recompute: Arc<Recompute>,
+    }
+
+    impl Wired {
+        pub fn new(store: &Arc<MemoryRankingStore>, clock: Clock) -> Self {
+            let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+            let policy = Arc::new(policy.with_clock(clock));
+            let metrics = Arc::new(Metrics::new());
+            let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
+            let recompute = Arc::new(Recompute::new(
+                Arc::new(NoEvents),
+                store.clone(),
+                store.clone(),
+                snapshots.clone(),
+                policy.clone(),
+                metrics.clone(),
+            ));
+            Self { policy, metrics, snapshots, recompute }
+        }
+
+        /// The read service over the same parts.
+        pub fn queries(&self, store: &Arc<MemoryRankingStore>) -> Queries {
+            Queries::new(store.clone(), self.snapshots.clone(), self.policy.clone(), self.recompute.clone())
+        }
+    }
 
     /// A SQL store with no events: a rebuild finds nothing to rank.
     pub struct NoEvents;

@@ -788,27 +788,13 @@ mod tests {
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
     use crate::app::invalid::PathSegment;
-    use crate::domain::calendar::RankingCalendar;
-    use crate::domain::score::Weights;
+    use crate::app::policy::Clock;
+    use crate::app::test_support::Wired;
     use crate::ports::Scored;
-
-    use crate::app::test_support::NoEvents;
 
     fn queries() -> (Queries, Arc<MemoryRankingStore>) {
         let store = Arc::new(MemoryRankingStore::new());
-        let policy =
-            Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
-        let metrics = Arc::new(crate::metrics::Metrics::new());
-        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
-        let recompute = Arc::new(Recompute::new(
-            Arc::new(NoEvents),
-            store.clone(),
-            store.clone(),
-            snapshots.clone(),
-            policy.clone(),
-            metrics,
-        ));
-        (Queries::new(store.clone(), snapshots, policy, recompute), store)
+        (Wired::new(&store, Clock::System).queries(&store), store)
     }
 
     fn field(e: QueryError) -> Vec<PathSegment> {

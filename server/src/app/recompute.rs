@@ -427,25 +427,13 @@ impl Recompute {
 mod tests {
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
-    use crate::app::test_support::NoEvents;
-    use crate::domain::calendar::RankingCalendar;
-    use crate::domain::score::Weights;
+    use crate::app::policy::Clock;
+    use crate::app::test_support::Wired;
 
     #[tokio::test]
     async fn concurrent_withdrawals_of_a_day_share_rewrites() {
         let store = Arc::new(MemoryRankingStore::new());
-        let policy =
-            Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
-        let metrics = Arc::new(Metrics::new());
-        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
-        let recompute = Arc::new(Recompute::new(
-            Arc::new(NoEvents),
-            store.clone(),
-            store.clone(),
-            snapshots.clone(),
-            policy,
-            metrics,
-        ));
+        let Wired { snapshots, recompute, .. } = Wired::new(&store, Clock::System);
         let today = Utc::now().date_naive();
         let key = RankingKey::Daily(today);
         let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();

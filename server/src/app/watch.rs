@@ -405,27 +405,14 @@ mod tests_support {
 
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
-    use crate::app::policy::{Clock, Policy};
-    use crate::app::recompute::Recompute;
-    use crate::app::test_support::NoEvents;
-    use crate::domain::calendar::RankingCalendar;
-    use crate::domain::score::Weights;
+    use crate::app::policy::Clock;
+    use crate::app::test_support::Wired;
 
     /// A hub over an in-process store, its clock following tokio's from `at`, 100 ms pace.
     pub fn hub_and_snapshots(store: &Arc<MemoryRankingStore>, at: DateTime<Utc>) -> (WatchHub, Arc<Snapshots>) {
-        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
-        let policy = Arc::new(policy.with_clock(Clock::tokio_from(at)));
-        let metrics = Arc::new(Metrics::new());
-        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 1_000));
-        let recompute = Arc::new(Recompute::new(
-            Arc::new(NoEvents),
-            store.clone(),
-            store.clone(),
-            snapshots.clone(),
-            policy.clone(),
-            metrics.clone(),
-        ));
-        let queries = Arc::new(Queries::new(store.clone(), snapshots.clone(), policy, recompute));
-        (WatchHub::new(queries, snapshots.clone(), metrics, Duration::from_millis(100), 10), snapshots)
+        let wired = Wired::new(store, Clock::tokio_from(at));
+        let queries = Arc::new(wired.queries(store));
+        let hub = WatchHub::new(queries, wired.snapshots.clone(), wired.metrics, Duration::from_millis(100), 10);
+        (hub, wired.snapshots)
     }
 }

@@ -4,6 +4,10 @@ CARGO      ?= cargo
 PG_URL     ?= postgres://postgres@127.0.0.1:5432/test
 MYSQL_URL  ?= mysql://root@127.0.0.1:3306/test
 REDIS_URL_TEST ?= redis://127.0.0.1:6379
+## Seed URLs of a Redis Cluster for the tests; empty: a local 3-master, 3-replica cluster is
+## started on ports 7001-7006 (scripts/redis-cluster.sh), or reused when already healthy.
+REDIS_CLUSTER_TEST ?=
+CLUSTER_SEEDS = $(or $(REDIS_CLUSTER_TEST),$$(./scripts/redis-cluster.sh start 7001 /tmp/ranking-test-cluster))
 BUF        := .tools/node_modules/.bin/buf
 
 .PHONY: run run-release test test-unit lint fmt migrate bench load buf
@@ -20,14 +24,16 @@ run-release:
 	$(CARGO) run --release -p ranking-server --bin ranking-server
 
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
-## rankings, then the integration tests on PostgreSQL + Redis and MariaDB + Redis (servers
-## are started when none answers).
+## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
+## PostgreSQL + Redis Cluster (servers are started when none answers).
 test:
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
+	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
+	  $(CARGO) test -p ranking-server --tests
 
 test-unit:
 	$(CARGO) test --workspace --lib --bins

@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use clap::{Args, Parser};
 
-use crate::adapters::redis::RedisOptions;
+use crate::adapters::redis::{RedisMode, RedisOptions};
 use crate::adapters::sql::SqlOptions;
 use crate::app::policy::Policy;
 use crate::domain::calendar::RankingCalendar;
@@ -145,9 +145,14 @@ impl DatabaseSettings {
 /// The ranking store: Redis, or the embedded in-process store when no URL is set.
 #[derive(Debug, Clone, Args)]
 pub struct RedisSettings {
-    /// Redis for rankings (redis://…); unset keeps rankings in process.
+    /// Redis for rankings (redis://…); unset keeps rankings in process. In cluster mode a
+    /// comma-separated list of seed node URLs.
     #[arg(long, env = "REDIS_URL")]
     pub redis_url: Option<String>,
+
+    /// `single` (one Redis server) or `cluster` (Redis Cluster; REDIS_URL lists seed nodes).
+    #[arg(long, env = "RANKING_REDIS_MODE", value_enum, default_value_t = RedisMode::Single)]
+    pub redis_mode: RedisMode,
 
     /// Prefix of every Redis key, so deployments (or tests) can share one Redis.
     #[arg(long, env = "RANKING_REDIS_PREFIX", default_value = "ranking")]
@@ -159,6 +164,7 @@ impl RedisSettings {
     pub fn options(&self) -> Option<RedisOptions> {
         self.redis_url.as_ref().map(|url| {
             let mut options = RedisOptions::new(url.clone());
+            options.mode = self.redis_mode;
             options.prefix = self.redis_prefix.clone();
             options
         })

@@ -15,14 +15,19 @@ pub fn redis_url() -> String {
 
 /// Settings on `db_url` with Redis under `prefix`.
 pub fn redis_settings(db_url: &str, prefix: &str, extra: &[&str]) -> ranking_server::config::Settings {
-    let mut args = vec![format!("--redis-url={}", redis_url()), format!("--redis-prefix={prefix}")];
+    let mut args = vec![
+        format!("--redis-url={}", redis_url()),
+        format!("--redis-mode={}", crate::helpers::test_redis_mode()),
+        format!("--redis-prefix={prefix}"),
+    ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     settings(db_url, &args)
 }
 
-pub async fn redis() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("redis reachable")
+/// A connection to the test Redis, a single node or the cluster.
+pub async fn redis() -> ranking_server::adapters::redis::connection::Connection {
+    crate::helpers::test_redis_connection(&redis_url())
 }
 
 async fn keys(prefix: &str) -> Vec<String> {
@@ -328,7 +333,7 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
     let db = TestDb::create().await;
     let mut redis = crate::helpers::throwaway_redis::ThrowawayRedis::start(crate::helpers::free_port());
     let url = format!("--redis-url=redis://127.0.0.1:{}", redis.port);
-    let mut app = TestApp::spawn_on(settings(&db.url, &[&url])).await;
+    let mut app = TestApp::spawn_on(settings(&db.url, &[&url, "--redis-mode=single"])).await;
     let now = Utc::now();
     // Product 8 gets its six views before the outage, product 7 five before and one during.
     app.record(views("before-8", 8, 6, now)).await;

@@ -85,8 +85,8 @@ async fn a_replica_that_missed_an_announcement_catches_up_by_its_poll() {
     let redis = ThrowawayRedis::start(free_port());
     let url = format!("--redis-url=redis://127.0.0.1:{}", redis.port);
     let prefix = format!("--redis-prefix=t{:x}", rand_u64());
-    let mut a = TestApp::spawn_on(settings(&db.url, &[&url, &prefix])).await;
-    let mut b = TestApp::spawn_on(settings(&db.url, &[&url, &prefix])).await;
+    let mut a = TestApp::spawn_on(settings(&db.url, &[&url, &prefix, "--redis-mode=single"])).await;
+    let mut b = TestApp::spawn_on(settings(&db.url, &[&url, &prefix, "--redis-mode=single"])).await;
     let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", redis.port))
         .expect("url")
         .get_multiplexed_async_connection()

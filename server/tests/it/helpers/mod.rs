@@ -107,6 +107,22 @@ pub fn test_redis() -> Option<String> {
     std::env::var("RANKING_TEST_REDIS").ok().filter(|s| !s.is_empty())
 }
 
+/// `--redis-mode` of the test Redis: `cluster` when `RANKING_TEST_REDIS_MODE=cluster` (then
+/// `RANKING_TEST_REDIS` lists the cluster's seed nodes), else `single`.
+pub fn test_redis_mode() -> &'static str {
+    match std::env::var("RANKING_TEST_REDIS_MODE").as_deref() {
+        Ok("cluster") => "cluster",
+        _ => "single",
+    }
+}
+
+/// A connection to the test Redis (one node or the cluster, as the service sees it).
+pub fn test_redis_connection(url: &str) -> ranking_server::adapters::redis::connection::Connection {
+    use ranking_server::adapters::redis::{RedisMode, connection};
+    let mode = if test_redis_mode() == "cluster" { RedisMode::Cluster } else { RedisMode::Single };
+    connection::open(mode, url, std::time::Duration::from_secs(10)).expect("test Redis URL").connection
+}
+
 /// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), the test
 /// Redis under a fresh prefix when configured, and the given overrides as flags.
 pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
@@ -119,6 +135,7 @@ pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
     ];
     if let Some(redis) = test_redis() {
         args.push(format!("--redis-url={redis}"));
+        args.push(format!("--redis-mode={}", test_redis_mode()));
         args.push(format!("--redis-prefix=test-{:016x}", rand_u64()));
     }
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -219,8 +236,7 @@ impl TestApp {
 
 /// Deletes every key under `prefix` (the test's own; other tests use other prefixes).
 pub async fn delete_keys(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else { return };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return };
+    let mut conn = test_redis_connection(url);
     let keys: Vec<String> =
         redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn).await.unwrap_or_default();
     if !keys.is_empty() {

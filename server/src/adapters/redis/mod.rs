@@ -1,4 +1,5 @@
-//! The Redis ranking store (redis-rs `ConnectionManager`, which reconnects by itself).
+//! The Redis ranking store, on one node or a Redis Cluster ([`connection`]; redis-rs
+//! reconnects by itself in both).
 //!
 //! Keys, with `P` the configured prefix (default `ranking`):
 //!
@@ -35,8 +36,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
-use redis::{Client, RedisError, Script};
+use redis::{RedisError, Script};
+
+pub mod connection;
+
+pub use connection::RedisMode;
+use connection::{Connection, Subscriber};
 
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
@@ -152,8 +157,10 @@ return out
 /// Connection settings of the Redis store.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    /// `redis://…`.
+    /// `redis://…`; in cluster mode a comma-separated list of seed node URLs.
     pub url: String,
+    /// One node or a cluster.
+    pub mode: RedisMode,
     /// Prefix of every key, so several deployments (or tests) can share one Redis.
     pub prefix: String,
     /// Time allowed for one command or pipeline before the call fails with UNAVAILABLE.
@@ -167,6 +174,7 @@ impl RedisOptions {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            mode: RedisMode::Single,
             prefix: "ranking".into(),
             response_timeout: Duration::from_secs(5),
             staging_ttl: Duration::from_secs(3_600),
@@ -177,11 +185,10 @@ impl RedisOptions {
 /// Rankings and leases in Redis.
 #[derive(Clone)]
 pub struct RedisRankingStore {
-    client: Client,
-    conn: ConnectionManager,
+    conn: Connection,
+    subscriber: Subscriber,
     prefix: String,
     staging_ttl: Duration,
-    response_timeout: Duration,
     release: Script,
     publish: Script,
     current_page: Script,
@@ -222,18 +229,12 @@ impl RedisRankingStore {
     /// A store on `options.url`. The connection is made lazily: the service starts while
     /// Redis is down and answers UNAVAILABLE until it is back.
     pub fn connect(options: &RedisOptions) -> Result<Self, StoreError> {
-        let client = Client::open(options.url.as_str()).map_err(unavailable)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.response_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            .set_number_of_retries(2);
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(unavailable)?;
+        let opened = connection::open(options.mode, &options.url, options.response_timeout).map_err(unavailable)?;
         Ok(Self {
-            client,
-            conn,
+            conn: opened.connection,
+            subscriber: opened.subscriber,
             prefix: options.prefix.clone(),
             staging_ttl: options.staging_ttl,
-            response_timeout: options.response_timeout,
             release: Script::new(
                 "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
             ),
@@ -394,12 +395,24 @@ impl RankingStore for RedisRankingStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.cmd("GET").arg(self.version_key(*key));
-        }
-        let raw: Vec<Option<String>> = pipe.query_async(&mut self.conn.clone()).await.map_err(unavailable)?;
-        raw.into_iter().map(parse_version).collect()
+        let gets = keys
+            .iter()
+            .map(|key| {
+                let pointer = self.version_key(*key);
+                let mut get = redis::cmd("GET");
+                get.arg(&pointer);
+                (pointer, get)
+            })
+            .collect();
+        let raw = self.conn.per_slot(gets).await.map_err(unavailable)?;
+        raw.iter()
+            .map(|v| match v {
+                redis::Value::Nil => Ok(None),
+                v => redis::from_redis_value_ref::<String>(v)
+                    .map_err(|_| StoreError::Corrupt("a version pointer is not a string".into()))
+                    .and_then(|s| parse_version(Some(s))),
+            })
+            .collect()
     }
 
     async fn version_page(
@@ -455,17 +468,21 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
-        let mut pipe = redis::pipe();
+        let mut commands = Vec::with_capacity(increments.len() + 2);
         let mut expiries = std::collections::BTreeMap::new();
         for inc in increments {
             let key = self.hourly(inc.hour);
-            pipe.cmd("ZINCRBY").arg(&key).arg(inc.delta).arg(member(inc.product_id)).ignore();
-            expiries.insert(key, inc.expire_at.timestamp());
+            let mut zincrby = redis::cmd("ZINCRBY");
+            zincrby.arg(&key).arg(inc.delta).arg(member(inc.product_id));
+            expiries.insert(key.clone(), inc.expire_at.timestamp());
+            commands.push((key, zincrby));
         }
         for (key, at) in expiries {
-            pipe.cmd("EXPIREAT").arg(key).arg(at).ignore();
+            let mut expireat = redis::cmd("EXPIREAT");
+            expireat.arg(&key).arg(at);
+            commands.push((key, expireat));
         }
-        pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
+        self.conn.per_slot(commands).await.map(drop).map_err(unavailable)
     }
 
     async fn published_segments(&self, whole: RankingKey) -> Result<Vec<Segment>, StoreError> {
@@ -500,11 +517,16 @@ impl RankingStore for RedisRankingStore {
             return Ok(());
         }
         let members: Vec<String> = ids.iter().map(|id| member(*id)).collect();
-        let mut pipe = redis::pipe();
-        for hour in hours {
-            pipe.cmd("ZREM").arg(self.hourly(*hour)).arg(&members).ignore();
-        }
-        pipe.query_async::<()>(&mut self.conn.clone()).await.map_err(unavailable)
+        let commands = hours
+            .iter()
+            .map(|hour| {
+                let key = self.hourly(*hour);
+                let mut zrem = redis::cmd("ZREM");
+                zrem.arg(&key).arg(&members);
+                (key, zrem)
+            })
+            .collect();
+        self.conn.per_slot(commands).await.map(drop).map_err(unavailable)
     }
 
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
@@ -588,15 +610,7 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn announcements(&self) -> Result<Announcements, StoreError> {
-        let connect = async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
-            pubsub.subscribe(self.channel()).await?;
-            Ok::<_, RedisError>(pubsub)
-        };
-        let pubsub = tokio::time::timeout(self.response_timeout, connect)
-            .await
-            .map_err(|_| StoreError::ranking("timed out subscribing to version announcements"))?
-            .map_err(unavailable)?;
+        let pubsub = self.subscriber.subscribe(&self.channel()).await.map_err(unavailable)?;
         Ok(pubsub
             .into_on_message()
             .filter_map(|msg| async move {

@@ -223,6 +223,11 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_WATCH_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub watch_interval: Duration,
 
+    /// Life of a day's recompute lease; the holder renews it every third of it while it
+    /// works, so a replica that dies mid-recompute frees the day after at most this long.
+    #[arg(long, env = "RANKING_RECOMPUTE_LEASE", default_value = "30s", value_parser = parse_duration)]
+    pub recompute_lease: Duration,
+
     /// Most distinct catalog segments a recompute publishes rankings for; memberships of
     /// further segments are left out (counted in `ranking_segment_memberships_dropped`).
     #[arg(long, env = "RANKING_MAX_SEGMENTS", default_value_t = 10_000)]
@@ -256,6 +261,7 @@ impl RankingSettings {
         )
         .with_snapshot_ttl(self.snapshot_ttl)
         .with_max_segments(self.max_segments)
+        .with_recompute_lease(self.recompute_lease)
     }
 }
 

@@ -380,4 +380,8 @@ pub trait LeaseLock: Send + Sync + 'static {
 
     /// Gives the lease back if it is still ours.
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Extends the lease to `ttl` from now if it is still ours; `false` when it is not (it
+    /// expired and somebody else may hold it).
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError>;
 }

@@ -327,6 +327,18 @@ impl LeaseLock for MemoryRankingStore {
         }
         Ok(())
     }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let now = tokio::time::Instant::now();
+        match leases.get_mut(&lease.name) {
+            Some((token, until)) if *token == lease.token && *until > now => {
+                *until = now + ttl;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]

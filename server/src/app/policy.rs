@@ -66,7 +66,8 @@ pub struct Policy {
     /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
     /// of the same day to finish.
     pub recompute_wait: Duration,
-    /// Longest a recompute may hold a day's lock; a crashed holder frees it after this.
+    /// Life of a day's lease (`RANKING_RECOMPUTE_LEASE`), renewed every third of it while its
+    /// holder works; a crashed holder frees the day after at most this long.
     pub recompute_lease: Duration,
     /// Poll period while waiting for another replica's lease.
     pub lease_poll: Duration,
@@ -104,7 +105,7 @@ impl Policy {
             carry_days,
             recompute_interval,
             recompute_wait: Duration::from_secs(30),
-            recompute_lease: Duration::from_secs(300),
+            recompute_lease: Duration::from_secs(30),
             lease_poll: Duration::from_millis(50),
             staging_ttl: Duration::from_secs(3_600),
             hourly_ttl: chrono::Duration::hours(2),
@@ -118,6 +119,13 @@ impl Policy {
     /// The same policy publishing at most `max` segments' rankings per recompute.
     pub fn with_max_segments(mut self, max: usize) -> Self {
         self.max_segments = max;
+        self
+    }
+
+    /// The same policy with `RANKING_RECOMPUTE_LEASE` set (at least 3 ms, so that a third
+    /// of it is a renewal period).
+    pub fn with_recompute_lease(mut self, lease: Duration) -> Self {
+        self.recompute_lease = lease.max(Duration::from_millis(3));
         self
     }
 

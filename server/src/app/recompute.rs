@@ -118,7 +118,7 @@ impl Recompute {
     /// another replica's recompute of the same day to finish.
     pub async fn run(&self, date: NaiveDate) -> Result<RecomputeReport, RecomputeError> {
         let lease = self.lease(date).await?;
-        let result = self.rebuild(date).await;
+        let result = self.holding(&lease, self.rebuild(date)).await;
         self.release(&lease, date).await;
         match &result {
             Ok(r) => {
@@ -146,6 +146,35 @@ impl Recompute {
                 return Err(RecomputeError::Busy(date));
             }
             tokio::time::sleep(self.policy.lease_poll).await;
+        }
+    }
+
+    /// Runs `work` while renewing `lease` every third of its life. Should the lease be lost
+    /// (this replica stalled longer than the lease, and another may now hold the day), the
+    /// work is abandoned rather than published over the other holder's.
+    async fn holding<T>(
+        &self,
+        lease: &Lease,
+        work: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let ttl = self.policy.recompute_lease;
+        let renewals = async {
+            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + ttl / 3, ttl / 3);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                match self.leases.renew(lease, ttl).await {
+                    Ok(true) => {}
+                    Ok(false) => return StoreError::ranking(format!("lost the lease {} while holding it", lease.name)),
+                    // The store is unreachable: the work fails on its own next call, or the
+                    // next renewal gets through before the lease runs out.
+                    Err(e) => tracing::warn!(error = %e, lease = %lease.name, "could not renew lease"),
+                }
+            }
+        };
+        tokio::select! {
+            result = work => result,
+            lost = renewals => Err(lost),
         }
     }
 
@@ -199,7 +228,7 @@ impl Recompute {
         let Some(batch) = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
         let result = match lease {
             Ok(lease) => {
-                let result = self.withdraw_locked(date, &batch.ids).await;
+                let result = self.holding(&lease, self.withdraw_locked(date, &batch.ids)).await;
                 self.release(&lease, date).await;
                 result.map_err(|e| e.to_string())
             }
@@ -429,6 +458,37 @@ mod tests {
     use crate::adapters::memory::MemoryRankingStore;
     use crate::app::policy::Clock;
     use crate::app::test_support::Wired;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost() {
+        let store = Arc::new(MemoryRankingStore::new());
+        let Wired { recompute, policy, .. } = Wired::new(&store, Clock::tokio_from(Utc::now()));
+        let ttl = policy.recompute_lease;
+        let lease = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
+        // Work lasting four lease lives: nobody else gets the lease meanwhile.
+        let held = recompute
+            .holding(&lease, async {
+                tokio::time::sleep(ttl * 4).await;
+                Ok(store.try_acquire("recompute:x", ttl).await?.is_none())
+            })
+            .await;
+        assert!(held.expect("work finished"), "renewed while the work ran");
+
+        // The lease goes (released here; expired after a stall in life) and another holder
+        // takes it: the work is abandoned at the next renewal instead of finishing.
+        let finished = std::sync::atomic::AtomicBool::new(false);
+        let lost = recompute
+            .holding(&lease, async {
+                store.release(&lease).await?;
+                assert!(store.try_acquire("recompute:x", ttl).await?.is_some(), "another holder");
+                tokio::time::sleep(ttl * 4).await;
+                finished.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            })
+            .await;
+        assert!(lost.expect_err("abandoned").to_string().contains("lost the lease"));
+        assert!(!finished.load(std::sync::atomic::Ordering::SeqCst));
+    }
 
     #[tokio::test]
     async fn concurrent_withdrawals_of_a_day_share_rewrites() {

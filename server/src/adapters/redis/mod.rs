@@ -190,6 +190,7 @@ pub struct RedisRankingStore {
     prefix: String,
     staging_ttl: Duration,
     release: Script,
+    renew: Script,
     publish: Script,
     current_page: Script,
     version_page: Script,
@@ -237,6 +238,9 @@ impl RedisRankingStore {
             staging_ttl: options.staging_ttl,
             release: Script::new(
                 "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+            ),
+            renew: Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
             ),
             publish: Script::new(PUBLISH),
             current_page: Script::new(CURRENT_PAGE),
@@ -644,6 +648,17 @@ impl LeaseLock for RedisRankingStore {
             .invoke_async::<i64>(&mut self.conn.clone())
             .await
             .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
+        self.renew
+            .key(self.lock_key(&lease.name))
+            .arg(&lease.token)
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+            .invoke_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(|renewed| renewed == 1)
             .map_err(unavailable)
     }
 }

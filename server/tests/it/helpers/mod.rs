@@ -8,6 +8,7 @@
 pub mod mariadb;
 pub mod pg;
 pub mod process;
+pub mod throwaway_cluster;
 pub mod throwaway_redis;
 
 use std::net::SocketAddr;

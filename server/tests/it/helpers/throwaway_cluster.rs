@@ -35,6 +35,18 @@ fn free_ports() -> u16 {
     }
 }
 
+/// One line of `CLUSTER NODES`.
+struct Node {
+    port: u16,
+    master: bool,
+    /// The master's node id (of a replica).
+    of: String,
+    /// Slot ranges served (by a master).
+    slots: Vec<(u16, u16)>,
+    /// Flagged failing.
+    failed: bool,
+}
+
 /// `redis-cli -p port args…`, its output.
 pub fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli").arg("-p").arg(port.to_string()).args(args).output().expect("redis-cli");
@@ -60,9 +72,8 @@ impl ThrowawayCluster {
         self.first..self.first + 6
     }
 
-    /// `(port, role, master node id, own node id)` of every node as `port` sees them, with
-    /// the slot ranges of masters.
-    fn nodes(&self, port: u16) -> Vec<(u16, bool, String, Vec<(u16, u16)>, bool)> {
+    /// Every node as the node on `port` sees it.
+    fn nodes(&self, port: u16) -> Vec<Node> {
         cli(port, &["cluster", "nodes"])
             .lines()
             .filter_map(|line| {
@@ -78,7 +89,7 @@ impl ThrowawayCluster {
                         None => s.parse().ok().map(|x| (x, x)),
                     })
                     .collect();
-                Some((port, master, f[3].to_string(), slots, failed))
+                Some(Node { port, master, of: f[3].to_string(), slots, failed })
             })
             .collect()
     }
@@ -94,10 +105,13 @@ impl ThrowawayCluster {
         let slot: u16 = cli(asked, &["cluster", "keyslot", key]).trim().parse().expect("a slot");
         self.nodes(asked)
             .into_iter()
-            .find(|(port, master, _, slots, failed)| {
-                *master && !*failed && !dead.contains(port) && slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+            .find(|n| {
+                n.master
+                    && !n.failed
+                    && !dead.contains(&n.port)
+                    && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
             })
-            .map(|(port, ..)| port)
+            .map(|n| n.port)
     }
 
     /// A replica of the master on `port`.
@@ -105,8 +119,8 @@ impl ThrowawayCluster {
         let id = cli(port, &["cluster", "myid"]).trim().to_string();
         self.nodes(port)
             .into_iter()
-            .find(|(_, master, of, _, failed)| !*master && *of == id && !*failed)
-            .map(|(p, ..)| p)
+            .find(|n| !n.master && n.of == id && !n.failed)
+            .map(|n| n.port)
             .expect("the master has a replica")
     }
 

@@ -71,6 +71,7 @@ bench:
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
+	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	$(BENCH) watch $(REDIS_URL_TEST) | tee -a target/bench-report.md
 
 ## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default

@@ -20,12 +20,15 @@
 //!   time and memory of loading a published version into the replica's snapshot. Load from
 //!   `h2load` (nghttp2's HTTP/2 benchmark, a separate process; Debian `nghttp2-client`), the
 //!   server being the release binary in a process of its own.
+//! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
+//!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `read-path`: the service's own work (rules, conversion, encoding) per GetTopN(20) and
 //!   GetRank answered from a snapshot, without the transport.
 //!
 //! Other scenarios run the server in this process on port 0 (the integration tests' fixture,
 //! `TestApp`); figures include the gRPC round trip. One module per scenario.
 
+mod cluster;
 #[allow(dead_code, unused_imports)]
 #[path = "../../tests/it/helpers/mod.rs"]
 mod helpers;
@@ -118,6 +121,12 @@ async fn main() {
             println!("|---:|---:|---:|---:|---:|---:|");
         }
         Some("read-path") => reads::bench_read_path().await,
+        Some("cluster") => {
+            let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+            let single = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
+            let seeds = args.get(3).map(String::as_str).expect("cluster <products> <redis-url> <cluster-seeds>");
+            cluster::bench_cluster(n, single, seeds).await;
+        }
         Some("reads") => reads::bench_reads(args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379")).await,
         Some("hostile") => {
             let addr = args.get(1).and_then(|a| a.parse().ok()).expect("hostile <addr> <pid>");
@@ -132,6 +141,7 @@ async fn main() {
         }
         _ => eprintln!(
             "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] | read-path \
+             | cluster <products> <redis-url> <cluster-seeds> \
              | hostile <addr> <pid> | hostile-reads <addr> <pid> <redis-pid>"
         ),
     }

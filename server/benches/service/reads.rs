@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use prost::Message;
 use ranking_client::v1;
+use ranking_server::adapters::redis::RedisMode;
 use ranking_server::ports::{RankingKey, RankingStore, Scored, VersionLife};
 
 use crate::helpers::process::ServerProcess;
@@ -305,7 +306,7 @@ pub async fn bench_reads(redis: &str) {
         drop(c);
         server.terminate();
         server.wait().await;
-        crate::helpers::delete_keys(redis, &prefix).await;
+        crate::helpers::delete_keys(&crate::helpers::redis_connection(redis, RedisMode::Single), &prefix).await;
     }
     println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
     println!(

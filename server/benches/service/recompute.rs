@@ -31,7 +31,7 @@ pub async fn bench_recompute(products: i64, redis: &str) {
 
 /// Writes `products` rows of `date` inside PostgreSQL, so the bench process holds none of
 /// them.
-async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) {
+pub(crate) async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) {
     let db = Database::connect(url).await.expect("connect");
     let now_us = Utc::now().timestamp_micros();
     db.execute_unprepared(&format!(
@@ -109,7 +109,7 @@ async fn timed_recompute(app: &mut crate::Running) -> f64 {
 }
 
 /// The phases of the server's last recompute, from its metrics.
-async fn phases(app: &crate::Running) -> (f64, f64, f64) {
+pub(crate) async fn phases(app: &crate::Running) -> (f64, f64, f64) {
     let text = app.app.scrape_metrics().await;
     let phase = |name: &str| {
         text.lines()

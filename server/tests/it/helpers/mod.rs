@@ -11,6 +11,8 @@ pub mod process;
 pub mod throwaway_cluster;
 pub mod throwaway_redis;
 
+use ranking_server::adapters::redis::RedisMode;
+use ranking_server::adapters::redis::connection::Connection;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -97,7 +99,7 @@ pub struct TestApp {
     pub scheduler: Arc<Scheduler>,
     pub db: Option<TestDb>,
     /// Redis URL and key prefix, when the test runs on Redis: its keys are deleted at stop.
-    redis: Option<(String, String)>,
+    redis: Option<(String, String, RedisMode)>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -118,10 +120,16 @@ pub fn test_redis_mode() -> &'static str {
 }
 
 /// A connection to the test Redis (one node or the cluster, as the service sees it).
-pub fn test_redis_connection(url: &str) -> ranking_server::adapters::redis::connection::Connection {
-    use ranking_server::adapters::redis::{RedisMode, connection};
+pub fn test_redis_connection(url: &str) -> Connection {
     let mode = if test_redis_mode() == "cluster" { RedisMode::Cluster } else { RedisMode::Single };
-    connection::open(mode, url, std::time::Duration::from_secs(10)).expect("test Redis URL").connection
+    redis_connection(url, mode)
+}
+
+/// A connection to Redis at `url` (seed URLs in cluster mode).
+pub fn redis_connection(url: &str, mode: RedisMode) -> Connection {
+    ranking_server::adapters::redis::connection::open(mode, url, std::time::Duration::from_secs(10))
+        .expect("Redis URL")
+        .connection
 }
 
 /// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), the test
@@ -154,7 +162,11 @@ impl TestApp {
 
     /// Starts a server with explicit settings.
     pub async fn spawn_on(settings: Settings) -> Self {
-        let redis = settings.redis.redis_url.clone().map(|url| (url, settings.redis.redis_prefix.clone()));
+        let redis = settings
+            .redis
+            .redis_url
+            .clone()
+            .map(|url| (url, settings.redis.redis_prefix.clone(), settings.redis.redis_mode));
         if std::env::var_os("TEST_LOG").is_some() {
             std::mem::forget(ranking_server::telemetry::init("debug"));
         }
@@ -186,8 +198,8 @@ impl TestApp {
         if let Some(db) = self.db.take() {
             db.drop_db().await;
         }
-        if let Some((url, prefix)) = self.redis.take() {
-            delete_keys(&url, &prefix).await;
+        if let Some((url, prefix, mode)) = self.redis.take() {
+            delete_keys(&redis_connection(&url, mode), &prefix).await;
         }
     }
 
@@ -236,8 +248,8 @@ impl TestApp {
 }
 
 /// Deletes every key under `prefix` (the test's own; other tests use other prefixes).
-pub async fn delete_keys(url: &str, prefix: &str) {
-    let mut conn = test_redis_connection(url);
+pub async fn delete_keys(conn: &Connection, prefix: &str) {
+    let mut conn = conn.clone();
     let keys: Vec<String> =
         redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn).await.unwrap_or_default();
     if !keys.is_empty() {

@@ -62,7 +62,12 @@ impl Running {
 }
 
 async fn serve(args: &[String]) -> Running {
-    let mut argv = vec!["ranking-server".to_string(), "--listen=127.0.0.1:0".into(), "--recompute-interval=0".into()];
+    let mut argv = vec![
+        "ranking-server".to_string(),
+        "--listen=127.0.0.1:0".into(),
+        "--recompute-interval=0".into(),
+        "--metrics-listen=127.0.0.1:0".into(),
+    ];
     argv.extend(args.iter().cloned());
     let settings = Settings::try_parse_from(argv).expect("bench settings");
     let app = helpers::TestApp::spawn_on(settings).await;

@@ -13,6 +13,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261130_000001_create_tables;
 mod m20261201_000001_create_ranking_runs;
 mod m20261201_000002_create_product_catalog;
+mod m20261201_000003_partition_events;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_create_tables::Migration),
             Box::new(m20261201_000001_create_ranking_runs::Migration),
             Box::new(m20261201_000002_create_product_catalog::Migration),
+            Box::new(m20261201_000003_partition_events::Migration),
         ]
     }
 }

@@ -22,6 +22,8 @@
 //!   server being the release binary in a process of its own.
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
+//! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
+//!   its day partition (DROP) on PostgreSQL: seconds, WAL bytes, dead tuples.
 //! - `read-path`: the service's own work (rules, conversion, encoding) per GetTopN(20) and
 //!   GetRank answered from a snapshot, without the transport.
 //!
@@ -36,6 +38,7 @@ mod hostile;
 mod ingest;
 mod reads;
 mod recompute;
+mod retention;
 mod watch;
 
 use clap::Parser;
@@ -126,6 +129,9 @@ async fn main() {
             println!("|---:|---:|---:|---:|---:|---:|");
         }
         Some("read-path") => reads::bench_read_path().await,
+        Some("retention") => {
+            retention::bench_retention(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000)).await
+        }
         Some("cluster") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
             let single = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
@@ -146,7 +152,7 @@ async fn main() {
         }
         _ => eprintln!(
             "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] | read-path \
-             | cluster <products> <redis-url> <cluster-seeds> \
+             | cluster <products> <redis-url> <cluster-seeds> | retention <rows> \
              | hostile <addr> <pid> | hostile-reads <addr> <pid> <redis-pid>"
         ),
     }

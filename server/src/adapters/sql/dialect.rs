@@ -140,6 +140,11 @@ impl Dialect {
         }
     }
 
+    /// Whether `events` is partitioned by day (PostgreSQL; [`super::partitions`]).
+    pub fn partitions_events(self) -> bool {
+        matches!(self, Self::Postgres)
+    }
+
     /// An insert that skips rows whose key exists.
     pub fn insert_or_ignore(self, table_and_cols: &str, source: &str) -> String {
         match self {

@@ -5,12 +5,15 @@
 //! - [`write`]: the batch write path, a constant number of statements per batch;
 //! - [`dialect`]: every difference between the engines;
 //! - [`catalog`]: `product_catalog` (UpdateCatalog, and the recompute's scan of it);
+//! - [`partitions`]: the day partitions of `events` on PostgreSQL (created ahead, dropped by
+//!   retention);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
 //! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
 //!   daily rows).
 
 pub mod catalog;
 pub mod dialect;
+pub mod partitions;
 pub mod rows;
 pub mod runs;
 pub mod write;
@@ -78,6 +81,9 @@ impl SqlMetricsStore {
             .await
             .map_err(|e| StoreError::database(format!("migration failed: {e}")))?;
         let dialect = Dialect::of(db.get_database_backend());
+        if dialect.partitions_events() {
+            partitions::ensure_ahead(&db, Utc::now().date_naive()).await?;
+        }
         Ok(Self {
             db,
             dialect,
@@ -209,6 +215,16 @@ impl MetricsStore for SqlMetricsStore {
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
         let chunk = chunk.max(1);
+        if self.dialect.partitions_events() {
+            // Whole past days go with their partitions; the days to come get theirs.
+            let dropped = partitions::drop_before(&self.db, days_before).await?;
+            if !dropped.is_empty() {
+                tracing::info!(days = ?dropped, "dropped the event partitions of days past retention");
+            }
+            partitions::ensure_ahead(&self.db, days_before).await?;
+        }
+        // Rows of days without a partition of their own (every row, on engines without
+        // partitions).
         let events = self
             .delete_chunked("events", "event_id", "occurred_at", events_before.timestamp_micros().into(), chunk)
             .await?;

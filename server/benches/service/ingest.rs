@@ -90,6 +90,15 @@ async fn statements(db: &DatabaseConnection) -> Option<i64> {
 }
 
 pub async fn bench_ingest(target: &str) {
+    ingest_on(target, true).await;
+    if target == "throwaway-postgres" {
+        // The same workload on the plain (unpartitioned) `events` table, for the cost of
+        // looking ids up across day partitions.
+        ingest_on(target, false).await;
+    }
+}
+
+async fn ingest_on(target: &str, partitioned: bool) {
     let throwaway;
     let url = if target == "throwaway-postgres" {
         throwaway =
@@ -111,8 +120,21 @@ pub async fn bench_ingest(target: &str) {
     let run = format!("{:x}", Utc::now().timestamp_micros());
     let app = serve(&[format!("--database-url={url}"), "--db-max-connections=32".into()]).await;
     let db = Database::connect(&url).await.expect("connect");
+    if partitioned && db.get_database_backend() == DbBackend::Postgres {
+        // The partitions a deployment holds in steady state: the 8 retained days before
+        // today (the store created today's and the days ahead), so every id lookup probes as
+        // many partitions as it would in production.
+        let today = Utc::now().date_naive();
+        let oldest = today - chrono::Days::new(8);
+        ranking_server::adapters::sql::partitions::ensure(&db, oldest, today).await.expect("partitions");
+    }
+    if !partitioned {
+        use ranking_migrations::MigratorTrait;
+        ranking_migrations::Migrator::down(&db, Some(1)).await.expect("back to the plain events table");
+    }
     let engine = match db.get_database_backend() {
-        DbBackend::Postgres => "PostgreSQL",
+        DbBackend::Postgres if partitioned => "PostgreSQL, events in 12 day partitions + default",
+        DbBackend::Postgres => "PostgreSQL, plain events table (before m20261201_000003)",
         DbBackend::MySql => "MariaDB/MySQL",
         _ => "SQLite",
     };

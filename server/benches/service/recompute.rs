@@ -126,9 +126,11 @@ pub(crate) async fn phases(app: &crate::Running) -> (f64, f64, f64) {
 async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64) {
     let version: u64 = redis::cmd("GET").arg(format!("{base}:version")).query_async(conn).await.expect("pointer");
     let key = format!("{base}:v{version}");
-    let entries: u64 = redis::cmd("ZCARD").arg(&key).query_async(conn).await.expect("ZCARD");
+    // Entries from the packed copy: segment rankings have no ZSET (its usage reads 0).
+    let packed_bytes: u64 = redis::cmd("STRLEN").arg(format!("{key}:packed")).query_async(conn).await.expect("STRLEN");
+    let entries = packed_bytes / 16;
     let usage = |k: String| redis::cmd("MEMORY").arg("USAGE").arg(k).arg("SAMPLES").arg(0).to_owned();
-    let zset: u64 = usage(key.clone()).query_async(conn).await.expect("MEMORY USAGE");
+    let zset: u64 = usage(key.clone()).query_async(conn).await.unwrap_or(0);
     let packed: u64 = usage(format!("{key}:packed")).query_async(conn).await.unwrap_or(0);
     let per = |b: u64| if entries == 0 { f64::NAN } else { b as f64 / entries as f64 };
     (entries, per(zset), per(packed))

@@ -61,7 +61,22 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     }) {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
-        let members: Vec<(String, f64)> = conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE");
+        let members: Vec<(String, f64)> = if pointer.contains("seg:") {
+            // Segment rankings are kept as their packed copy only: 16 bytes an entry, id and
+            // score bits big-endian, in ranking order (listed here lowest first, like ZRANGE).
+            let packed: Vec<u8> = conn.get(format!("{key}:packed")).await.expect("GET");
+            let mut members: Vec<(String, f64)> = packed
+                .chunks_exact(16)
+                .map(|e| {
+                    let id = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+                    (format!("{id:019}"), f64::from_bits(u64::from_be_bytes(e[8..].try_into().expect("8 bytes"))))
+                })
+                .collect();
+            members.reverse();
+            members
+        } else {
+            conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE")
+        };
         out.push((pointer, version, members));
     }
     out

@@ -157,3 +157,77 @@ async fn segments_beyond_the_limit_get_no_ranking_and_are_counted() {
     assert_eq!(crate::helpers::metric_value(&metrics, "ranking_segment_memberships_dropped "), 1.0);
     app.stop().await;
 }
+
+/// Segment rankings are kept in Redis as their packed copy only: a replica that holds no copy
+/// (`--snapshot-max-entries=0`) answers every segment read from it, and its answers equal those
+/// of the replica serving its in-memory copy: pages and totals, ranks, tied ranks (many
+/// products tie), neighbours, many ranks at once with non-members, page tokens of either.
+#[tokio::test]
+async fn segment_reads_from_redis_equal_reads_from_the_copy() {
+    if crate::helpers::test_redis().is_none() {
+        return; // the in-process store keeps no packed copies
+    }
+    let db = crate::helpers::TestDb::create().await;
+    let prefix = format!("t{:x}", crate::helpers::rand_u64());
+    let mut held = TestApp::spawn_on(crate::redis_store::redis_settings(&db.url, &prefix, &[])).await;
+    let mut direct =
+        TestApp::spawn_on(crate::redis_store::redis_settings(&db.url, &prefix, &["--snapshot-max-entries=0"])).await;
+    let at = Utc::now() - Duration::seconds(5);
+    // Views 1..=5 at one instant: every eighth product ties with seven others.
+    held.record((1..=40).flat_map(|p| views(&format!("p{p}"), p, (p % 5 + 1) as usize, at)).collect()).await;
+    catalog(&mut held, (1..=40).map(|p| entry(p, if p % 2 == 0 { &["even", "all"] } else { &["all"] })).collect())
+        .await;
+    held.recompute("").await;
+    for window in [v1::Window::Daily, v1::Window::Weekly] {
+        for segment in ["even", "all"] {
+            let ids: Vec<i64> = (1..=41).collect();
+            let mut pages = Vec::new();
+            for app in [&mut held, &mut direct] {
+                let mut walked = Vec::new();
+                let mut request = v1::GetTopNRequest { limit: 7, ..top(window, segment) };
+                loop {
+                    let page = app.client.get_top_n(request.clone()).await.expect("GetTopN").into_inner();
+                    walked.extend(page.products.iter().map(|p| (p.product_id, p.rank, p.tied_rank, p.score.to_bits())));
+                    walked.push((-1, page.total, 0, page.version));
+                    if page.next_page_token.is_empty() {
+                        break;
+                    }
+                    request = v1::GetTopNRequest { page_token: page.next_page_token, ..Default::default() };
+                }
+                pages.push(walked);
+            }
+            assert_eq!(pages[0], pages[1], "{window:?} {segment}: pages");
+            assert!(pages[0].len() > 20);
+            let mut ranks = Vec::new();
+            for app in [&mut held, &mut direct] {
+                let mut answers = Vec::new();
+                for product_id in [2, 8, 16, 33, 40, 41] {
+                    let request = v1::GetRankRequest {
+                        product_id,
+                        window: window.into(),
+                        segment: segment.into(),
+                        neighbors: 2,
+                        ..Default::default()
+                    };
+                    answers.push(match app.client.get_rank(request).await {
+                        Ok(r) => format!("{:?}", r.into_inner()),
+                        Err(e) => format!("{:?}", e.code()),
+                    });
+                }
+                let many = v1::GetRanksRequest {
+                    product_ids: ids.clone(),
+                    window: window.into(),
+                    segment: segment.into(),
+                    ..Default::default()
+                };
+                answers.push(format!("{:?}", app.client.get_ranks(many).await.expect("GetRanks").into_inner()));
+                ranks.push(answers);
+            }
+            assert_eq!(ranks[0], ranks[1], "{window:?} {segment}: ranks");
+            assert!(ranks[0][1].contains("tied_rank"), "a ranked product");
+        }
+    }
+    held.stop().await;
+    direct.stop().await;
+    db.drop_db().await;
+}

@@ -6,7 +6,7 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `P:{daily:YYYY-MM-DD}:version` | string | the current version of the day's daily ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
-//! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written |
+//! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written; segment rankings (`{dseg:…}`, `{wseg:…}`) have none, only the packed copy |
 //! | `P:{daily:YYYY-MM-DD}:v<N>:packed` | string | the same version packed for replicas to load: 16 bytes per entry (product id, score bits; big-endian) in ranking order |
 //! | `P:{daily:YYYY-MM-DD}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
 //! | `P:{daily:YYYY-MM-DD}:staging:<token>[:packed]` | ZSET, string | a version being written, renamed to `v<N>[:packed]` when complete |
@@ -57,8 +57,9 @@ const PIPELINE_CHUNKS: usize = 20;
 
 /// Publishes a staging key (and its packed copy) as the next version. KEYS: staging,
 /// version pointer, superseded index, packed staging. ARGV: version key prefix, expire-at
-/// (Unix s), superseded life (ms), channel, announcement prefix, whether the staging key
-/// holds entries (1/0).
+/// (Unix s), superseded life (ms), channel, announcement prefix, whether the version holds
+/// entries (1/0), whether it has a ZSET besides its packed copy (1/0; segment rankings have
+/// only the packed copy).
 const PUBLISH: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,7 +73,7 @@ if old > 0 then
   local os = string.format('%.0f', old)
   local ok = ARGV[1] .. os
   local keep = tonumber(ARGV[3])
-  if keep > 0 and redis.call('EXISTS', ok) == 1 then
+  if keep > 0 and redis.call('EXISTS', ok .. ':packed') == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
     redis.call('PEXPIRE', ok .. ':packed', keep * 2)
     redis.call('ZADD', KEYS[3], now + keep, os)
@@ -82,8 +83,10 @@ if old > 0 then
   end
 end
 if ARGV[6] == '1' then
-  redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
-  redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
+  if ARGV[7] == '1' then
+    redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
+    redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
+  end
   redis.call('RENAME', KEYS[4], ARGV[1] .. vs .. ':packed')
   redis.call('EXPIREAT', ARGV[1] .. vs .. ':packed', ARGV[2])
 end
@@ -110,6 +113,65 @@ local v = redis.call('GET', KEYS[1])
 if not v then return {false, {}, 0} end
 local k = ARGV[1] .. v
 return {v, redis.call('ZREVRANGE', k, ARGV[2], ARGV[3], 'WITHSCORES'), redis.call('ZCARD', k)}
+";
+
+/// The current version of a packed-only ranking and a byte range of it. KEYS: version
+/// pointer. ARGV: version key prefix, first byte, last byte. Returns {version or false, bytes,
+/// total bytes}.
+const CURRENT_PACKED: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return {false, '', 0} end
+local k = ARGV[1] .. v .. ':packed'
+return {v, redis.call('GETRANGE', k, ARGV[2], ARGV[3]), redis.call('STRLEN', k)}
+";
+
+/// Several products' places in a packed-only ranking (entries of 16 bytes in ranking order:
+/// product id and score bits, big-endian). KEYS: version pointer. ARGV: version key prefix,
+/// `current` or a version number, then each product id as its 8 bytes. Returns {version or
+/// false, entries, then per product: index or false, score bits or false, entries with a
+/// greater score or false}. A product is found by a byte search of the packed value (aligned
+/// to an entry), the entries above it by a binary search of the scores, which descend.
+const PACKED_PLACEMENTS: &str = r"
+local v
+if ARGV[2] == 'current' then
+  v = redis.call('GET', KEYS[1])
+  if not v then return {false, 0} end
+else
+  v = ARGV[2]
+  if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 and redis.call('GET', KEYS[1]) ~= v then
+    return {false, 0}
+  end
+end
+local data = redis.call('GET', ARGV[1] .. v .. ':packed') or ''
+local n = #data / 16
+local out = {v, n}
+local function score(i) return (struct.unpack('>d', data, i * 16 + 9)) end
+for a = 3, #ARGV do
+  local at, found = 1, nil
+  while true do
+    local s = string.find(data, ARGV[a], at, true)
+    if not s then break end
+    if (s - 1) % 16 == 0 then found = s break end
+    at = s + 1
+  end
+  if found then
+    local i = (found - 1) / 16
+    local mine = score(i)
+    local lo, hi = 0, i
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if score(mid) > mine then lo = mid + 1 else hi = mid end
+    end
+    table.insert(out, i)
+    table.insert(out, string.sub(data, found + 8, found + 15))
+    table.insert(out, lo)
+  else
+    table.insert(out, false)
+    table.insert(out, false)
+    table.insert(out, false)
+  end
+end
+return out
 ";
 
 /// A page of one version, if kept. KEYS: version pointer. ARGV: version key prefix,
@@ -196,6 +258,8 @@ pub struct RedisRankingStore {
     version_page: Script,
     version_chunk: Script,
     placements: Script,
+    current_packed: Script,
+    packed_placements: Script,
 }
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -220,6 +284,25 @@ fn bounds(offset: u64, limit: u64) -> (isize, isize) {
     let start = isize::try_from(offset).unwrap_or(isize::MAX);
     let stop = isize::try_from(offset.saturating_add(limit).saturating_sub(1)).unwrap_or(isize::MAX);
     (start, stop)
+}
+
+/// `GETRANGE` bounds of `count` packed entries from `start` (an empty range when `count` is 0:
+/// `GETRANGE k 0 -1` would mean the whole value).
+fn byte_range(start: u64, count: u64) -> (u64, u64) {
+    if count == 0 {
+        return (1, 0);
+    }
+    let first = start.saturating_mul(PACKED as u64).min(i64::MAX as u64);
+    let last = start.saturating_add(count).saturating_mul(PACKED as u64).saturating_sub(1).min(i64::MAX as u64);
+    (first, last)
+}
+
+/// Whether a ranking is stored as its packed copy only (no ZSET). Segment rankings are: there
+/// are thousands of them, replicas serve them from memory, and the ZSET would cost 120 bytes
+/// an entry and most of a recompute's Redis time against 16 for the packed copy. Their reads
+/// from Redis decode the packed copy ([`PACKED_PLACEMENTS`], [`CURRENT_PACKED`]).
+fn packed_only(key: RankingKey) -> bool {
+    matches!(key, RankingKey::DailySegment(..) | RankingKey::WeeklySegment(..))
 }
 
 fn parse_version(v: Option<String>) -> Result<Option<u64>, StoreError> {
@@ -247,6 +330,8 @@ impl RedisRankingStore {
             version_page: Script::new(VERSION_PAGE),
             version_chunk: Script::new(VERSION_CHUNK),
             placements: Script::new(PLACEMENTS),
+            current_packed: Script::new(CURRENT_PACKED),
+            packed_placements: Script::new(PACKED_PLACEMENTS),
         })
     }
 
@@ -310,16 +395,16 @@ impl RedisRankingStore {
         self.base(RankingKey::Hourly(hour))
     }
 
-    /// Writes `entries` into a fresh staging key of `base` (a ZSET) and its packed copy (a
-    /// string, for replicas to load), and returns their names.
-    async fn stage(&self, base: &str, entries: &[Scored]) -> Result<(String, String), RedisError> {
+    /// Writes `entries` into a fresh staging key of `base` (a ZSET, when `zset`) and its
+    /// packed copy (a string, for replicas to load), and returns their names.
+    async fn stage(&self, base: &str, entries: &[Scored], zset: bool) -> Result<(String, String), RedisError> {
         let mut conn = self.conn.clone();
         let staging = format!("{base}:staging:{:016x}", rand::random::<u64>());
         let packed = format!("{staging}:packed");
         let ttl = self.staging_ttl.as_secs().max(1);
         for group in entries.chunks(ZADD_CHUNK * PIPELINE_CHUNKS) {
             let mut pipe = redis::pipe();
-            for chunk in group.chunks(ZADD_CHUNK) {
+            for chunk in group.chunks(ZADD_CHUNK).filter(|_| zset) {
                 let mut zadd = redis::cmd("ZADD");
                 zadd.arg(&staging);
                 for e in chunk {
@@ -337,6 +422,58 @@ impl RedisRankingStore {
             }
         }
         Ok((staging, packed))
+    }
+}
+
+impl RedisRankingStore {
+    /// [`RankingStore::placements`] of a packed-only ranking.
+    async fn packed_placements(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError> {
+        let mut invocation = self.packed_placements.key(self.version_key(key));
+        invocation.arg(format!("{}:v", self.base(key)));
+        match version {
+            Some(v) => invocation.arg(v),
+            None => invocation.arg("current"),
+        };
+        for id in product_ids {
+            invocation.arg(id.to_be_bytes().as_slice());
+        }
+        let raw: Vec<redis::Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(unavailable)?;
+        let bad = || StoreError::Corrupt("unexpected reply to a packed placements script".into());
+        let number = |v: &redis::Value| -> Result<Option<u64>, StoreError> {
+            match v {
+                redis::Value::Nil => Ok(None),
+                other => redis::from_redis_value_ref::<u64>(other).map(Some).map_err(|_| bad()),
+            }
+        };
+        let version = match raw.first().ok_or_else(bad)? {
+            redis::Value::Nil => None,
+            v => Some(redis::from_redis_value_ref::<u64>(v).map_err(|_| bad())?),
+        };
+        let Some(version) = version else {
+            return Ok(Placements { found: vec![None; product_ids.len()], total: 0, version: None });
+        };
+        let total = number(raw.get(1).ok_or_else(bad)?)?.unwrap_or(0);
+        let mut found = Vec::with_capacity(product_ids.len());
+        for triple in raw[2..].chunks(3) {
+            let [index, bits, above] = triple else { return Err(bad()) };
+            let parsed = match (number(index)?, bits, number(above)?) {
+                (Some(index), redis::Value::BulkString(bits), Some(above)) => {
+                    let bits: [u8; 8] = bits.as_slice().try_into().map_err(|_| bad())?;
+                    Some(Found { index, score: f64::from_bits(u64::from_be_bytes(bits)), above })
+                }
+                _ => None,
+            };
+            found.push(parsed);
+        }
+        if found.len() != product_ids.len() {
+            return Err(bad());
+        }
+        Ok(Placements { found, total, version: Some(version) })
     }
 }
 
@@ -373,7 +510,8 @@ impl RankingStore for RedisRankingStore {
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
         let announced = Self::announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let base = self.base(key);
-        let (staging, packed) = self.stage(&base, entries).await.map_err(unavailable)?;
+        let zset = !packed_only(key);
+        let (staging, packed) = self.stage(&base, entries, zset).await.map_err(unavailable)?;
         let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .publish
@@ -387,6 +525,7 @@ impl RankingStore for RedisRankingStore {
             .arg(self.channel())
             .arg(announced)
             .arg(if entries.is_empty() { "0" } else { "1" })
+            .arg(if zset { "1" } else { "0" })
             .invoke_async::<u64>(&mut self.conn.clone())
             .await;
         if published.is_err() && !entries.is_empty() {
@@ -426,6 +565,9 @@ impl RankingStore for RedisRankingStore {
         offset: u64,
         limit: u64,
     ) -> Result<Option<Page>, StoreError> {
+        if packed_only(key) {
+            return self.version_chunk(key, version, offset, limit).await;
+        }
         let (start, stop) = bounds(offset, limit);
         let (kept, members, total): (u8, Vec<(String, f64)>, u64) = self
             .version_page
@@ -450,18 +592,17 @@ impl RankingStore for RedisRankingStore {
         start: u64,
         count: u64,
     ) -> Result<Option<Page>, StoreError> {
-        if count == 0 {
+        if count == 0 && !packed_only(key) {
             return self.version_page(key, version, start, 0).await;
         }
-        let first = start.saturating_mul(PACKED as u64);
-        let last = start.saturating_add(count).saturating_mul(PACKED as u64) - 1;
+        let (first, last) = byte_range(start, count);
         let (kept, bytes, total): (u8, Vec<u8>, u64) = self
             .version_chunk
             .key(self.version_key(key))
             .arg(format!("{}:v", self.base(key)))
             .arg(version)
-            .arg(first.min(i64::MAX as u64))
-            .arg(last.min(i64::MAX as u64))
+            .arg(first)
+            .arg(last)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
@@ -534,6 +675,23 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
+        if packed_only(key) {
+            let (first, last) = byte_range(offset, limit);
+            let (version, bytes, total): (Option<String>, Vec<u8>, u64) = self
+                .current_packed
+                .key(self.version_key(key))
+                .arg(format!("{}:v", self.base(key)))
+                .arg(first)
+                .arg(last)
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(unavailable)?;
+            return Ok(Page {
+                entries: unpack(&bytes)?,
+                total: total / PACKED as u64,
+                version: parse_version(version)?,
+            });
+        }
         let (start, stop) = bounds(offset, limit);
         if key.is_versioned() {
             let (version, members, total): (Option<String>, Vec<(String, f64)>, u64) = self
@@ -568,6 +726,9 @@ impl RankingStore for RedisRankingStore {
         version: Option<u64>,
         product_ids: &[i64],
     ) -> Result<Placements, StoreError> {
+        if packed_only(key) {
+            return self.packed_placements(key, version, product_ids).await;
+        }
         let mut invocation = self.placements.key(self.version_key(key));
         if key.is_versioned() {
             invocation.arg(format!("{}:v", self.base(key)));

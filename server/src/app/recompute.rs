@@ -333,30 +333,40 @@ impl Recompute {
     }
 
     /// Computes and stores the ranking of `date` without taking the lock.
+    ///
+    /// SQL-bound and Redis-bound work overlap: the catalog is read while the day's rows are
+    /// (two queries in flight), and the week's rows are read while the daily ranking and its
+    /// segments are published. Only the populations differ in memory at once, never two
+    /// copies of one.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let catalog = self.membership().await?;
-        let Computed { mut entries, clamped, stats, clock } = self.compute(date, &catalog).await?;
+        let (catalog, day) = tokio::try_join!(self.membership(), self.gather(date))?;
+        let Computed { mut entries, clamped, stats, clock } = self.rank(date, day, &catalog);
         entries.sort_unstable_by(ranking_order);
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
-        let version = self.rankings.publish(key, &entries, life).await?;
-        self.metrics.scores_clamped.inc_by(clamped as u64);
-        let products = entries.len() as u64;
-        let segments = catalog.split(&entries, |e| e.product_id);
-        // Served by this replica before the call returns; the others load it on the
-        // announcement or their next poll.
-        self.snapshots.install(key, version, entries).await;
-        // What ExplainRank reproduces norms from. Written after the publication, so a reader
-        // may briefly see the new version with the previous record; it checks the version.
-        let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
-        self.store.record_run(&run).await?;
-        let daily = started.elapsed();
-        self.publish_segments(key, segments, &catalog, life).await?;
-        let mut in_segments = started.elapsed() - daily;
+        let publish_daily = async {
+            let version = self.rankings.publish(key, &entries, life).await?;
+            self.metrics.scores_clamped.inc_by(clamped as u64);
+            let products = entries.len() as u64;
+            let segments = catalog.split(&entries, |e| e.product_id);
+            // Served by this replica before the call returns; the others load it on the
+            // announcement or their next poll.
+            self.snapshots.install(key, version, entries).await;
+            // What ExplainRank reproduces norms from. Written after the publication, so a
+            // reader may briefly see the new version with the previous record; it checks the
+            // version.
+            let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
+            self.store.record_run(&run).await?;
+            let daily = started.elapsed();
+            self.publish_segments(key, segments, &catalog, life).await?;
+            Ok::<_, StoreError>((version, products, daily, started.elapsed() - daily))
+        };
+        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date));
+        let (version, products, daily, mut in_segments) = published?;
         let weekly_started = Instant::now();
 
-        let Computed { entries: mut week, clamped, .. } = self.compute_weekly(date, &catalog).await?;
+        let Computed { entries: mut week, clamped, .. } = self.rank(date, week?, &catalog);
         week.sort_unstable_by(ranking_order);
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week, life).await?;
@@ -375,9 +385,11 @@ impl Recompute {
         Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
     }
 
-    /// The encoded ranking of `date` from SQL alone, without the `hidden` products (they
-    /// still carry over: their standing is computed, then left out of the population).
-    pub async fn compute(&self, date: NaiveDate, catalog: &Membership) -> Result<Computed, StoreError> {
+    /// Every contender of day `date`, hidden or not (hidden products still carry over: their
+    /// standing is computed here, and [`Recompute::rank`] leaves them out of the population):
+    /// the carry-over chain of the days before, then the day's rows and the products that
+    /// only carry over.
+    async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
         let first = self.policy.carry_start(date);
         let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
@@ -403,28 +415,30 @@ impl Recompute {
             standing,
             last_event_us: None,
         }));
+        Ok(contenders)
+    }
+
+    /// Ranks `contenders` of `date` (a day's or a week's) without the catalog's hidden
+    /// products: they are left out before the normalisation.
+    fn rank(&self, date: NaiveDate, mut contenders: Vec<Contender>, catalog: &Membership) -> Computed {
         contenders.retain(|c| !catalog.is_hidden(c.product_id));
         // A fixed order makes the floating-point sums of the normalisation, and so every
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
-
         let clock = self.clock(date);
         let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
         let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
-        Ok(Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock })
+        Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock }
     }
 
-    /// The encoded rolling weekly ranking of the 7 days ending with `date`, from one grouped
-    /// SQL query: counters summed per product over D-6 … D, no carry-over, recency from the
-    /// product's latest event of the week to the end of D (the daily reference).
-    pub async fn compute_weekly(&self, date: NaiveDate, catalog: &Membership) -> Result<Computed, StoreError> {
+    /// Every contender of the rolling week ending with `date`, hidden or not, from one
+    /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
+    /// like a day, recency from the product's latest event of the week to the end of D.
+    async fn gather_weekly(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
         let weights = self.policy.weights;
         let mut contenders: Vec<Contender> = Vec::new();
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
-                if catalog.is_hidden(r.product_id) {
-                    return;
-                }
                 contenders.push(Contender {
                     product_id: r.product_id,
                     standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },
@@ -432,13 +446,7 @@ impl Recompute {
                 });
             })
             .await?;
-        // Rows arrive in product order already; sorting keeps the sums' order fixed whatever
-        // the engine did.
-        contenders.sort_unstable_by_key(|c| c.product_id);
-        let clock = self.clock(date);
-        let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
-        let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
-        Ok(Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock })
+        Ok(contenders)
     }
 
     /// Recency of day `date` is measured from its start to its end: a fixed reference keeps

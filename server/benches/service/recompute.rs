@@ -139,6 +139,23 @@ async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &st
 /// Recompute of `products` products (rows today and yesterday) first with an empty catalog,
 /// then with each product in 3 of 1,000 segments, in one run: each phase's seconds, the
 /// process's peak memory, and Redis memory per ranked entry of each kind of ranking.
+/// Resets the process's peak resident memory (`VmHWM`) to its current resident memory, so
+/// that the next reading is the peak of what follows (Linux `clear_refs`, value 5).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn current_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
 /// The first wave's recompute of `date`, composed from the crate's parts: the carry-over
 /// chain of the 7 days before, the day's rows, ranking, and the publication of the daily
 /// version (staging ZSET + packed copy, one script), with no catalog, weekly ranking or
@@ -204,11 +221,11 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
     let today = Utc::now().date_naive();
     seed_day(&pg.url(), today.pred_opt().expect("a day before"), products).await;
     seed_day(&pg.url(), today, products).await;
+    reset_peak_rss();
+    let before_plain = current_rss_mb();
     let plain = timed_recompute(&mut app).await;
     let (plain_daily, plain_weekly, _) = phases(&app).await;
     let rss_plain = peak_rss_mb();
-    // After the first recompute, so that both read from a warm database cache.
-    let baseline = daily_only(&pg.url(), redis_url, &prefix, today).await;
 
     let db = Database::connect(&pg.url()).await.expect("connect");
     db.execute_unprepared(&format!(
@@ -218,9 +235,13 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
     ))
     .await
     .expect("catalog");
+    reset_peak_rss();
+    let before = current_rss_mb();
     let segmented = timed_recompute(&mut app).await;
     let (daily, weekly, segments) = phases(&app).await;
     let rss = peak_rss_mb();
+    // Last, so that its memory is not in the peaks above, and on a warm database cache.
+    let baseline = daily_only(&pg.url(), redis_url, &prefix, today).await;
 
     println!("\n## Recompute with weekly and segments ({products} products on each of 2 days, throwaway PostgreSQL)\n");
     println!(
@@ -228,15 +249,15 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
          version; no catalog, weekly or segments), same run: **{baseline:.2} s**.\n"
     );
     println!(
-        "| catalog | wall s | daily phase s | weekly phase s | segments phase s | wall vs daily-only | peak RSS MB (bench process, server inside) |"
+        "| catalog | wall s | daily phase s | weekly phase s | segments phase s | wall vs daily-only | RSS before MB | peak RSS during MB (bench process, server inside) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| none | {plain:.2} | {plain_daily:.2} | {plain_weekly:.2} | 0 | {:.2}× | {rss_plain:.0} |",
+        "| none | {plain:.2} | {plain_daily:.2} | {plain_weekly:.2} | 0 | {:.2}× | {before_plain:.0} | {rss_plain:.0} |",
         plain / baseline
     );
     println!(
-        "| 3 of 1,000 segments each | {segmented:.2} | {daily:.2} | {weekly:.2} | {segments:.2} | {:.2}× | {rss:.0} |",
+        "| 3 of 1,000 segments each | {segmented:.2} | {daily:.2} | {weekly:.2} | {segments:.2} | {:.2}× | {before:.0} | {rss:.0} |",
         segmented / baseline
     );
 

@@ -427,6 +427,9 @@ impl Recompute {
         contenders.sort_unstable_by_key(|c| c.product_id);
         let clock = self.clock(date);
         let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
+        // The population goes before the entries are copied out: one of the three at a time
+        // less at the recompute's peak.
+        drop(contenders);
         let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
         Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock }
     }

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::policy::Policy;
-use crate::domain::snapshot::Snapshot;
+use crate::domain::snapshot::{Snapshot, SnapshotError};
 use crate::metrics::Metrics;
 use crate::ports::{Announcement, Announcements, RankingKey, RankingStore, Scored, Segment, StoreError};
 
@@ -53,8 +53,8 @@ enum Read {
 pub struct Held {
     /// Its version number.
     pub version: u64,
-    /// Its entries.
-    pub ranking: Snapshot,
+    /// Its entries (a segment's copy may share its whole ranking's copy: [`Snapshots::held_as`]).
+    pub ranking: Arc<Snapshot>,
 }
 
 impl Held {
@@ -291,10 +291,24 @@ impl Snapshots {
         if entries.len() as u64 > self.room(key) {
             return self.oversize(key, version, entries.len() as u64);
         }
-        match Snapshot::from_ranked(entries) {
-            Ok(ranking) => self.swap_in(key, Held { version, ranking }),
+        match self.held_as(key, entries) {
+            Ok(ranking) => self.swap_in(key, Held { version, ranking: Arc::new(ranking) }),
             Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
         }
+    }
+
+    /// The copy of `entries` (in ranking order) of `key`: a segment ranking whose entries are
+    /// those of the held copy of its whole ranking (same products, scores and order, as a
+    /// recompute publishes them) is held as positions in that copy, 4 bytes an entry; any
+    /// other ranking, or a segment of another version than the held whole one, on its own.
+    fn held_as(&self, key: RankingKey, entries: Vec<Scored>) -> Result<Snapshot, SnapshotError> {
+        if key.segment().is_some()
+            && let Some(whole) = self.get(key.whole())
+            && let Some(within) = Snapshot::within(&whole.ranking, &entries)
+        {
+            return Ok(within);
+        }
+        Snapshot::from_ranked(entries)
     }
 
     /// Loads `version` of `key` from the store unless it or a newer one is held.
@@ -315,9 +329,9 @@ impl Snapshots {
             Read::Entries(entries) => entries,
         };
         let total = entries.len();
-        let ranking = Snapshot::from_ranked(entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let ranking = self.held_as(key, entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
-        self.swap_in(key, Held { version, ranking });
+        self.swap_in(key, Held { version, ranking: Arc::new(ranking) });
         Ok(())
     }
 
@@ -389,7 +403,7 @@ impl Snapshots {
             false => Snapshot::from_unordered(entries),
         }
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(Some(Arc::new(Held { version, ranking })))
+        Ok(Some(Arc::new(Held { version, ranking: Arc::new(ranking) })))
     }
 
     /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose
@@ -618,6 +632,29 @@ mod tests {
         assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
         snapshots.refresh().await.expect("refresh");
         assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1, "not fetched again");
+    }
+
+    #[tokio::test]
+    async fn a_segment_of_the_held_whole_version_is_held_as_positions_in_it() {
+        let (snapshots, _) = snapshots(1_000);
+        let date = Utc::now().date_naive();
+        let today = RankingKey::Daily(date);
+        let segment = crate::domain::catalog::Segment::parse("brand:acme").expect("segment");
+        let key = RankingKey::DailySegment(date, segment);
+        snapshots.know_segments(today, &[segment]);
+        let whole = ranking(30);
+        snapshots.install(today, 7, whole.clone()).await;
+        let members: Vec<Scored> = whole.iter().step_by(3).copied().collect();
+        snapshots.install(key, 8, members.clone()).await;
+        let held = snapshots.get(key).expect("held");
+        assert_eq!(held.ranking.page(0, u64::MAX), &members[..]);
+        assert_eq!(held.ranking.heap_bytes(), 4 * members.len(), "positions in the whole copy");
+        // Scores of another version: held on its own.
+        let other: Vec<Scored> = members.iter().map(|e| Scored { score: e.score + 0.5, ..*e }).collect();
+        snapshots.install(key, 9, other.clone()).await;
+        let held = snapshots.get(key).expect("held");
+        assert_eq!(held.ranking.page(0, u64::MAX), &other[..]);
+        assert!(held.ranking.heap_bytes() >= 16 * other.len());
     }
 
     #[tokio::test]

@@ -1,13 +1,21 @@
 //! An immutable ranking held in memory: entries best first plus an index from product id
 //! to position, so a page costs O(limit) and a product's rank O(1).
 //!
+//! A ranking that is another one restricted to some of its products (a segment of a daily or
+//! weekly ranking, same scores, same order) can be held as the positions of its entries in
+//! that other ranking ([`Snapshot::within`]): 4 bytes an entry instead of 16 plus an index; a
+//! product's rank is then its position in the whole ranking (O(1)) searched among the
+//! positions (O(log n)).
+//!
 //! The order is the ranking stores' order: score descending, equal scores by descending
 //! product id (the `ZREVRANGE` order of zero-padded members). The index is a
 //! `hashbrown::HashTable` of `u32` positions hashed by product id with a per-snapshot random
 //! seed: 4 bytes per bucket instead of a second copy of every id, and ids chosen by a caller
 //! cannot be lined up to collide without knowing the seed.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 
@@ -41,14 +49,20 @@ pub enum SnapshotError {
 
 /// An immutable ranking.
 pub struct Snapshot {
-    entries: Vec<Scored>,
-    index: HashTable<u32>,
-    seed: u64,
+    held: Held,
+}
+
+/// How a snapshot holds its entries.
+enum Held {
+    /// Entries of its own and an index from product id to position.
+    Own { entries: Vec<Scored>, index: HashTable<u32>, seed: u64 },
+    /// Ascending positions of its entries in `whole`.
+    Within { whole: Arc<Snapshot>, positions: Vec<u32> },
 }
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("len", &self.entries.len()).finish_non_exhaustive()
+        f.debug_struct("Snapshot").field("len", &self.len()).finish_non_exhaustive()
     }
 }
 
@@ -93,42 +107,95 @@ impl Snapshot {
                 }
             }
         }
-        Ok(Self { entries, index, seed })
+        Ok(Self { held: Held::Own { entries, index, seed } })
+    }
+
+    /// `entries` (in ranking order) held as positions in `whole`, when every entry is an
+    /// entry of `whole` with the same score bits, in the same order; `None` otherwise (a
+    /// ranking of another version, say), and the entries are then held on their own.
+    pub fn within(whole: &Arc<Snapshot>, entries: &[Scored]) -> Option<Self> {
+        u32::try_from(entries.len()).ok()?;
+        let mut positions = Vec::with_capacity(entries.len());
+        for e in entries {
+            let (p, found) = whole.position(e.product_id)?;
+            if found.score.to_bits() != e.score.to_bits() || positions.last().is_some_and(|last| *last as usize >= p) {
+                return None;
+            }
+            positions.push(p as u32);
+        }
+        Some(Self { held: Held::Within { whole: whole.clone(), positions } })
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        match &self.held {
+            Held::Own { entries, .. } => entries.len(),
+            Held::Within { positions, .. } => positions.len(),
+        }
     }
 
     /// Whether the ranking has no entry.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
-    /// Entries `offset .. offset + limit`, best first (fewer at the end, none past it).
-    pub fn page(&self, offset: u64, limit: u64) -> &[Scored] {
-        let len = self.entries.len();
+    /// Entries `offset .. offset + limit`, best first (fewer at the end, none past it):
+    /// borrowed from a snapshot with entries of its own, gathered from the whole ranking
+    /// for one held as positions.
+    pub fn page(&self, offset: u64, limit: u64) -> Cow<'_, [Scored]> {
+        let len = self.len();
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(len);
         let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX)).min(len);
-        &self.entries[start..end]
+        match &self.held {
+            Held::Own { entries, .. } => Cow::Borrowed(&entries[start..end]),
+            Held::Within { whole, positions } => {
+                Cow::Owned(positions[start..end].iter().map(|p| whole.entry(*p as usize)).collect())
+            }
+        }
+    }
+
+    /// The entry at a 0-based position (which must be below [`Snapshot::len`]).
+    fn entry(&self, at: usize) -> Scored {
+        match &self.held {
+            Held::Own { entries, .. } => entries[at],
+            Held::Within { whole, positions } => whole.entry(positions[at] as usize),
+        }
     }
 
     /// The 0-based position of a product and its entry.
     pub fn position(&self, product_id: i64) -> Option<(usize, Scored)> {
-        let p =
-            *self.index.find(hash(self.seed, product_id), |p| self.entries[*p as usize].product_id == product_id)?;
-        Some((p as usize, self.entries[p as usize]))
+        match &self.held {
+            Held::Own { entries, index, seed } => {
+                let p = *index.find(hash(*seed, product_id), |p| entries[*p as usize].product_id == product_id)?;
+                Some((p as usize, entries[p as usize]))
+            }
+            Held::Within { whole, positions } => {
+                let (p, e) = whole.position(product_id)?;
+                let at = positions.binary_search(&(p as u32)).ok()?;
+                Some((at, e))
+            }
+        }
     }
 
     /// Entries with a strictly greater score than `score` (ties share a competition rank).
     pub fn above(&self, score: f64) -> usize {
-        self.entries.partition_point(|e| e.score.total_cmp(&score).is_gt())
+        match &self.held {
+            Held::Own { entries, .. } => entries.partition_point(|e| e.score.total_cmp(&score).is_gt()),
+            Held::Within { whole, positions } => {
+                positions.partition_point(|p| whole.entry(*p as usize).score.total_cmp(&score).is_gt())
+            }
+        }
     }
 
-    /// Bytes held on the heap, for the memory bound and the benchmark.
+    /// Bytes held on the heap, for the memory bound and the benchmark (a snapshot held as
+    /// positions counts its positions, not the whole ranking it shares).
     pub fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Scored>() + self.index.allocation_size()
+        match &self.held {
+            Held::Own { entries, index, .. } => {
+                entries.capacity() * std::mem::size_of::<Scored>() + index.allocation_size()
+            }
+            Held::Within { positions, .. } => positions.capacity() * std::mem::size_of::<u32>(),
+        }
     }
 }
 
@@ -164,6 +231,45 @@ mod tests {
         assert_eq!(dup, SnapshotError::Duplicate(1));
         let unordered = Snapshot::from_ranked(vec![scored(1, 1.0), scored(2, 2.0)]).expect_err("unordered");
         assert_eq!(unordered, SnapshotError::Unordered(1));
+    }
+
+    proptest! {
+        #[test]
+        fn a_ranking_held_within_another_answers_like_one_of_its_own(
+            ids in proptest::collection::hash_set(1i64..1_000, 1..200),
+            scores in proptest::collection::vec(0u8..4, 200),
+            keep in proptest::collection::vec(any::<bool>(), 200),
+            asked in proptest::collection::vec(0i64..1_100, 20),
+        ) {
+            let entries: Vec<Scored> =
+                ids.iter().zip(scores.iter().cycle()).map(|(id, s)| scored(*id, f64::from(*s))).collect();
+            let whole = Arc::new(Snapshot::from_unordered(entries).expect("valid"));
+            let members: Vec<Scored> =
+                whole.page(0, u64::MAX).iter().zip(keep.iter().cycle()).filter(|(_, k)| **k).map(|(e, _)| *e).collect();
+            let own = Snapshot::from_ranked(members.clone()).expect("valid");
+            let within = Snapshot::within(&whole, &members).expect("a restriction of the whole");
+            prop_assert_eq!(within.len(), own.len());
+            prop_assert_eq!(within.page(0, u64::MAX), own.page(0, u64::MAX));
+            prop_assert_eq!(within.page(3, 5), own.page(3, 5));
+            for id in asked.iter().chain(ids.iter()) {
+                prop_assert_eq!(within.position(*id), own.position(*id));
+            }
+            for s in 0..5 {
+                prop_assert_eq!(within.above(f64::from(s)), own.above(f64::from(s)));
+            }
+        }
+    }
+
+    #[test]
+    fn entries_that_are_not_a_restriction_are_not_held_within() {
+        let whole =
+            Arc::new(Snapshot::from_unordered(vec![scored(1, 3.0), scored(2, 2.0), scored(3, 1.0)]).expect("valid"));
+        assert!(Snapshot::within(&whole, &[scored(1, 3.0), scored(3, 1.0)]).is_some());
+        assert!(Snapshot::within(&whole, &[scored(1, 3.5)]).is_none(), "another score");
+        assert!(Snapshot::within(&whole, &[scored(4, 0.5)]).is_none(), "not in the whole");
+        assert!(Snapshot::within(&whole, &[scored(3, 1.0), scored(1, 3.0)]).is_none(), "another order");
+        let within = Snapshot::within(&whole, &[scored(2, 2.0)]).expect("held within");
+        assert_eq!(within.heap_bytes(), 4);
     }
 
     proptest! {

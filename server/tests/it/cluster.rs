@@ -72,6 +72,30 @@ async fn strict_client_of(addr: impl std::fmt::Display) -> RankingClient {
     RankingClient::builder(format!("http://{addr}")).retry(once).connect().await.expect("client")
 }
 
+/// A server on a throwaway cluster and a fresh database, under a key prefix of its own.
+struct OnCluster {
+    cluster: ThrowawayCluster,
+    db: TestDb,
+    prefix: String,
+    app: TestApp,
+}
+
+impl OnCluster {
+    async fn start() -> Self {
+        let cluster = ThrowawayCluster::start();
+        let db = TestDb::create().await;
+        let prefix = format!("t{:x}", rand_u64());
+        let args = [
+            format!("--redis-url={}", cluster.seeds),
+            "--redis-mode=cluster".into(),
+            format!("--redis-prefix={prefix}"),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let app = TestApp::spawn_on(settings(&db.url, &args)).await;
+        Self { cluster, db, prefix, app }
+    }
+}
+
 /// Retries a Recompute until it succeeds (the cluster heals within a few node timeouts).
 async fn recompute_until_ok(client: &RankingClient) -> u64 {
     let mut client = client.clone();
@@ -154,13 +178,7 @@ async fn reads_and_recomputes_go_on_through_a_planned_and_an_unplanned_failover(
     if !cluster_pass() {
         return;
     }
-    let cluster = ThrowawayCluster::start();
-    let db = TestDb::create().await;
-    let prefix = format!("t{:x}", rand_u64());
-    let args =
-        [format!("--redis-url={}", cluster.seeds), "--redis-mode=cluster".into(), format!("--redis-prefix={prefix}")];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut app = TestApp::spawn_on(settings(&db.url, &args)).await;
+    let OnCluster { cluster, db, prefix, mut app } = OnCluster::start().await;
     let client = client_of(app.addr).await;
     record_all(&client, &population("f", 1, 600)).await;
     let first = app.recompute("").await.version;
@@ -202,13 +220,7 @@ async fn a_master_lost_during_a_recompute_leaves_no_partial_ranking() {
     if !cluster_pass() {
         return;
     }
-    let cluster = ThrowawayCluster::start();
-    let db = TestDb::create().await;
-    let prefix = format!("t{:x}", rand_u64());
-    let args =
-        [format!("--redis-url={}", cluster.seeds), "--redis-mode=cluster".into(), format!("--redis-prefix={prefix}")];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let app = TestApp::spawn_on(settings(&db.url, &args)).await;
+    let OnCluster { cluster, db, prefix, app } = OnCluster::start().await;
     let client = client_of(app.addr).await;
     record_all(&client, &population("m", 1, 2_000)).await;
     let first = client.clone().recompute("").await.expect("recompute").version;

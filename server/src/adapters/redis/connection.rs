@@ -14,6 +14,7 @@
 //! covers the gap). Sharded pub/sub would tie the channel to one shard and buy nothing at one
 //! announcement per recompute.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -94,27 +95,24 @@ impl Connection {
                 pipe.query_async(&mut self.clone()).await
             }
             Connection::Cluster(_) => {
-                let mut groups: Vec<(Slot, Vec<usize>, Pipeline)> = Vec::new();
+                // Indexed by slot: a version poll names thousands of segment rankings, each
+                // its own slot.
+                let mut groups: HashMap<Slot, (Vec<usize>, Pipeline)> = HashMap::new();
                 let count = commands.len();
                 for (i, (key, cmd)) in commands.into_iter().enumerate() {
-                    let slot = Slot::for_key(key.as_bytes());
-                    let at = match groups.iter().position(|(s, _, _)| *s == slot) {
-                        Some(at) => at,
-                        None => {
-                            groups.push((slot, Vec::new(), redis::pipe()));
-                            groups.len() - 1
-                        }
-                    };
-                    groups[at].1.push(i);
-                    groups[at].2.add_command(cmd);
+                    let (indexes, pipe) =
+                        groups.entry(Slot::for_key(key.as_bytes())).or_insert_with(|| (Vec::new(), redis::pipe()));
+                    indexes.push(i);
+                    pipe.add_command(cmd);
                 }
-                let answers = try_join_all(groups.iter().map(|(_, _, pipe)| {
+                let groups: Vec<(Vec<usize>, Pipeline)> = groups.into_values().collect();
+                let answers = try_join_all(groups.iter().map(|(_, pipe)| {
                     let mut conn = self.clone();
                     async move { pipe.query_async::<Vec<Value>>(&mut conn).await }
                 }))
                 .await?;
                 let mut out = vec![Value::Nil; count];
-                for ((_, indexes, _), values) in groups.iter().zip(answers) {
+                for ((indexes, _), values) in groups.iter().zip(answers) {
                     for (i, v) in indexes.iter().zip(values) {
                         out[*i] = v;
                     }

@@ -549,11 +549,10 @@ impl RankingStore for RedisRankingStore {
             .collect();
         let raw = self.conn.per_slot(gets).await.map_err(unavailable)?;
         raw.iter()
-            .map(|v| match v {
-                redis::Value::Nil => Ok(None),
-                v => redis::from_redis_value_ref::<String>(v)
+            .map(|v| {
+                redis::from_redis_value_ref::<Option<String>>(v)
                     .map_err(|_| StoreError::Corrupt("a version pointer is not a string".into()))
-                    .and_then(|s| parse_version(Some(s))),
+                    .and_then(parse_version)
             })
             .collect()
     }

@@ -19,13 +19,7 @@ use tokio::net::TcpStream;
 
 /// Resident memory of a process, MB.
 pub fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    crate::status_mb(&pid.to_string(), "VmRSS:")
 }
 
 fn request(addr: SocketAddr, path: &str) -> http::Request<()> {

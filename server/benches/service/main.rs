@@ -83,15 +83,20 @@ async fn serve(args: &[String]) -> Running {
     Running { app, clients }
 }
 
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
+/// A memory field (`VmRSS:`, `VmHWM:`) of `/proc/<process>/status` (`self` or a pid), in MB.
+fn status_mb(process: &str, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
+        .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// This process's peak resident memory, MB.
+fn peak_rss_mb() -> f64 {
+    status_mb("self", "VmHWM:")
 }
 
 fn percentile(sorted: &[u32], p: f64) -> f64 {

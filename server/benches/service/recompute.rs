@@ -146,14 +146,7 @@ fn reset_peak_rss() {
 }
 
 fn current_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
+    crate::status_mb("self", "VmRSS:")
 }
 
 /// The first wave's recompute of `date`, composed from the crate's parts: the carry-over

@@ -151,7 +151,7 @@ pub struct RedisSettings {
     pub redis_url: Option<String>,
 
     /// `single` (one Redis server) or `cluster` (Redis Cluster; REDIS_URL lists seed nodes).
-    #[arg(long, env = "RANKING_REDIS_MODE", value_enum, default_value_t = RedisMode::Single)]
+    #[arg(long, env = "RANKING_REDIS_MODE", default_value = "single", value_parser = parse_redis_mode)]
     pub redis_mode: RedisMode,
 
     /// Prefix of every Redis key, so deployments (or tests) can share one Redis.
@@ -322,6 +322,14 @@ fn parse_tz(s: &str) -> Result<Tz, String> {
     s.parse::<Tz>().map_err(|_| format!("unknown IANA time zone {s:?}"))
 }
 
+fn parse_redis_mode(s: &str) -> Result<RedisMode, String> {
+    match s {
+        "single" => Ok(RedisMode::Single),
+        "cluster" => Ok(RedisMode::Cluster),
+        _ => Err(format!("{s:?}: expected single or cluster")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
@@ -380,6 +388,10 @@ mod tests {
         assert_eq!(s.observability.metrics_listen.0.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9464"));
         assert_eq!(s.server.max_concurrent_calls.get(), 2048);
         assert_eq!(s.server.shutdown_grace, Duration::from_secs(30));
+        assert_eq!(s.redis.redis_mode, RedisMode::Single);
+        assert_eq!(s.ranking.recompute_lease, Duration::from_secs(30));
+        let cluster = Settings::try_parse_from(["x", "--redis-mode", "cluster"]).expect("parses");
+        assert_eq!(cluster.redis.redis_mode, RedisMode::Cluster);
         assert!(s.validate().is_ok());
     }
 
@@ -397,6 +409,7 @@ mod tests {
             &["x", "--request-timeout", "0"],
             &["x", "--tls-cert", "a.pem"],
             &["x", "--tls-client-ca", "ca.pem"],
+            &["x", "--redis-mode", "sentinel"],
         ] {
             assert!(Settings::try_parse_from(args).is_err(), "{args:?}");
         }

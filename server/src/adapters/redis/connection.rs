@@ -27,7 +27,7 @@ use redis::cluster_routing::Slot;
 use redis::{Client, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 /// How the store reaches Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RedisMode {
     /// One Redis server (`REDIS_URL` is one `redis://…` URL).
     #[default]

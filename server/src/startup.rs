@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ranking_proto::v1::ranking_service_server::RankingServiceServer;
+use ranking_proto::server::ranking_service_server::RankingServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

@@ -447,7 +447,7 @@ pub async fn bench_read_path() {
     let mut bytes = 0;
     for _ in 0..n {
         let answer = queries.top(TopQuery { limit: 20, ..Default::default() }).await.expect("top");
-        bytes += convert::top_response(answer).encode_to_vec().len();
+        bytes += convert::top_encoded(&answer).bytes().len();
     }
     let top = started.elapsed().as_secs_f64() * 1e6 / n as f64;
     let started = Instant::now();

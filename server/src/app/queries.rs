@@ -17,8 +17,9 @@
 //! the same day share one rebuild.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
@@ -182,6 +183,9 @@ pub struct TopAnswer {
     pub version: Option<u64>,
     /// Where the next page starts; `None` on the last page.
     pub next_page_token: Option<String>,
+    /// The answer as encoded for the wire, made once by the transport: a kept answer is
+    /// sent unchanged to every caller of its page until the next version.
+    pub encoded: OnceLock<Bytes>,
 }
 
 /// One product's entry.
@@ -303,7 +307,7 @@ const MAX_ANSWERS: usize = 1_024;
 /// Answers of the most asked pages (the home page's top 20 …), so that the thousands of
 /// identical reads between two versions cost a lookup and a copy.
 #[derive(Default)]
-struct Answers(Mutex<HashMap<AnswerKey, TopAnswer>>);
+struct Answers(Mutex<HashMap<AnswerKey, Arc<TopAnswer>>>);
 
 impl Answers {
     /// The key of a page when the ranking, and the previous period's when there is one, are
@@ -318,11 +322,11 @@ impl Answers {
         Some(AnswerKey { key, version, previous, offset, limit })
     }
 
-    fn get(&self, key: &AnswerKey) -> Option<TopAnswer> {
+    fn get(&self, key: &AnswerKey) -> Option<Arc<TopAnswer>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
     }
 
-    fn put(&self, key: AnswerKey, answer: &TopAnswer) {
+    fn put(&self, key: AnswerKey, answer: &Arc<TopAnswer>) {
         let mut answers = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if answers.len() >= MAX_ANSWERS {
             answers.clear();
@@ -479,7 +483,7 @@ impl Queries {
     }
 
     /// A page of a ranking, best first, and the token of the next page.
-    pub async fn top(&self, query: TopQuery) -> Result<TopAnswer, QueryError> {
+    pub async fn top(&self, query: TopQuery) -> Result<Arc<TopAnswer>, QueryError> {
         if query.limit > MAX_LIMIT {
             return Err(Invalid::field("limit", format!("must be at most {MAX_LIMIT}, got {}", query.limit)).into());
         }
@@ -505,7 +509,7 @@ impl Queries {
                     return Ok(answer);
                 }
                 let page = self.current_page(&resolved, offset, u64::from(limit)).await?;
-                let answer = self.page_answer(&resolved, offset, limit, page).await?;
+                let answer = Arc::new(self.page_answer(&resolved, offset, limit, page).await?);
                 // Only an answer read from the copies the key names is kept.
                 if let Some(k) = cached.filter(|k| answer.version == Some(k.version)) {
                     self.answers.put(k, &answer);
@@ -513,7 +517,7 @@ impl Queries {
                 return Ok(answer);
             }
         };
-        self.page_answer(&resolved, offset, limit, page).await
+        Ok(Arc::new(self.page_answer(&resolved, offset, limit, page).await?))
     }
 
     /// The answer of a page read at `offset`: entries annotated, the next page's token.
@@ -534,7 +538,14 @@ impl Queries {
             .map(|(i, e)| resolved.entry(offset + i as u64, e.product_id, e.score))
             .collect();
         self.annotate(resolved, page.version, page.total, &mut entries, true).await?;
-        Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
+        Ok(TopAnswer {
+            entries,
+            total: page.total,
+            date: resolved.date(),
+            version: page.version,
+            next_page_token,
+            encoded: OnceLock::new(),
+        })
     }
 
     /// One product's entry, its neighbours and the size of the ranking, from one version.
@@ -858,7 +869,7 @@ mod tests {
         let first: Vec<Scored> = (1..=25).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let v1 = store.publish(today, &first, life(60)).await.expect("v1");
         let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1");
-        let token = page.next_page_token.expect("more pages");
+        let token = page.next_page_token.clone().expect("more pages");
         // A recompute reverses the ranking between pages; the walk stays on version 1.
         let reversed: Vec<Scored> = (1..=25).map(|p| Scored { product_id: p, score: -p as f64 }).collect();
         store.publish(today, &reversed, life(60)).await.expect("v2");
@@ -868,12 +879,12 @@ mod tests {
         assert_eq!(page2.entries.iter().map(|e| e.product_id).collect::<Vec<_>>(), (6..=15).rev().collect::<Vec<_>>());
         assert_eq!(page2.entries[0].rank, 11);
         let page3 = q.top(next(page2.next_page_token.as_deref().expect("more"))).await.expect("page 3");
-        assert_eq!((page3.entries.len(), page3.next_page_token), (5, None));
+        assert_eq!((page3.entries.len(), page3.next_page_token.clone()), (5, None));
 
         // Version 3 is published keeping no superseded version: a walk of version 2 ends.
         let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1 of v2");
         store.publish(today, &first, life(0)).await.expect("v3");
-        let expired = q.top(next(&page.next_page_token.expect("more"))).await.expect_err("gone");
+        let expired = q.top(next(&page.next_page_token.clone().expect("more"))).await.expect_err("gone");
         assert!(matches!(expired, QueryError::Expired { .. }), "{expired:?}");
 
         assert_eq!(field(q.top(next("garbage")).await.expect_err("garbled")), vec![PathSegment::Field("page_token")]);

@@ -41,7 +41,7 @@ pub struct Frame {
     /// Grows by one with every state published by the feed.
     pub seq: u64,
     /// The top.
-    pub answer: TopAnswer,
+    pub answer: Arc<TopAnswer>,
     /// The hour read (hourly window).
     pub hour: Option<u32>,
 }

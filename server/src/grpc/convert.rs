@@ -3,6 +3,8 @@
 //! `YYYY-MM-DD`, a timestamp in range); the rules live in the application.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use prost::Message;
+use ranking_proto::Encoded;
 use ranking_proto::v1 as pb;
 
 use crate::app::explain::ExplainAnswer;
@@ -118,13 +120,19 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
     }
 }
 
+/// A page on the wire, encoded once per answer: a kept answer is sent unchanged to every
+/// caller of its page until the next version, so later callers copy its bytes.
+pub fn top_encoded(a: &TopAnswer) -> Encoded<pb::GetTopNResponse> {
+    Encoded::from_encoding(a.encoded.get_or_init(|| top_response(a).encode_to_vec().into()).clone())
+}
+
 /// A page on the wire.
-pub fn top_response(a: TopAnswer) -> pb::GetTopNResponse {
+pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
     pb::GetTopNResponse {
         products: a.entries.iter().map(ranked).collect(),
         total: a.total,
         date: a.date.to_string(),
-        next_page_token: a.next_page_token.unwrap_or_default(),
+        next_page_token: a.next_page_token.clone().unwrap_or_default(),
         version: a.version.unwrap_or_default(),
     }
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use ranking_proto::v1 as pb;
-use ranking_proto::v1::ranking_service_server::RankingService;
+use ranking_proto::Encoded;
+use ranking_proto::server::ranking_service_server::RankingService;
 use tonic::{Request, Response, Status};
 
 use super::convert;
@@ -67,7 +68,10 @@ impl RankingService for RankingApi {
         }))
     }
 
-    async fn get_top_n(&self, request: Request<pb::GetTopNRequest>) -> Result<Response<pb::GetTopNResponse>, Status> {
+    async fn get_top_n(
+        &self,
+        request: Request<pb::GetTopNRequest>,
+    ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
         let req = request.into_inner();
         let query = TopQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
@@ -75,7 +79,7 @@ impl RankingService for RankingApi {
             limit: req.limit,
             page_token: Some(req.page_token).filter(|t| !t.is_empty()),
         };
-        Ok(Response::new(convert::top_response(self.queries.top(query).await?)))
+        Ok(Response::new(convert::top_encoded(&*self.queries.top(query).await?)))
     }
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {

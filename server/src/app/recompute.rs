@@ -19,7 +19,7 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, PopulationStats, rank_day};
-use crate::domain::score::{CarryLedger, CarryOver, DailyMetrics, DayStanding};
+use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
 use crate::domain::snapshot::ranking_order;
 use crate::metrics::Metrics;
 use crate::ports::{
@@ -43,6 +43,17 @@ pub struct RecomputeReport {
 struct Withdrawal {
     ids: HashSet<i64>,
     done: tokio::sync::watch::Sender<Option<Result<(), String>>>,
+}
+
+/// Appends to a population list growing by a quarter when full instead of doubling: the
+/// largest lists of a recompute are its populations, and a doubling briefly holds the old and
+/// the new buffer (three times the population) at the recompute's peak.
+fn push_gently<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == list.capacity() {
+        let more = if list.len() < 1 << 16 { list.len().max(1024) } else { list.len() / 4 };
+        list.reserve_exact(more);
+    }
+    list.push(item);
 }
 
 /// Segment rankings being published at once by one recompute.
@@ -343,6 +354,7 @@ impl Recompute {
         let (catalog, day) = tokio::try_join!(self.membership(), self.gather(date))?;
         let Computed { mut entries, clamped, stats, clock } = self.rank(date, day, &catalog);
         entries.sort_unstable_by(ranking_order);
+        let day_population = entries.len();
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let publish_daily = async {
@@ -362,7 +374,7 @@ impl Recompute {
             self.publish_segments(key, segments, &catalog, life).await?;
             Ok::<_, StoreError>((version, products, daily, started.elapsed() - daily))
         };
-        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date));
+        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, day_population));
         let (version, products, daily, mut in_segments) = published?;
         let weekly_started = Instant::now();
 
@@ -394,27 +406,34 @@ impl Recompute {
         let mut ledger = CarryLedger::new(self.policy.weights);
         let mut day = first;
         while day < date {
-            let mut rows: Vec<(i64, DailyMetrics)> = Vec::new();
-            self.store.scan_day(day, &mut |r| rows.push((r.product_id, r.metrics))).await?;
-            ledger = ledger.close_day(rows);
+            let mut closing = ledger.closing();
+            self.store.scan_day(day, &mut |r| closing.add(r.product_id, r.metrics)).await?;
+            ledger = closing.finish();
             day = day.succ_opt().unwrap_or(date);
         }
 
-        let mut contenders: Vec<Contender> = Vec::new();
+        // Sized like the products carried in (about yesterday's population), and grown by a
+        // quarter rather than doubled: a doubling at a million contenders holds 1.5 million's
+        // worth of memory at once.
+        let mut contenders: Vec<Contender> = Vec::with_capacity(ledger.len());
         self.store
             .scan_day(date, &mut |r| {
-                contenders.push(Contender {
+                let contender = Contender {
                     product_id: r.product_id,
                     standing: ledger.take(r.product_id, r.metrics),
                     last_event_us: Some(r.last_event_us),
-                });
+                };
+                push_gently(&mut contenders, contender);
             })
             .await?;
-        contenders.extend(ledger.carry_only().map(|(product_id, standing)| Contender {
+        let carry_only = ledger.carry_only().map(|(product_id, standing)| Contender {
             product_id,
             standing,
             last_event_us: None,
-        }));
+        });
+        for contender in carry_only {
+            push_gently(&mut contenders, contender);
+        }
         Ok(contenders)
     }
 
@@ -437,16 +456,20 @@ impl Recompute {
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
     /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
     /// like a day, recency from the product's latest event of the week to the end of D.
-    async fn gather_weekly(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
+    async fn gather_weekly(&self, date: NaiveDate, at_least: usize) -> Result<Vec<Contender>, StoreError> {
         let weights = self.policy.weights;
-        let mut contenders: Vec<Contender> = Vec::new();
+        // Sized like the larger of the day's population (`at_least`: the week holds every
+        // product with a row today) and this replica's copy of the week, when it has one.
+        let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
+        let mut contenders: Vec<Contender> = Vec::with_capacity(held.max(at_least));
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
-                contenders.push(Contender {
+                let contender = Contender {
                     product_id: r.product_id,
                     standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },
                     last_event_us: Some(r.last_event_us),
-                });
+                };
+                push_gently(&mut contenders, contender);
             })
             .await?;
         Ok(contenders)

@@ -4,7 +4,6 @@
 //! evaluated left to right in `f64` exactly as written, so every replica and every rebuild
 //! produces the same bits.
 
-use std::collections::HashMap;
 
 use super::encoding::MAX_MAIN_FLOOR;
 
@@ -77,11 +76,23 @@ impl CarryOver {
 /// The ledger is folded day by day, oldest first, starting `RANKING_CARRY_DAYS` days before
 /// the ranking day with nothing carried in: carry-over is derived from SQL rows alone, reaches
 /// back a bounded number of days, and never holds more than one day's population.
+///
+/// Kept as one list in ascending product order, 16 bytes a product (a hash map of the same
+/// took 36 at a million products): SQL visits a day's rows in that order, so each row's
+/// carry is found by a step from the previous one, and rows in any other order by a binary
+/// search.
 #[derive(Debug, Clone)]
 pub struct CarryLedger {
     weights: Weights,
-    carried: HashMap<i64, CarryOver>,
+    /// `(product, carried)` in ascending product order; a product taken on the current day
+    /// holds [`TAKEN`].
+    carried: Vec<(i64, CarryOver)>,
+    /// Where the next lookup in ascending order will land.
+    cursor: usize,
 }
+
+/// The carry of a product already taken on the current day (a real carry is at least 1).
+const TAKEN: CarryOver = CarryOver(i64::MIN);
 
 /// A product's standing on the ranking day.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,32 +106,41 @@ pub struct DayStanding {
 impl CarryLedger {
     /// An empty ledger: nothing carried.
     pub fn new(weights: Weights) -> Self {
-        Self { weights, carried: HashMap::new() }
+        Self { weights, carried: Vec::new(), cursor: 0 }
     }
 
-    /// Closes the current day: `rows` are every metrics row of that day (any order). The
-    /// result is the ledger of the next day.
-    pub fn close_day(mut self, rows: impl IntoIterator<Item = (i64, DailyMetrics)>) -> Self {
-        let mut next = HashMap::with_capacity(self.carried.len());
+    /// Products carried into the current day (taken ones included).
+    pub fn len(&self) -> usize {
+        self.carried.len()
+    }
+
+    /// Whether nothing is carried into the current day.
+    pub fn is_empty(&self) -> bool {
+        self.carried.is_empty()
+    }
+
+    /// Closes the current day: `rows` are every metrics row of that day (any order; ascending
+    /// product order is the fast one). The result is the ledger of the next day.
+    pub fn close_day(self, rows: impl IntoIterator<Item = (i64, DailyMetrics)>) -> Self {
+        let mut closing = self.closing();
         for (product_id, metrics) in rows {
-            let carried = self.carried.remove(&product_id).unwrap_or_default();
-            let inherited = CarryOver::of(self.weights.main_score(&metrics, carried));
-            if inherited.keeps_ranked() {
-                next.insert(product_id, inherited);
-            }
+            closing.add(product_id, metrics);
         }
-        // Products without a row that day only decay.
-        next.extend(
-            self.carry_only().filter(|(_, s)| s.keeps_ranked_tomorrow()).map(|(id, s)| (id, CarryOver::of(s.main))),
-        );
-        Self { weights: self.weights, carried: next }
+        closing.finish()
+    }
+
+    /// Closes the current day one row at a time (rows as they stream from SQL, never all in
+    /// memory): [`ClosingDay::add`] each row, then [`ClosingDay::finish`].
+    pub fn closing(self) -> ClosingDay {
+        let next = Vec::with_capacity(self.carried.len());
+        ClosingDay { ledger: self, next, ascending: true }
     }
 
     /// Standings of products with no row on the current day, ranked through carry-over alone
-    /// (everyone left in the ledger inherits at least 1). Call after taking out the products
-    /// that have rows, e.g. with [`CarryLedger::take`].
+    /// (everyone left in the ledger inherits at least 1), in ascending product order. Call
+    /// after taking out the products that have rows, e.g. with [`CarryLedger::take`].
     pub fn carry_only(&self) -> impl Iterator<Item = (i64, DayStanding)> + '_ {
-        self.carried.iter().map(|(id, c)| {
+        self.carried.iter().filter(|(_, c)| *c != TAKEN).map(|(id, c)| {
             (
                 *id,
                 DayStanding {
@@ -131,15 +151,113 @@ impl CarryLedger {
         })
     }
 
-    /// What `product_id` inherits on the current day (nothing when it is not in the ledger).
+    /// What `product_id` inherits on the current day (nothing when it is not in the ledger,
+    /// or was taken).
     pub fn carried(&self, product_id: i64) -> CarryOver {
-        self.carried.get(&product_id).copied().unwrap_or_default()
+        let i = self.carried.partition_point(|(id, _)| *id < product_id);
+        match self.carried.get(i) {
+            Some((id, c)) if *id == product_id && *c != TAKEN => *c,
+            _ => CarryOver::default(),
+        }
     }
 
     /// Removes a product from the ledger and returns its standing with the day's metrics.
     pub fn take(&mut self, product_id: i64, metrics: DailyMetrics) -> DayStanding {
-        let carried = self.carried.remove(&product_id).unwrap_or_default();
+        let carried = self.take_carry(product_id);
         DayStanding { main: self.weights.main_score(&metrics, carried), metrics }
+    }
+
+    /// The product's carry, marked taken (0 when it has none or was taken already).
+    fn take_carry(&mut self, product_id: i64) -> CarryOver {
+        match self.find(product_id) {
+            Some(i) => match std::mem::replace(&mut self.carried[i].1, TAKEN) {
+                TAKEN => CarryOver::default(),
+                carried => carried,
+            },
+            None => CarryOver::default(),
+        }
+    }
+
+    /// The index of `product_id`: at the cursor when lookups come in ascending order (the
+    /// order SQL visits rows in), else by a binary search on the side of the cursor it is.
+    fn find(&mut self, product_id: i64) -> Option<usize> {
+        let list = &self.carried;
+        let c = self.cursor.min(list.len());
+        let after_previous = c == 0 || list[c - 1].0 < product_id;
+        let i = if !after_previous {
+            list[..c].partition_point(|(id, _)| *id < product_id)
+        } else if list.get(c).is_none_or(|(id, _)| *id >= product_id) {
+            c
+        } else {
+            c + list[c..].partition_point(|(id, _)| *id < product_id)
+        };
+        let found = list.get(i).is_some_and(|(id, _)| *id == product_id);
+        self.cursor = if found { i + 1 } else { i };
+        found.then_some(i)
+    }
+}
+
+/// A day being closed row by row (see [`CarryLedger::closing`]).
+#[derive(Debug)]
+pub struct ClosingDay {
+    ledger: CarryLedger,
+    /// What the next day inherits from this day's rows, in the order they came.
+    next: Vec<(i64, CarryOver)>,
+    /// Whether the rows came in strictly ascending product order so far.
+    ascending: bool,
+}
+
+impl ClosingDay {
+    /// One metrics row of the day being closed.
+    pub fn add(&mut self, product_id: i64, metrics: DailyMetrics) {
+        let carried = self.ledger.take_carry(product_id);
+        let inherited = CarryOver::of(self.ledger.weights.main_score(&metrics, carried));
+        if inherited.keeps_ranked() {
+            self.ascending &= self.next.last().is_none_or(|(last, _)| *last < product_id);
+            self.next.push((product_id, inherited));
+        }
+    }
+
+    /// The ledger of the next day: what the rows left, and the decayed carry of products
+    /// without a row that day.
+    pub fn finish(self) -> CarryLedger {
+        let Self { ledger, mut next, ascending } = self;
+        // Products without a row that day only decay (in ascending order, like the ledger).
+        let decayed: Vec<(i64, CarryOver)> = ledger
+            .carry_only()
+            .filter(|(_, s)| s.keeps_ranked_tomorrow())
+            .map(|(id, s)| (id, CarryOver::of(s.main)))
+            .collect();
+        let weights = ledger.weights;
+        drop(ledger);
+        if ascending {
+            merge_ascending(&mut next, decayed);
+        } else {
+            // Rows out of order (never from SQL): sorted, and a product given twice counts
+            // once, its last row winning as it would have in a map.
+            next.extend(decayed);
+            next.reverse();
+            next.sort_by_key(|(id, _)| *id);
+            next.dedup_by_key(|(id, _)| *id);
+        }
+        CarryLedger { weights, carried: next, cursor: 0 }
+    }
+}
+
+/// Merges `more` into `list`, both ascending by product with no product in both, in place
+/// from the back (no third list).
+fn merge_ascending(list: &mut Vec<(i64, CarryOver)>, more: Vec<(i64, CarryOver)>) {
+    let (mut a, mut b) = (list.len(), more.len());
+    list.resize(a + b, (0, CarryOver::default()));
+    while b > 0 {
+        let to = a + b - 1;
+        if a > 0 && list[a - 1].0 > more[b - 1].0 {
+            list[to] = list[a - 1];
+            a -= 1;
+        } else {
+            list[to] = more[b - 1];
+            b -= 1;
+        }
     }
 }
 
@@ -151,11 +269,15 @@ impl DayStanding {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
     use super::*;
 
     /// What `product_id` inherits from the day before the ledger's current day.
     fn carried(ledger: &CarryLedger, product_id: i64) -> CarryOver {
-        ledger.carried.get(&product_id).copied().unwrap_or_default()
+        ledger.carried(product_id)
     }
 
     /// Ranks `day` (index into `days`) by folding the ledger through the earlier days.
@@ -223,5 +345,68 @@ mod tests {
         assert_eq!(CarryOver::of(1e12), CarryOver(i64::from(MAX_MAIN_FLOOR)));
         assert_eq!(CarryOver::of(-3.0), CarryOver(0));
         assert_eq!(CarryOver::of(f64::NAN), CarryOver(0));
+    }
+
+    /// The ledger as a map, the way it was first written: the reference the list must match.
+    fn model_close(w: Weights, carried: &HashMap<i64, CarryOver>, rows: &[(i64, DailyMetrics)]) -> HashMap<i64, CarryOver> {
+        let mut left = carried.clone();
+        let mut next = HashMap::new();
+        for (id, m) in rows {
+            let c = left.remove(id).unwrap_or_default();
+            let inherited = CarryOver::of(w.main_score(m, c));
+            if inherited.keeps_ranked() {
+                next.insert(*id, inherited);
+            }
+        }
+        for (id, c) in left {
+            let decayed = CarryOver::of(w.main_score(&DailyMetrics::default(), c));
+            if decayed.keeps_ranked() {
+                next.insert(id, decayed);
+            }
+        }
+        next
+    }
+
+    fn day() -> impl Strategy<Value = Vec<(i64, DailyMetrics)>> {
+        prop::collection::vec((0i64..60, 0i64..400), 0..40)
+            .prop_map(|rows| rows.into_iter().map(|(id, v)| (id, views(v))).collect())
+    }
+
+    proptest! {
+        /// Days in ascending product order (as SQL gives them), shuffled, or with a product
+        /// twice: every carry, every take and every carry-only standing equals the map's.
+        #[test]
+        fn the_list_ledger_carries_like_a_map(
+            days in prop::collection::vec((day(), any::<bool>()), 1..5),
+            today in day(),
+            probes in prop::collection::vec(0i64..60, 0..20),
+        ) {
+            let w = Weights::default();
+            let mut ledger = CarryLedger::new(w);
+            let mut model: HashMap<i64, CarryOver> = HashMap::new();
+            for (mut rows, ascending) in days {
+                if ascending {
+                    rows.sort_by_key(|(id, _)| *id);
+                    rows.dedup_by_key(|(id, _)| *id);
+                }
+                model = model_close(w, &model, &rows);
+                ledger = ledger.close_day(rows);
+                for id in 0..60 {
+                    prop_assert_eq!(ledger.carried(id), model.get(&id).copied().unwrap_or_default(), "carry of {}", id);
+                }
+                prop_assert_eq!(ledger.len(), model.len());
+            }
+            // The ranking day: takes in any order, some twice; then the carry-only ones.
+            let mut left = model.clone();
+            for (id, m) in today.iter().chain(probes.iter().map(|id| (*id, DailyMetrics::default())).collect::<Vec<_>>().iter()) {
+                let expected = w.main_score(m, left.remove(id).unwrap_or_default());
+                prop_assert_eq!(ledger.take(*id, *m).main, expected, "take of {}", id);
+            }
+            let mut expected: Vec<(i64, f64)> =
+                left.iter().map(|(id, c)| (*id, w.main_score(&DailyMetrics::default(), *c))).collect();
+            expected.sort_by_key(|(id, _)| *id);
+            let carry_only: Vec<(i64, f64)> = ledger.carry_only().map(|(id, s)| (id, s.main)).collect();
+            prop_assert_eq!(carry_only, expected);
+        }
     }
 }

@@ -20,7 +20,7 @@ use crate::domain::catalog::{Membership, Segment};
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, PopulationStats, rank_day};
 use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
-use crate::domain::snapshot::ranking_order;
+use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::ports::{
     Lease, LeaseLock, MetricsStore, RankingKey, RankingRun, RankingStore, Scored, StoreError, VersionLife,
@@ -54,6 +54,12 @@ fn push_gently<T>(list: &mut Vec<T>, item: T) {
         list.reserve_exact(more);
     }
     list.push(item);
+}
+
+/// The copy of a recompute's ranking (`entries` in any order), built once: it is what gets
+/// published, this replica's copy, and the index its segments are found in.
+fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
+    Snapshot::from_unordered(entries).map(Arc::new).map_err(StoreError::ranking)
 }
 
 /// Segment rankings being published at once by one recompute.
@@ -292,36 +298,44 @@ impl Recompute {
         Ok(membership)
     }
 
-    /// Publishes one ranking per segment of `whole`: `lists` are its members' entries per
-    /// segment of `catalog`, in ranking order, with the whole ranking's scores. A segment
+    /// Publishes one ranking per segment of `whole_key`: its members' entries of `whole`
+    /// (that ranking's copy), in ranking order, with the whole ranking's scores. A segment
     /// published before that has no member now gets an empty version, so it reads as empty
     /// rather than as its old members.
     async fn publish_segments(
         &self,
-        whole: RankingKey,
-        lists: Vec<Vec<Scored>>,
+        whole_key: RankingKey,
+        whole: &Arc<Snapshot>,
         catalog: &Membership,
         life: VersionLife,
     ) -> Result<(), StoreError> {
-        let previous = self.rankings.published_segments(whole).await?;
-        let mut lists: Vec<(Segment, Vec<Scored>)> = catalog.segments().iter().copied().zip(lists).collect();
+        let previous = self.rankings.published_segments(whole_key).await?;
+        let mut lists: Vec<(Segment, Vec<u32>)> =
+            catalog.segments().iter().copied().zip(catalog.positions_in(whole)).collect();
         lists.retain(|(segment, list)| !list.is_empty() || previous.contains(segment));
         let current: HashSet<Segment> = lists.iter().map(|(s, _)| *s).collect();
         lists.extend(previous.iter().filter(|s| !current.contains(s)).map(|s| (*s, Vec::new())));
         let published: Vec<Segment> = lists.iter().filter(|(_, l)| !l.is_empty()).map(|(s, _)| *s).collect();
         // Every segment of this publication, the emptied ones included, so that this replica's
         // copies of them are replaced too.
-        self.snapshots.know_segments(whole, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
-        // A few publications in flight at once: each is its own script on its own keys.
-        let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, list)| {
-            let key = whole.restricted(Some(segment))?;
-            Some(async move { self.rankings.publish(key, &list, life).await.map(|v| (key, v, list)) })
+        self.snapshots.know_segments(whole_key, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+        // A few publications in flight at once, each its own script on its own keys; a
+        // segment's entries exist only while it is written (the lists are positions).
+        let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, positions)| {
+            let key = whole_key.restricted(Some(segment))?;
+            Some(async move {
+                let entries = whole.entries_at(&positions);
+                self.rankings.publish(key, &entries, life).await.map(|v| (key, v, positions))
+            })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);
-        while let Some((key, version, list)) = publications.try_next().await? {
-            self.snapshots.install(key, version, list).await;
+        while let Some((key, version, positions)) = publications.try_next().await? {
+            match Snapshot::at_positions(whole, positions) {
+                Ok(copy) => self.snapshots.install_copy(key, version, Arc::new(copy)).await,
+                Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
+            }
         }
-        self.rankings.record_segments(whole, &published, life.expire_at).await
+        self.rankings.record_segments(whole_key, &published, life.expire_at).await
     }
 
     /// Whether the daily or weekly ranking of `date` is missing from the ranking store.
@@ -352,49 +366,47 @@ impl Recompute {
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
         let (catalog, day) = tokio::try_join!(self.membership(), self.gather(date))?;
-        let Computed { mut entries, clamped, stats, clock } = self.rank(date, day, &catalog);
-        entries.sort_unstable_by(ranking_order);
-        let day_population = entries.len();
+        let Computed { entries, clamped, stats, clock } = self.rank(date, day, &catalog);
+        let whole = ranked_copy(entries)?;
+        let day_population = whole.len();
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let publish_daily = async {
-            let version = self.rankings.publish(key, &entries, life).await?;
+            let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
             self.metrics.scores_clamped.inc_by(clamped as u64);
-            let products = entries.len() as u64;
-            let segments = catalog.split(&entries, |e| e.product_id);
             // Served by this replica before the call returns; the others load it on the
             // announcement or their next poll.
-            self.snapshots.install(key, version, entries).await;
+            self.snapshots.install_copy(key, version, whole.clone()).await;
             // What ExplainRank reproduces norms from. Written after the publication, so a
             // reader may briefly see the new version with the previous record; it checks the
             // version.
             let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
             self.store.record_run(&run).await?;
             let daily = started.elapsed();
-            self.publish_segments(key, segments, &catalog, life).await?;
-            Ok::<_, StoreError>((version, products, daily, started.elapsed() - daily))
+            self.publish_segments(key, &whole, &catalog, life).await?;
+            Ok::<_, StoreError>((version, daily, started.elapsed() - daily))
         };
         let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, day_population));
-        let (version, products, daily, mut in_segments) = published?;
+        let (version, daily, mut in_segments) = published?;
+        drop(whole);
         let weekly_started = Instant::now();
 
-        let Computed { entries: mut week, clamped, .. } = self.rank(date, week?, &catalog);
-        week.sort_unstable_by(ranking_order);
+        let Computed { entries: week, clamped, .. } = self.rank(date, week?, &catalog);
+        let week = ranked_copy(week)?;
         let weekly = RankingKey::Weekly(date);
-        let weekly_version = self.rankings.publish(weekly, &week, life).await?;
+        let weekly_version = self.rankings.publish(weekly, &week.page(0, u64::MAX), life).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
-        let segments = catalog.split(&week, |e| e.product_id);
-        self.snapshots.install(weekly, weekly_version, week).await;
+        self.snapshots.install_copy(weekly, weekly_version, week.clone()).await;
         let weekly_elapsed = weekly_started.elapsed();
         let segments_started = Instant::now();
-        self.publish_segments(weekly, segments, &catalog, life).await?;
+        self.publish_segments(weekly, &week, &catalog, life).await?;
         in_segments += segments_started.elapsed();
         self.metrics.recompute_phases(&[
             ("daily", daily.as_secs_f64()),
             ("weekly", weekly_elapsed.as_secs_f64()),
             ("segments", in_segments.as_secs_f64()),
         ]);
-        Ok(RecomputeReport { date, products, version, elapsed: started.elapsed() })
+        Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
     }
 
     /// Every contender of day `date`, hidden or not (hidden products still carry over: their
@@ -426,11 +438,8 @@ impl Recompute {
                 push_gently(&mut contenders, contender);
             })
             .await?;
-        let carry_only = ledger.carry_only().map(|(product_id, standing)| Contender {
-            product_id,
-            standing,
-            last_event_us: None,
-        });
+        let carry_only =
+            ledger.carry_only().map(|(product_id, standing)| Contender { product_id, standing, last_event_us: None });
         for contender in carry_only {
             push_gently(&mut contenders, contender);
         }

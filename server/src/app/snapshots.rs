@@ -280,6 +280,24 @@ impl Snapshots {
     /// Installs a version a recompute of this replica just published, from its entries in
     /// ranking order, when the ranking is one this replica keeps.
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
+        let len = entries.len();
+        self.install_with(key, version, len, || self.held_as(key, entries).map(Arc::new)).await;
+    }
+
+    /// Installs a copy a recompute of this replica already made of a version it just
+    /// published (a whole ranking, or a segment's as positions in that copy).
+    pub async fn install_copy(&self, key: RankingKey, version: u64, ranking: Arc<Snapshot>) {
+        let len = ranking.len();
+        self.install_with(key, version, len, || Ok(ranking)).await;
+    }
+
+    async fn install_with(
+        &self,
+        key: RankingKey,
+        version: u64,
+        len: usize,
+        copy: impl FnOnce() -> Result<Arc<Snapshot>, SnapshotError>,
+    ) {
         self.present(key);
         if !self.wanted(self.policy.now()).contains(&key) {
             return;
@@ -288,11 +306,11 @@ impl Snapshots {
         if self.get(key).is_some_and(|h| h.version >= version) {
             return;
         }
-        if entries.len() as u64 > self.room(key) {
-            return self.oversize(key, version, entries.len() as u64);
+        if len as u64 > self.room(key) {
+            return self.oversize(key, version, len as u64);
         }
-        match self.held_as(key, entries) {
-            Ok(ranking) => self.swap_in(key, Held { version, ranking: Arc::new(ranking) }),
+        match copy() {
+            Ok(ranking) => self.swap_in(key, Held { version, ranking }),
             Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
         }
     }

@@ -1,6 +1,8 @@
 //! What the shop says about a product beyond its events: the segments it belongs to
 //! (category, brand, region…) and whether it is hidden (delisted, out of stock).
 
+use super::snapshot::Snapshot;
+
 /// Most segments one product belongs to.
 pub const MAX_SEGMENTS: usize = 32;
 
@@ -60,7 +62,8 @@ impl std::fmt::Display for Segment {
 ///
 /// Products are kept in ascending order in parallel lists, 13 bytes a product (a hash map
 /// from product to its span took 36 at a million products, at the recompute's peak): the
-/// catalog is read in product order, and a product is found by a binary search.
+/// catalog is read in product order, and fanning a ranking out walks the lists in order
+/// and finds each product in the ranking's own index.
 #[derive(Debug, Default)]
 pub struct Membership {
     /// Most distinct segments kept (0: no limit).
@@ -147,27 +150,24 @@ impl Membership {
         &self.names
     }
 
-    /// The segments (indexes into [`Membership::segments`]) of a product.
-    fn of(&self, product_id: i64) -> &[u32] {
-        match self.ids.binary_search(&product_id) {
-            Ok(at) => {
-                let start = self.starts[at] as usize;
-                &self.flat[start..start + usize::from(self.lens[at])]
+    /// Every segment's ranking as positions in `whole` (indexed like
+    /// [`Membership::segments`]), each list ascending, i.e. in ranking order: the same
+    /// entries as `whole` restricted to the segment's members that it ranks.
+    ///
+    /// One lookup per product of the catalog, in its order; no list of entries is copied
+    /// (4 bytes a membership instead of 16).
+    pub fn positions_in(&self, whole: &Snapshot) -> Vec<Vec<u32>> {
+        // Each list sized for every member of its segment: none grows while all are built.
+        let mut lists: Vec<Vec<u32>> = self.members.iter().map(|n| Vec::with_capacity(*n as usize)).collect();
+        for (at, id) in self.ids.iter().enumerate() {
+            let Some((position, _)) = whole.position(*id) else { continue };
+            let start = self.starts[at] as usize;
+            for &i in &self.flat[start..start + usize::from(self.lens[at])] {
+                lists[i as usize].push(position as u32);
             }
-            Err(_) => &[],
         }
-    }
-
-    /// `entries` split per segment (indexed like [`Membership::segments`]), each list in
-    /// the order of `entries`: a ranking in ranking order gives each segment's ranking.
-    pub fn split<T: Copy>(&self, entries: &[T], product_id: impl Fn(&T) -> i64) -> Vec<Vec<T>> {
-        // Each list sized for every member of its segment: no list grows while the whole
-        // ranking and all of them are in memory.
-        let mut lists: Vec<Vec<T>> = self.members.iter().map(|n| Vec::with_capacity(*n as usize)).collect();
-        for e in entries {
-            for &i in self.of(product_id(e)) {
-                lists[i as usize].push(*e);
-            }
+        for list in &mut lists {
+            list.sort_unstable();
         }
         lists
     }
@@ -204,6 +204,7 @@ pub fn split(stored: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::snapshot::Scored;
     use proptest::prelude::*;
 
     #[test]
@@ -222,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn membership_splits_a_ranking_per_segment_in_its_order() {
+    fn membership_fans_a_ranking_out_per_segment_in_its_order() {
         let mut m = Membership::default();
         let entry = |id: i64, segments: &[&str], hidden| CatalogEntry {
             product_id: id,
@@ -235,8 +236,9 @@ mod tests {
         m.add(&entry(4, &["a", "Not valid"], false));
         let names: Vec<&str> = m.segments().iter().map(Segment::as_str).collect();
         assert_eq!(names, vec!["a", "b"]);
-        let ranking = [4i64, 3, 2, 1];
-        assert_eq!(m.split(&ranking, |id| *id), vec![vec![4, 1], vec![2, 1]]);
+        // Ranked 4, 3, 2, 1 (positions 0-3); product 5 is in the catalog, not in the ranking.
+        m.add(&entry(5, &["a"], false));
+        assert_eq!(m.positions_in(&ranking(&[4, 3, 2, 1])), vec![vec![0, 3], vec![2, 3]]);
         assert!(m.is_hidden(2) && !m.is_hidden(1));
 
         let mut bounded = Membership::with_limit(1);
@@ -244,7 +246,14 @@ mod tests {
         bounded.add(&entry(2, &["b", "a"], false));
         assert_eq!(bounded.segments().len(), 1);
         assert_eq!(bounded.dropped(), 2);
-        assert_eq!(bounded.split(&[2i64, 1], |id| *id), vec![vec![2, 1]]);
+        assert_eq!(bounded.positions_in(&ranking(&[2, 1])), vec![vec![0, 1]]);
+    }
+
+    /// A ranking of `ids`, best first.
+    fn ranking(ids: &[i64]) -> Snapshot {
+        let n = ids.len() as f64;
+        let entries = ids.iter().enumerate().map(|(i, id)| Scored { product_id: *id, score: n - i as f64 }).collect();
+        Snapshot::from_ranked(entries).expect("valid")
     }
 
     proptest! {
@@ -267,13 +276,12 @@ mod tests {
                     model.insert(*id, names);
                 }
             }
-            let ranking: Vec<i64> = (0..40).rev().collect();
-            let lists = m.split(&ranking, |id| *id);
+            // Ranked: the even products, best first; the odd ones are in no ranking.
+            let ids: Vec<i64> = (0..40).rev().filter(|id| id % 2 == 0).collect();
+            let lists = m.positions_in(&ranking(&ids));
             for (i, segment) in m.segments().iter().enumerate() {
-                let expected: Vec<i64> = ranking
-                    .iter()
-                    .copied()
-                    .filter(|id| model.get(id).is_some_and(|names| names.iter().any(|n| n == segment.as_str())))
+                let expected: Vec<u32> = (0..ids.len() as u32)
+                    .filter(|p| model.get(&ids[*p as usize]).is_some_and(|names| names.iter().any(|n| n == segment.as_str())))
                     .collect();
                 prop_assert_eq!(&lists[i], &expected, "segment {}", segment);
             }

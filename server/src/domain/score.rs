@@ -4,7 +4,6 @@
 //! evaluated left to right in `f64` exactly as written, so every replica and every rebuild
 //! produces the same bits.
 
-
 use super::encoding::MAX_MAIN_FLOOR;
 
 /// Weights of the main score; the defaults are 0.1 per view, 0.2 per like, 0.6 per
@@ -348,7 +347,11 @@ mod tests {
     }
 
     /// The ledger as a map, the way it was first written: the reference the list must match.
-    fn model_close(w: Weights, carried: &HashMap<i64, CarryOver>, rows: &[(i64, DailyMetrics)]) -> HashMap<i64, CarryOver> {
+    fn model_close(
+        w: Weights,
+        carried: &HashMap<i64, CarryOver>,
+        rows: &[(i64, DailyMetrics)],
+    ) -> HashMap<i64, CarryOver> {
         let mut left = carried.clone();
         let mut next = HashMap::new();
         for (id, m) in rows {

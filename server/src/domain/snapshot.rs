@@ -114,16 +114,34 @@ impl Snapshot {
     /// entry of `whole` with the same score bits, in the same order; `None` otherwise (a
     /// ranking of another version, say), and the entries are then held on their own.
     pub fn within(whole: &Arc<Snapshot>, entries: &[Scored]) -> Option<Self> {
-        u32::try_from(entries.len()).ok()?;
         let mut positions = Vec::with_capacity(entries.len());
         for e in entries {
             let (p, found) = whole.position(e.product_id)?;
-            if found.score.to_bits() != e.score.to_bits() || positions.last().is_some_and(|last| *last as usize >= p) {
+            if found.score.to_bits() != e.score.to_bits() {
                 return None;
             }
             positions.push(p as u32);
         }
-        Some(Self { held: Held::Within { whole: whole.clone(), positions } })
+        Self::at_positions(whole, positions).ok()
+    }
+
+    /// The entries of `whole` at `positions` (strictly ascending, each below its length),
+    /// held as those positions: a ranking restricted to some of its products, in its order.
+    pub fn at_positions(whole: &Arc<Snapshot>, positions: Vec<u32>) -> Result<Self, SnapshotError> {
+        if let Some(i) = positions.windows(2).position(|w| w[0] >= w[1]) {
+            return Err(SnapshotError::Unordered(i + 1));
+        }
+        if let Some(last) = positions.last()
+            && *last as usize >= whole.len()
+        {
+            return Err(SnapshotError::Unordered(positions.len() - 1));
+        }
+        Ok(Self { held: Held::Within { whole: whole.clone(), positions } })
+    }
+
+    /// The entries at `positions` (each below [`Snapshot::len`]), in the order given.
+    pub fn entries_at(&self, positions: &[u32]) -> Vec<Scored> {
+        positions.iter().map(|p| self.entry(*p as usize)).collect()
     }
 
     /// Number of entries.
@@ -270,6 +288,13 @@ mod tests {
         assert!(Snapshot::within(&whole, &[scored(3, 1.0), scored(1, 3.0)]).is_none(), "another order");
         let within = Snapshot::within(&whole, &[scored(2, 2.0)]).expect("held within");
         assert_eq!(within.heap_bytes(), 4);
+
+        let at = Snapshot::at_positions(&whole, vec![0, 2]).expect("ascending, in range");
+        assert_eq!(at.page(0, 10), vec![scored(1, 3.0), scored(3, 1.0)]);
+        assert_eq!(whole.entries_at(&[2, 0]), vec![scored(3, 1.0), scored(1, 3.0)]);
+        assert!(Snapshot::at_positions(&whole, vec![2, 0]).is_err(), "not ascending");
+        assert!(Snapshot::at_positions(&whole, vec![1, 1]).is_err(), "repeated");
+        assert!(Snapshot::at_positions(&whole, vec![3]).is_err(), "past the end");
     }
 
     proptest! {

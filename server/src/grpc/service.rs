@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use ranking_proto::v1 as pb;
 use ranking_proto::Encoded;
 use ranking_proto::server::ranking_service_server::RankingService;
+use ranking_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::convert;

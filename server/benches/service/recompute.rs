@@ -198,7 +198,17 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };
     rankings.publish(RankingKey::Daily(date), &entries, life).await.expect("publish");
-    started.elapsed().as_secs_f64()
+    let elapsed = started.elapsed().as_secs_f64();
+    // Its keys go at once: a million-entry ranking left for its hour in a shared Redis would
+    // slow the runs after this one.
+    let client = redis::Client::open(redis_url).expect("redis url");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}*", options.prefix)).query_async(&mut conn).await.expect("keys");
+    if !keys.is_empty() {
+        redis::cmd("UNLINK").arg(&keys).query_async::<()>(&mut conn).await.expect("unlink");
+    }
+    elapsed
 }
 
 pub async fn bench_segments(products: i64, redis_url: &str) {

@@ -329,12 +329,15 @@ impl Recompute {
             })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);
+        let mut copies = Vec::new();
         while let Some((key, version, positions)) = publications.try_next().await? {
             match Snapshot::at_positions(whole, positions) {
-                Ok(copy) => self.snapshots.install_copy(key, version, Arc::new(copy)).await,
+                Ok(copy) => copies.push((key, version, Arc::new(copy))),
                 Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
             }
         }
+        // Installed together: one swap of this replica's copies rather than one per segment.
+        self.snapshots.install_copies(copies).await;
         self.rankings.record_segments(whole_key, &published, life.expire_at).await
     }
 

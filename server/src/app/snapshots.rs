@@ -165,6 +165,14 @@ impl Snapshots {
         keys
     }
 
+    /// Whether `key` is one of [`Snapshots::wanted`], without listing them (a recompute
+    /// installs and hears of thousands of segment rankings; each look costs two searches).
+    fn is_wanted(&self, key: RankingKey, now: DateTime<Utc>) -> bool {
+        let whole = key.whole();
+        self.wholes(now).contains(&whole)
+            && key.segment().is_none_or(|s| self.segments.load().get(&whole).is_some_and(|k| k.binary_search(&s).is_ok()))
+    }
+
     fn wholes(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
         let today = self.policy.today(now);
         let mut keys = vec![RankingKey::Daily(today), RankingKey::Weekly(today)];
@@ -178,9 +186,13 @@ impl Snapshots {
         if !self.wholes(self.policy.now()).contains(&whole) {
             return;
         }
+        // Sorted, for `is_wanted`'s search.
+        let mut segments = segments.to_vec();
+        segments.sort_unstable();
+        segments.dedup();
         self.segments.rcu(|known| {
             let mut known = HashMap::clone(known);
-            known.insert(whole, segments.to_vec());
+            known.insert(whole, segments.clone());
             known
         });
         self.forget_unwanted(self.policy.now());
@@ -237,6 +249,17 @@ impl Snapshots {
     /// Records that `version` of `key` is not held because it is too large: the older copy
     /// goes too, so reads fall through to the store rather than serve a superseded version.
     fn oversize(&self, key: RankingKey, version: u64, len: u64) {
+        self.note_oversize(key, version, len);
+        self.held.rcu(|held| {
+            let mut held = HashMap::clone(held);
+            held.remove(&key);
+            held
+        });
+        self.report(self.policy.now());
+    }
+
+    /// Records (and reports once) that `version` of `key` is too large to hold.
+    fn note_oversize(&self, key: RankingKey, version: u64, len: u64) {
         let first = self.oversize.lock().unwrap_or_else(|e| e.into_inner()).insert(key, version) != Some(version);
         if first {
             self.metrics.snapshot_oversize.inc();
@@ -248,12 +271,6 @@ impl Snapshots {
                 "ranking too large for RANKING_SNAPSHOT_MAX_ENTRIES; reading it from the ranking store"
             );
         }
-        self.held.rcu(|held| {
-            let mut held = HashMap::clone(held);
-            held.remove(&key);
-            held
-        });
-        self.report(self.policy.now());
     }
 
     /// Swaps a copy in unless a newer one is held already.
@@ -291,6 +308,59 @@ impl Snapshots {
         self.install_with(key, version, len, || Ok(ranking)).await;
     }
 
+    /// [`Snapshots::install_copy`] of many rankings at once (a recompute's segment
+    /// rankings): one swap of the held copies for all of them, in the order given as far as
+    /// the bound allows.
+    pub async fn install_copies(&self, copies: Vec<(RankingKey, u64, Arc<Snapshot>)>) {
+        let now = self.policy.now();
+        for (key, ..) in &copies {
+            self.present(*key);
+        }
+        let _one = self.installing.lock().await;
+        let held = self.held.load_full();
+        let copies: Vec<_> = copies
+            .into_iter()
+            .filter(|(key, version, _)| {
+                self.is_wanted(*key, now) && held.get(key).is_none_or(|h| h.version < *version)
+            })
+            .collect();
+        let replaced: std::collections::HashSet<RankingKey> = copies.iter().map(|(k, ..)| *k).collect();
+        let mut used: usize = held.iter().filter(|(k, _)| !replaced.contains(k)).map(|(_, h)| h.ranking.len()).sum();
+        let mut swaps = Vec::with_capacity(copies.len());
+        for (key, version, ranking) in copies {
+            if used + ranking.len() > self.max_entries {
+                // Too large beside the others: the older copy goes too (see `oversize`).
+                self.note_oversize(key, version, ranking.len() as u64);
+                swaps.push((key, None));
+            } else {
+                used += ranking.len();
+                swaps.push((key, Some(Arc::new(Held { version, ranking }))));
+            }
+        }
+        if swaps.is_empty() {
+            return;
+        }
+        let installed = swaps.iter().filter(|(_, copy)| copy.is_some()).count();
+        self.held.rcu(|held| {
+            let mut held = HashMap::clone(held);
+            for (key, copy) in &swaps {
+                match copy {
+                    Some(copy) if held.get(key).is_none_or(|h| h.version < copy.version) => {
+                        held.insert(*key, copy.clone());
+                    }
+                    Some(_) => {}
+                    None => {
+                        held.remove(key);
+                    }
+                }
+            }
+            held
+        });
+        self.metrics.snapshot_loads.inc_by(installed as u64);
+        self.installs.send_modify(|n| *n += 1);
+        self.report(now);
+    }
+
     async fn install_with(
         &self,
         key: RankingKey,
@@ -299,7 +369,7 @@ impl Snapshots {
         copy: impl FnOnce() -> Result<Arc<Snapshot>, SnapshotError>,
     ) {
         self.present(key);
-        if !self.wanted(self.policy.now()).contains(&key) {
+        if !self.is_wanted(key, self.policy.now()) {
             return;
         }
         let _one = self.installing.lock().await;
@@ -518,9 +588,13 @@ impl Snapshots {
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
         self.present(a.key);
+        // This replica's own publications come back announced: held already.
+        if self.get(a.key).is_some_and(|h| h.version >= a.version) {
+            return Ok(());
+        }
         let now = self.policy.now();
         // A segment first published now is not known yet: its whole ranking says it is wanted.
-        let wanted = self.wanted(now).contains(&a.key)
+        let wanted = self.is_wanted(a.key, now)
             || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));
         if wanted { self.load(a.key, a.version).await } else { Ok(()) }
     }
@@ -683,5 +757,38 @@ mod tests {
         snapshots.install(today, 4, ranking(9)).await;
         let held = snapshots.get(today).expect("held");
         assert_eq!((held.version, held.ranking.len()), (5, 3));
+    }
+
+    #[tokio::test]
+    async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
+        let (snapshots, _) = snapshots(100);
+        let date = Utc::now().date_naive();
+        let today = RankingKey::Daily(date);
+        let segment = |name: &str| crate::domain::catalog::Segment::parse(name).expect("segment");
+        let (a, b, c, unknown) = (segment("a"), segment("b"), segment("c"), segment("unknown"));
+        snapshots.know_segments(today, &[c, a, b]);
+        let whole = Arc::new(Snapshot::from_ranked(ranking(40)).expect("valid"));
+        snapshots.install_copy(today, 7, whole.clone()).await;
+        let at = |positions: Vec<u32>| Arc::new(Snapshot::at_positions(&whole, positions).expect("ascending"));
+        let key = |s| RankingKey::DailySegment(date, s);
+        snapshots.install_copy(key(b), 9, at(vec![1, 2])).await;
+        snapshots
+            .install_copies(vec![
+                (key(a), 7, at((0..30).collect())),
+                // Older than the held copy: kept as it is.
+                (key(b), 8, at(vec![5])),
+                // Beside the others, over the bound of 100: not held, nor is an older copy.
+                (key(c), 7, at((0..31).collect())),
+                // Not a known segment of a held day: not wanted.
+                (key(unknown), 7, at(vec![0])),
+            ])
+            .await;
+        assert_eq!(snapshots.get(key(a)).map(|h| (h.version, h.ranking.len())), Some((7, 30)));
+        assert_eq!(snapshots.get(key(b)).map(|h| (h.version, h.ranking.len())), Some((9, 2)));
+        assert!(snapshots.get(key(c)).is_none());
+        assert!(snapshots.get(key(unknown)).is_none());
+        assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+        assert_eq!(snapshots.entries(), 40 + 30 + 2);
+        assert!(snapshots.is_wanted(key(c), snapshots.policy.now()) && !snapshots.is_wanted(key(unknown), snapshots.policy.now()));
     }
 }

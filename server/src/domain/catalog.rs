@@ -21,7 +21,7 @@ pub struct CatalogEntry {
 }
 
 /// A valid segment name, stored inline so that ranking keys holding one stay `Copy`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Segment {
     len: u8,
     bytes: [u8; MAX_SEGMENT_LEN],
@@ -42,6 +42,14 @@ impl Segment {
     pub fn as_str(&self) -> &str {
         // Only validated ASCII is ever stored.
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+/// Hashes the name alone, not the unused tail of the buffer (always zeros, so equal
+/// segments still hash equal): ranking keys are hashed on every copy of the held rankings.
+impl std::hash::Hash for Segment {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
     }
 }
 
@@ -106,16 +114,20 @@ impl Membership {
         let start = self.flat.len() as u32;
         for name in entry.segments.iter().take(MAX_SEGMENTS) {
             let Ok(segment) = Segment::parse(name) else { continue };
-            if self.limit > 0 && self.names.len() >= self.limit && !self.index.contains_key(&segment) {
-                self.dropped += 1;
-                continue;
-            }
-            let next = self.names.len() as u32;
-            let i = *self.index.entry(segment).or_insert(next);
-            if i == next {
-                self.names.push(segment);
-                self.members.push(0);
-            }
+            let i = match self.index.get(&segment) {
+                Some(i) => *i,
+                None if self.limit > 0 && self.names.len() >= self.limit => {
+                    self.dropped += 1;
+                    continue;
+                }
+                None => {
+                    let next = self.names.len() as u32;
+                    self.index.insert(segment, next);
+                    self.names.push(segment);
+                    self.members.push(0);
+                    next
+                }
+            };
             self.members[i as usize] += 1;
             self.flat.push(i);
         }

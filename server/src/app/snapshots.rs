@@ -170,7 +170,9 @@ impl Snapshots {
     fn is_wanted(&self, key: RankingKey, now: DateTime<Utc>) -> bool {
         let whole = key.whole();
         self.wholes(now).contains(&whole)
-            && key.segment().is_none_or(|s| self.segments.load().get(&whole).is_some_and(|k| k.binary_search(&s).is_ok()))
+            && key
+                .segment()
+                .is_none_or(|s| self.segments.load().get(&whole).is_some_and(|k| k.binary_search(&s).is_ok()))
     }
 
     fn wholes(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
@@ -320,9 +322,7 @@ impl Snapshots {
         let held = self.held.load_full();
         let copies: Vec<_> = copies
             .into_iter()
-            .filter(|(key, version, _)| {
-                self.is_wanted(*key, now) && held.get(key).is_none_or(|h| h.version < *version)
-            })
+            .filter(|(key, version, _)| self.is_wanted(*key, now) && held.get(key).is_none_or(|h| h.version < *version))
             .collect();
         let replaced: std::collections::HashSet<RankingKey> = copies.iter().map(|(k, ..)| *k).collect();
         let mut used: usize = held.iter().filter(|(k, _)| !replaced.contains(k)).map(|(_, h)| h.ranking.len()).sum();
@@ -594,8 +594,8 @@ impl Snapshots {
         }
         let now = self.policy.now();
         // A segment first published now is not known yet: its whole ranking says it is wanted.
-        let wanted = self.is_wanted(a.key, now)
-            || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));
+        let wanted =
+            self.is_wanted(a.key, now) || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));
         if wanted { self.load(a.key, a.version).await } else { Ok(()) }
     }
 
@@ -789,6 +789,9 @@ mod tests {
         assert!(snapshots.get(key(unknown)).is_none());
         assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
         assert_eq!(snapshots.entries(), 40 + 30 + 2);
-        assert!(snapshots.is_wanted(key(c), snapshots.policy.now()) && !snapshots.is_wanted(key(unknown), snapshots.policy.now()));
+        assert!(
+            snapshots.is_wanted(key(c), snapshots.policy.now())
+                && !snapshots.is_wanted(key(unknown), snapshots.policy.now())
+        );
     }
 }

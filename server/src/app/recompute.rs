@@ -63,7 +63,7 @@ fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
 }
 
 /// Segment rankings being published at once by one recompute.
-const SEGMENT_PUBLICATIONS: usize = 32;
+const SEGMENT_PUBLICATIONS: usize = 8;
 
 /// A day's ranking computed from SQL, before publication.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,23 +368,7 @@ impl Recompute {
     /// copies of one.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        // The week's query starts with the day's: the database sums the week while the day is
-        // read and ranked. Its rows are read only from the first on (once the sums are done)
-        // until the daily ranking is published; meanwhile the connection holds them, not this
-        // process, so the two populations are never in memory at once.
-        let (first_row, summed) = tokio::sync::oneshot::channel();
-        let week = self.gather_weekly(date, first_row);
-        tokio::pin!(week);
-        let day = async { tokio::try_join!(self.membership(), self.gather(date)) };
-        tokio::pin!(day);
-        let (mut summed, mut week_read) = (summed, None);
-        let (catalog, day) = loop {
-            tokio::select! {
-                day = &mut day => break day?,
-                _ = &mut summed, if !summed.is_terminated() => {}
-                week = &mut week, if week_read.is_none() && !summed.is_terminated() => week_read = Some(week),
-            }
-        };
+        let (catalog, day) = tokio::try_join!(self.membership(), self.gather(date))?;
         let Computed { entries, clamped, stats, clock } = self.rank(date, day, &catalog);
         let whole = ranked_copy(entries)?;
         let day_population = whole.len();
@@ -405,13 +389,7 @@ impl Recompute {
             self.publish_segments(key, &whole, &catalog, life).await?;
             Ok::<_, StoreError>((version, daily, started.elapsed() - daily))
         };
-        let week = async {
-            match week_read {
-                Some(read) => read,
-                None => week.await,
-            }
-        };
-        let (published, week) = tokio::join!(publish_daily, week);
+        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, day_population));
         let (version, daily, mut in_segments) = published?;
         drop(whole);
         let weekly_started = Instant::now();
@@ -490,30 +468,14 @@ impl Recompute {
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
     /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
     /// like a day, recency from the product's latest event of the week to the end of D.
-    ///
-    /// `first_row` is told when the first row arrives: the database has summed the week by
-    /// then (a grouped, ordered result starts only once its input is read).
-    async fn gather_weekly(
-        &self,
-        date: NaiveDate,
-        first_row: tokio::sync::oneshot::Sender<()>,
-    ) -> Result<Vec<Contender>, StoreError> {
+    async fn gather_weekly(&self, date: NaiveDate, at_least: usize) -> Result<Vec<Contender>, StoreError> {
         let weights = self.policy.weights;
-        // Sized like the largest copy this replica holds of the day's or the week's ranking
-        // (the week holds every product with a row that day); allocated at the first row.
-        let hint = [RankingKey::Weekly(date), RankingKey::Daily(date), RankingKey::Weekly(date - chrono::Days::new(1))]
-            .iter()
-            .filter_map(|k| self.snapshots.get(*k).map(|h| h.ranking.len()))
-            .max()
-            .unwrap_or(0);
-        let mut first_row = Some(first_row);
-        let mut contenders: Vec<Contender> = Vec::new();
+        // Sized like the larger of the day's population (`at_least`: the week holds every
+        // product with a row today) and this replica's copy of the week, when it has one.
+        let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
+        let mut contenders: Vec<Contender> = Vec::with_capacity(held.max(at_least));
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
-                if let Some(first) = first_row.take() {
-                    let _ = first.send(());
-                    contenders.reserve_exact(hint);
-                }
                 let contender = Contender {
                     product_id: r.product_id,
                     standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },

@@ -63,7 +63,7 @@ fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
 }
 
 /// Segment rankings being published at once by one recompute.
-const SEGMENT_PUBLICATIONS: usize = 8;
+const SEGMENT_PUBLICATIONS: usize = 32;
 
 /// A day's ranking computed from SQL, before publication.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,7 +18,7 @@ use super::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::explain::RecencyClock;
-use crate::domain::ranking::{Contender, PopulationStats, rank_day};
+use crate::domain::ranking::{Contender, PopulationStats, rank_day_into};
 use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
@@ -457,12 +457,14 @@ impl Recompute {
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
         let clock = self.clock(date);
-        let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
-        // The population goes before the entries are copied out: one of the three at a time
-        // less at the recompute's peak.
-        drop(contenders);
-        let entries = ranking.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score.0 }).collect();
-        Computed { entries, clamped: ranking.clamped, stats: ranking.stats, clock }
+        // The population turns into its ranking in its own buffer: no second list of a
+        // million beside it at the recompute's peak.
+        let (entries, clamped, stats) =
+            rank_day_into(contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| Scored {
+                product_id,
+                score: score.0,
+            });
+        Computed { entries, clamped, stats, clock }
     }
 
     /// Every contender of the rolling week ending with `date`, hidden or not, from one

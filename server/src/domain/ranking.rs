@@ -71,6 +71,26 @@ pub fn elapsed_seconds(last_event_us: Option<i64>, day_start_us: i64, reference_
 /// out of the z-score in exact arithmetic; passing a fixed one (the end of the day) keeps the
 /// floating-point result identical across rebuilds.
 pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) -> DayRanking {
+    let (entries, clamped, stats) =
+        rank_day_into(contenders.to_vec(), day_start_us, reference_us, |product_id, breakdown, score| RankedEntry {
+            product_id,
+            breakdown,
+            score,
+        });
+    DayRanking { entries, clamped, stats }
+}
+
+/// [`rank_day`] consuming the population: each contender becomes `entry(product, breakdown,
+/// score)` in the population's own buffer when the entry is no larger than a contender (a
+/// recompute's largest list is turned into its ranking without a second one beside it).
+/// Returns the entries in the order of the contenders, how many main scores were clamped,
+/// and the statistics.
+pub fn rank_day_into<T>(
+    contenders: Vec<Contender>,
+    day_start_us: i64,
+    reference_us: i64,
+    mut entry: impl FnMut(i64, ScoreBreakdown, EncodedScore) -> T,
+) -> (Vec<T>, usize, PopulationStats) {
     let elapsed = |c: &Contender| elapsed_seconds(c.last_event_us, day_start_us, reference_us);
     let views = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.views as f64));
     let likes = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.likes as f64));
@@ -78,21 +98,21 @@ pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) 
 
     let mut clamped = 0;
     let entries = contenders
-        .iter()
+        .into_iter()
         .map(|c| {
             let (breakdown, clamp) = ScoreBreakdown::clamped(
                 main_floor(c.standing.main),
                 views.norm(c.standing.metrics.views as f64),
                 likes.norm(c.standing.metrics.likes as f64),
-                999 - recency.norm(elapsed(c)),
+                999 - recency.norm(elapsed(&c)),
             );
             if clamp == Clamp::Clamped {
                 clamped += 1;
             }
-            RankedEntry { product_id: c.product_id, breakdown, score: breakdown.encode() }
+            entry(c.product_id, breakdown, breakdown.encode())
         })
         .collect();
-    DayRanking { entries, clamped, stats: PopulationStats { views, likes, recency } }
+    (entries, clamped, PopulationStats { views, likes, recency })
 }
 
 /// The integer part of a main score as the encoding receives it.

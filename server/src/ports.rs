@@ -125,6 +125,9 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// Which of `ids` (at most one batch's products) the catalog hides.
     async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError>;
 
+    /// Every product the catalog hides, in ascending order.
+    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError>;
+
     /// Visits every catalog row in ascending product order, streaming.
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError>;
 

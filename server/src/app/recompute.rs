@@ -283,7 +283,7 @@ impl Recompute {
         self.rankings.withdraw_hourly(&hours, &ids_list).await
     }
 
-    /// The catalog now: hidden products and segment membership.
+    /// The catalog's segment memberships now.
     async fn membership(&self) -> Result<Membership, StoreError> {
         let mut membership = Membership::with_limit(self.policy.max_segments);
         self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
@@ -362,39 +362,44 @@ impl Recompute {
 
     /// Computes and stores the ranking of `date` without taking the lock.
     ///
-    /// SQL-bound and Redis-bound work overlap: the catalog is read while the day's rows are
-    /// (two queries in flight), and the week's rows are read while the daily ranking and its
-    /// segments are published. Only the populations differ in memory at once, never two
+    /// SQL-bound and Redis-bound work overlap: the hidden products are read while the day's
+    /// rows are; the catalog's segments and the week's rows are read while the daily ranking
+    /// is published (the catalog is needed only to fan rankings out, so its million rows are
+    /// off the day's critical path). Only the populations differ in memory at once, never two
     /// copies of one.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (catalog, day) = tokio::try_join!(self.membership(), self.gather(date))?;
-        let Computed { entries, clamped, stats, clock } = self.rank(date, day, &catalog);
+        let (hidden, day) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
+        let Computed { entries, clamped, stats, clock } = self.rank(date, day, &hidden);
         let whole = ranked_copy(entries)?;
         let day_population = whole.len();
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let publish_daily = async {
-            let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
-            self.metrics.scores_clamped.inc_by(clamped as u64);
-            // Served by this replica before the call returns; the others load it on the
-            // announcement or their next poll.
-            self.snapshots.install_copy(key, version, whole.clone()).await;
-            // What ExplainRank reproduces norms from. Written after the publication, so a
-            // reader may briefly see the new version with the previous record; it checks the
-            // version.
-            let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
-            self.store.record_run(&run).await?;
+            let publication = async {
+                let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
+                self.metrics.scores_clamped.inc_by(clamped as u64);
+                // Served by this replica before the call returns; the others load it on the
+                // announcement or their next poll.
+                self.snapshots.install_copy(key, version, whole.clone()).await;
+                // What ExplainRank reproduces norms from. Written after the publication, so a
+                // reader may briefly see the new version with the previous record; it checks
+                // the version.
+                let run = RankingRun { date, version, stats, clock, computed_at_us: Utc::now().timestamp_micros() };
+                self.store.record_run(&run).await?;
+                Ok(version)
+            };
+            let (version, catalog) = tokio::try_join!(publication, self.membership())?;
             let daily = started.elapsed();
             self.publish_segments(key, &whole, &catalog, life).await?;
-            Ok::<_, StoreError>((version, daily, started.elapsed() - daily))
+            Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
         let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, day_population));
-        let (version, daily, mut in_segments) = published?;
+        let (version, catalog, daily, mut in_segments) = published?;
         drop(whole);
         let weekly_started = Instant::now();
 
-        let Computed { entries: week, clamped, .. } = self.rank(date, week?, &catalog);
+        let Computed { entries: week, clamped, .. } = self.rank(date, week?, &hidden);
         let week = ranked_copy(week)?;
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week.page(0, u64::MAX), life).await?;
@@ -449,13 +454,18 @@ impl Recompute {
         Ok(contenders)
     }
 
-    /// Ranks `contenders` of `date` (a day's or a week's) without the catalog's hidden
-    /// products: they are left out before the normalisation.
-    fn rank(&self, date: NaiveDate, mut contenders: Vec<Contender>, catalog: &Membership) -> Computed {
-        contenders.retain(|c| !catalog.is_hidden(c.product_id));
+    /// Ranks `contenders` of `date` (a day's or a week's) without the `hidden` products
+    /// (ascending): they are left out before the normalisation.
+    fn rank(&self, date: NaiveDate, mut contenders: Vec<Contender>, hidden: &[i64]) -> Computed {
         // A fixed order makes the floating-point sums of the normalisation, and so every
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
+        // Both ascending: one walk through the hidden products.
+        let mut hidden = hidden.iter().peekable();
+        contenders.retain(|c| {
+            while hidden.next_if(|h| **h < c.product_id).is_some() {}
+            hidden.peek() != Some(&&c.product_id)
+        });
         let clock = self.clock(date);
         // The population turns into its ranking in its own buffer: no second list of a
         // million beside it at the recompute's peak.

@@ -65,8 +65,9 @@ impl std::fmt::Display for Segment {
     }
 }
 
-/// The catalog as a recompute needs it: the hidden products, and every product's segments
-/// (names interned, one flat list) to fan the ranking out by.
+/// The catalog as a recompute fans rankings out by: every product's segments (names
+/// interned, one flat list). Hidden products are read on their own (they are needed before
+/// the ranking, the segments only after it).
 ///
 /// Products are kept in ascending order in parallel lists, 13 bytes a product (a hash map
 /// from product to its span took 36 at a million products, at the recompute's peak): the
@@ -88,7 +89,6 @@ pub struct Membership {
     starts: Vec<u32>,
     lens: Vec<u8>,
     flat: Vec<u32>,
-    hidden: std::collections::HashSet<i64>,
 }
 
 impl Membership {
@@ -108,9 +108,6 @@ impl Membership {
     /// ascending product order are appended; any other is put in its place (a product given
     /// again replaces its segments).
     pub fn add(&mut self, entry: &CatalogEntry) {
-        if entry.hidden {
-            self.hidden.insert(entry.product_id);
-        }
         let start = self.flat.len() as u32;
         for name in entry.segments.iter().take(MAX_SEGMENTS) {
             let Ok(segment) = Segment::parse(name) else { continue };
@@ -150,11 +147,6 @@ impl Membership {
             self.starts.insert(at, start);
             self.lens.insert(at, len);
         }
-    }
-
-    /// Whether the product is hidden.
-    pub fn is_hidden(&self, product_id: i64) -> bool {
-        self.hidden.contains(&product_id)
     }
 
     /// Every segment some product belongs to, in the order first seen.
@@ -251,7 +243,6 @@ mod tests {
         // Ranked 4, 3, 2, 1 (positions 0-3); product 5 is in the catalog, not in the ranking.
         m.add(&entry(5, &["a"], false));
         assert_eq!(m.positions_in(&ranking(&[4, 3, 2, 1])), vec![vec![0, 3], vec![2, 3]]);
-        assert!(m.is_hidden(2) && !m.is_hidden(1));
 
         let mut bounded = Membership::with_limit(1);
         bounded.add(&entry(1, &["a", "b"], false));

@@ -52,6 +52,18 @@ pub async fn hidden_among(db: &DatabaseConnection, ids: &[i64]) -> Result<Vec<i6
     rows.iter().map(|r| r.try_get_by_index::<i64>(0).map_err(StoreError::database)).collect()
 }
 
+/// Every hidden product, ascending (one query over the catalog, returning only the hidden).
+pub async fn hidden(db: &DatabaseConnection) -> Result<Vec<i64>, StoreError> {
+    let select = Query::select()
+        .column(Alias::new("product_id"))
+        .from(table())
+        .and_where(Expr::col(Alias::new("hidden")).eq(1))
+        .order_by(Alias::new("product_id"), Order::Asc)
+        .to_owned();
+    let rows = db.query_all(&select).await.map_err(StoreError::database)?;
+    rows.iter().map(|r| r.try_get_by_index::<i64>(0).map_err(StoreError::database)).collect()
+}
+
 /// Visits every catalog row in ascending product order, streaming.
 pub async fn scan(db: &DatabaseConnection, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
     let select = Query::select()

@@ -258,6 +258,10 @@ impl MetricsStore for SqlMetricsStore {
         catalog::hidden_among(&self.db, ids).await
     }
 
+    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError> {
+        catalog::hidden(&self.db).await
+    }
+
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
         catalog::scan(&self.db, visit).await
     }

@@ -398,6 +398,9 @@ pub async fn bench_read_path() {
         async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, ranking_server::ports::StoreError> {
             Ok(Vec::new())
         }
+        async fn hidden_products(&self) -> Result<Vec<i64>, ranking_server::ports::StoreError> {
+            Ok(Vec::new())
+        }
         async fn scan_catalog(
             &self,
             _: &mut (dyn FnMut(ranking_server::ports::CatalogEntry) + Send),

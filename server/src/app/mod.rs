@@ -108,6 +108,9 @@ pub(crate) mod test_support {
         async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
             Ok(Vec::new())
         }
+        async fn hidden_products(&self) -> Result<Vec<i64>, crate::ports::StoreError> {
+            Ok(Vec::new())
+        }
         async fn scan_catalog(
             &self,
             _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),

@@ -53,6 +53,18 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / clock_ticks()
 }
 
+/// User + system CPU seconds of this process's finished children so far (`h2load`, run
+/// and waited for one at a time: the load generator's own cost per call).
+fn children_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // cutime is field 16, cstime 17.
+    let ticks: f64 = fields.get(13).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+        + fields.get(14).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    ticks / clock_ticks()
+}
+
 fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -250,17 +262,18 @@ pub async fn bench_reads(redis: &str) {
         for shape in shapes {
             // The machine is shared: each call runs ROUNDS times, interleaved with the
             // others, and the median round is reported.
-            let mut figures: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); calls.len()];
+            let mut figures: Vec<Vec<(f64, f64, f64, f64, f64)>> = vec![Vec::new(); calls.len()];
             let mut failures: Vec<Option<String>> = vec![None; calls.len()];
             let mut fixed: Vec<Vec<f64>> = vec![Vec::new(); calls.len()];
             for _ in 0..ROUNDS {
                 for (i, (_, path, body, answer_len, _)) in calls.iter().enumerate() {
-                    let cpu = cpu_seconds(pid);
+                    let (cpu, generator) = (cpu_seconds(pid), children_cpu_seconds());
                     let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4), None);
-                    let cpu = cpu_seconds(pid) - cpu;
+                    let (cpu, generator) = (cpu_seconds(pid) - cpu, children_cpu_seconds() - generator);
                     match measured {
                         Ok((rps, done, _p50, p95, p99)) => {
-                            figures[i].push((rps, p95, p99, cpu * 1e6 / done.max(1) as f64))
+                            let per_call = |seconds: f64| seconds * 1e6 / done.max(1) as f64;
+                            figures[i].push((rps, p95, p99, per_call(cpu), per_call(generator)))
                         }
                         Err(e) => failures[i] = Some(e),
                     }
@@ -275,7 +288,7 @@ pub async fn bench_reads(redis: &str) {
                     }
                 }
             }
-            let median = |runs: &mut Vec<(f64, f64, f64, f64)>| {
+            let median = |runs: &mut Vec<(f64, f64, f64, f64, f64)>| {
                 runs.sort_by(|a, b| a.0.total_cmp(&b.0));
                 runs.get(runs.len() / 2).copied()
             };
@@ -290,14 +303,14 @@ pub async fn bench_reads(redis: &str) {
             for (i, (name, _, _, _, raw)) in calls.iter().enumerate() {
                 let raw = redis_benchmark(redis, shape, raw);
                 let row = match (medians[i], medians[0], &failures[i]) {
-                    (Some((rps, p95, p99, us)), Some((h_rps, _, _, h_us)), None) => format!(
-                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
+                    (Some((rps, p95, p99, us, generator)), Some((h_rps, _, _, h_us, _)), None) => format!(
+                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {generator:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
                         100.0 * rps / h_rps,
                         us / h_us,
                         fixed[i],
                         fixed[i] / fixed[0]
                     ),
-                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | | | {raw:.0} |"),
+                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | | | | {raw:.0} |"),
                 };
                 eprintln!("{row}");
                 rows.push(row);
@@ -310,9 +323,9 @@ pub async fn bench_reads(redis: &str) {
     }
     println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
     println!(
-        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | calls/s vs health | CPU vs health | CPU µs/call at {FIXED_RATE} calls/s | CPU vs health there | redis-benchmark rps (same shape, -P streams) |"
+        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | h2load CPU µs/call | calls/s vs health | CPU vs health | CPU µs/call at {FIXED_RATE} calls/s | CPU vs health there | redis-benchmark rps (same shape, -P streams) |"
     );
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
         println!("{row}");
     }

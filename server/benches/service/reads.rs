@@ -42,6 +42,17 @@ impl std::fmt::Display for Shape {
     }
 }
 
+/// One h2load run of one call: calls/s, p95 and p99 ms, CPU µs per call of the server and of
+/// h2load.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    rps: f64,
+    p95: f64,
+    p99: f64,
+    server_us: f64,
+    generator_us: f64,
+}
+
 /// User + system CPU seconds of a process so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -262,7 +273,7 @@ pub async fn bench_reads(redis: &str) {
         for shape in shapes {
             // The machine is shared: each call runs ROUNDS times, interleaved with the
             // others, and the median round is reported.
-            let mut figures: Vec<Vec<(f64, f64, f64, f64, f64)>> = vec![Vec::new(); calls.len()];
+            let mut figures: Vec<Vec<Round>> = vec![Vec::new(); calls.len()];
             let mut failures: Vec<Option<String>> = vec![None; calls.len()];
             let mut fixed: Vec<Vec<f64>> = vec![Vec::new(); calls.len()];
             for _ in 0..ROUNDS {
@@ -273,7 +284,13 @@ pub async fn bench_reads(redis: &str) {
                     match measured {
                         Ok((rps, done, _p50, p95, p99)) => {
                             let per_call = |seconds: f64| seconds * 1e6 / done.max(1) as f64;
-                            figures[i].push((rps, p95, p99, per_call(cpu), per_call(generator)))
+                            figures[i].push(Round {
+                                rps,
+                                p95,
+                                p99,
+                                server_us: per_call(cpu),
+                                generator_us: per_call(generator),
+                            })
                         }
                         Err(e) => failures[i] = Some(e),
                     }
@@ -288,8 +305,8 @@ pub async fn bench_reads(redis: &str) {
                     }
                 }
             }
-            let median = |runs: &mut Vec<(f64, f64, f64, f64, f64)>| {
-                runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let median = |runs: &mut Vec<Round>| {
+                runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
                 runs.get(runs.len() / 2).copied()
             };
             let medians: Vec<_> = figures.iter_mut().map(median).collect();
@@ -303,10 +320,15 @@ pub async fn bench_reads(redis: &str) {
             for (i, (name, _, _, _, raw)) in calls.iter().enumerate() {
                 let raw = redis_benchmark(redis, shape, raw);
                 let row = match (medians[i], medians[0], &failures[i]) {
-                    (Some((rps, p95, p99, us, generator)), Some((h_rps, _, _, h_us, _)), None) => format!(
-                        "| {n} | {shape} | {name} | {rps:.0} | {p95:.2} | {p99:.2} | {us:.1} | {generator:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
-                        100.0 * rps / h_rps,
-                        us / h_us,
+                    (Some(r), Some(health), None) => format!(
+                        "| {n} | {shape} | {name} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
+                        r.rps,
+                        r.p95,
+                        r.p99,
+                        r.server_us,
+                        r.generator_us,
+                        100.0 * r.rps / health.rps,
+                        r.server_us / health.server_us,
                         fixed[i],
                         fixed[i] / fixed[0]
                     ),

@@ -299,15 +299,27 @@ impl Snapshots {
     /// Installs a version a recompute of this replica just published, from its entries in
     /// ranking order, when the ranking is one this replica keeps.
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
-        let len = entries.len();
-        self.install_with(key, version, len, || self.held_as(key, entries).map(Arc::new)).await;
+        self.present(key);
+        if !self.is_wanted(key, self.policy.now()) {
+            return;
+        }
+        let _one = self.installing.lock().await;
+        if self.get(key).is_some_and(|h| h.version >= version) {
+            return;
+        }
+        if entries.len() as u64 > self.room(key) {
+            return self.oversize(key, version, entries.len() as u64);
+        }
+        match self.held_as(key, entries) {
+            Ok(ranking) => self.swap_in(key, Held { version, ranking: Arc::new(ranking) }),
+            Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
+        }
     }
 
     /// Installs a copy a recompute of this replica already made of a version it just
     /// published (a whole ranking, or a segment's as positions in that copy).
     pub async fn install_copy(&self, key: RankingKey, version: u64, ranking: Arc<Snapshot>) {
-        let len = ranking.len();
-        self.install_with(key, version, len, || Ok(ranking)).await;
+        self.install_copies(vec![(key, version, ranking)]).await;
     }
 
     /// [`Snapshots::install_copy`] of many rankings at once (a recompute's segment
@@ -359,30 +371,6 @@ impl Snapshots {
         self.metrics.snapshot_loads.inc_by(installed as u64);
         self.installs.send_modify(|n| *n += 1);
         self.report(now);
-    }
-
-    async fn install_with(
-        &self,
-        key: RankingKey,
-        version: u64,
-        len: usize,
-        copy: impl FnOnce() -> Result<Arc<Snapshot>, SnapshotError>,
-    ) {
-        self.present(key);
-        if !self.is_wanted(key, self.policy.now()) {
-            return;
-        }
-        let _one = self.installing.lock().await;
-        if self.get(key).is_some_and(|h| h.version >= version) {
-            return;
-        }
-        if len as u64 > self.room(key) {
-            return self.oversize(key, version, len as u64);
-        }
-        match copy() {
-            Ok(ranking) => self.swap_in(key, Held { version, ranking }),
-            Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
-        }
     }
 
     /// The copy of `entries` (in ranking order) of `key`: a segment ranking whose entries are

@@ -202,13 +202,8 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     let elapsed = started.elapsed().as_secs_f64();
     // Its keys go at once: a million-entry ranking left for its hour in a shared Redis would
     // slow the runs after this one.
-    let client = redis::Client::open(redis_url).expect("redis url");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
-    let keys: Vec<String> =
-        redis::cmd("KEYS").arg(format!("{}*", options.prefix)).query_async(&mut conn).await.expect("keys");
-    if !keys.is_empty() {
-        redis::cmd("UNLINK").arg(&keys).query_async::<()>(&mut conn).await.expect("unlink");
-    }
+    let conn = crate::helpers::redis_connection(redis_url, ranking_server::adapters::redis::RedisMode::Single);
+    crate::helpers::delete_keys(&conn, &options.prefix).await;
     elapsed
 }
 

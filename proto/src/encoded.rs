@@ -42,12 +42,6 @@ impl<M: Message> Encoded<M> {
     }
 }
 
-impl<M: Message> From<M> for Encoded<M> {
-    fn from(message: M) -> Self {
-        Self::new(&message)
-    }
-}
-
 impl<M> Clone for Encoded<M> {
     fn clone(&self) -> Self {
         Self { bytes: self.bytes.clone(), message: PhantomData }

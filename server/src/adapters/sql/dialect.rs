@@ -26,6 +26,17 @@ pub enum Dialect {
     Sqlite,
 }
 
+/// A read, and the settings of the transaction it runs in (none: no transaction of its own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    /// Statements run first, each `SET LOCAL`: they end with the read's transaction.
+    pub settings: &'static [&'static str],
+    /// The query.
+    pub sql: String,
+    /// Its bind values.
+    pub values: Vec<Value>,
+}
+
 /// How an upsert combines the stored value with the new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpsertOp {
@@ -204,21 +215,53 @@ impl Dialect {
     /// Each product's counters summed over `first ..= last` and its latest event, in
     /// ascending product order. The sums are capped at `i64::MAX` (PostgreSQL and MySQL sum
     /// integers into wider decimals; SQLite sums exactly and fails on overflow).
-    pub fn scan_days(self, first: chrono::NaiveDate, last: chrono::NaiveDate) -> (String, Vec<Value>) {
+    ///
+    /// On PostgreSQL the days are read as one ordered range of the primary key each, merged
+    /// in product order and summed as they stream (a merge append under a group aggregate):
+    /// no sort or hash table of the week, the first row out at once, one process. The
+    /// planner cannot count the groups of a union and would rather hash them in parallel
+    /// workers spilling to disk, about twice the time and three processes' CPU at a million
+    /// products (BENCHMARKS.md), hence the settings of the read.
+    pub fn scan_days(self, first: chrono::NaiveDate, last: chrono::NaiveDate) -> Read {
         let sum = |column: &str| match self {
             Self::Postgres => format!("LEAST(SUM({column}), 9223372036854775807)::BIGINT"),
             Self::MySql => format!("CAST(LEAST(SUM({column}), 9223372036854775807) AS SIGNED)"),
             Self::Sqlite => format!("SUM({column})"),
         };
-        let (a, b) = (self.param(1), self.param(2));
-        let sql = format!(
-            "SELECT product_id, {}, {}, {}, MAX(last_event_at) FROM product_daily_metrics \
-             WHERE metric_date BETWEEN {a} AND {b} GROUP BY product_id ORDER BY product_id",
-            sum("views"),
-            sum("likes"),
-            sum("order_amount")
-        );
-        (sql, vec![first.into(), last.into()])
+        let sums = format!("{}, {}, {}, MAX(last_event_at)", sum("views"), sum("likes"), sum("order_amount"));
+        match self {
+            Self::Postgres => {
+                let days: Vec<chrono::NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
+                let ranges: Vec<String> = (1..=days.len())
+                    .map(|n| {
+                        format!(
+                            "(SELECT product_id, views, likes, order_amount, last_event_at FROM product_daily_metrics \
+                             WHERE metric_date = ${n} ORDER BY product_id)"
+                        )
+                    })
+                    .collect();
+                Read {
+                    settings: &[
+                        "SET LOCAL enable_hashagg = off",
+                        "SET LOCAL max_parallel_workers_per_gather = 0",
+                        "SET LOCAL jit = off",
+                    ],
+                    sql: format!(
+                        "SELECT product_id, {sums} FROM ({}) AS days GROUP BY product_id ORDER BY product_id",
+                        ranges.join(" UNION ALL ")
+                    ),
+                    values: days.into_iter().map(Value::from).collect(),
+                }
+            }
+            Self::MySql | Self::Sqlite => Read {
+                settings: &[],
+                sql: format!(
+                    "SELECT product_id, {sums} FROM product_daily_metrics WHERE metric_date BETWEEN ? AND ? \
+                     GROUP BY product_id ORDER BY product_id"
+                ),
+                values: vec![first.into(), last.into()],
+            },
+        }
     }
 
     /// The `n`th (1-based) bind parameter of a hand-written statement.

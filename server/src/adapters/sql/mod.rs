@@ -29,7 +29,7 @@ use sea_orm::{
 };
 use tokio::sync::Mutex;
 
-use self::dialect::Dialect;
+use self::dialect::{Dialect, Read};
 use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::score::DailyMetrics;
@@ -132,8 +132,31 @@ impl SqlMetricsStore {
         values: Vec<Value>,
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let mut rows = self.db.stream_raw(self.statement(sql, values)).await.map_err(StoreError::database)?;
+        Self::stream_from(&self.db, self.statement(sql, values), visit).await
+    }
 
+    /// Streams the rows of `read` into `visit`, in a transaction of its own under the
+    /// read's settings when it has any.
+    async fn stream_read(&self, read: Read, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
+        if read.settings.is_empty() {
+            return self.stream_rows(read.sql, read.values, visit).await;
+        }
+        let txn = self.db.begin().await.map_err(StoreError::database)?;
+        for setting in read.settings {
+            txn.execute_unprepared(setting).await.map_err(StoreError::database)?;
+        }
+        let count = Self::stream_from(&txn, self.statement(read.sql, read.values), visit).await?;
+        txn.commit().await.map_err(StoreError::database)?;
+        Ok(count)
+    }
+
+    async fn stream_from(
+        db: &impl StreamTrait,
+        statement: Statement,
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let rows = db.stream_raw(statement).await.map_err(StoreError::database)?;
+        let mut rows = std::pin::pin!(rows);
         let mut count = 0;
         while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
             let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
@@ -209,8 +232,7 @@ impl MetricsStore for SqlMetricsStore {
         last: NaiveDate,
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let (sql, values) = self.dialect.scan_days(first, last);
-        self.stream_rows(sql, values, visit).await
+        self.stream_read(self.dialect.scan_days(first, last), visit).await
     }
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {

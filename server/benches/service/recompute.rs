@@ -123,17 +123,19 @@ pub(crate) async fn phases(app: &crate::Running) -> (f64, f64, f64) {
 
 /// `MEMORY USAGE` of the current version of a ranking (its ZSET and its packed copy) per
 /// entry.
-async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64) {
+async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64, f64) {
     let version: u64 = redis::cmd("GET").arg(format!("{base}:version")).query_async(conn).await.expect("pointer");
     let key = format!("{base}:v{version}");
-    // Entries from the packed copy: segment rankings have no ZSET (its usage reads 0).
+    // Entries from the packed copy: weekly and segment rankings have no ZSET (its usage
+    // reads 0), the daily ranking has no product index.
     let packed_bytes: u64 = redis::cmd("STRLEN").arg(format!("{key}:packed")).query_async(conn).await.expect("STRLEN");
     let entries = packed_bytes / 16;
     let usage = |k: String| redis::cmd("MEMORY").arg("USAGE").arg(k).arg("SAMPLES").arg(0).to_owned();
     let zset: u64 = usage(key.clone()).query_async(conn).await.unwrap_or(0);
     let packed: u64 = usage(format!("{key}:packed")).query_async(conn).await.unwrap_or(0);
+    let index: u64 = usage(format!("{key}:index")).query_async(conn).await.unwrap_or(0);
     let per = |b: u64| if entries == 0 { f64::NAN } else { b as f64 / entries as f64 };
-    (entries, per(zset), per(packed))
+    (entries, per(zset), per(packed), per(index))
 }
 
 /// Recompute of `products` products (rows today and yesterday) first with an empty catalog,
@@ -262,16 +264,18 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
 
     let client = redis::Client::open(redis_url).expect("redis url");
     let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
-    println!("\n| ranking | entries | Redis bytes per entry (ZSET) | packed copy bytes per entry |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "\n| ranking | entries | Redis bytes per entry (ZSET) | packed copy bytes per entry | product index bytes per entry |"
+    );
+    println!("|---|---:|---:|---:|---:|");
     for (name, base) in [
         ("daily", format!("{prefix}:{{daily:{today}}}")),
         ("weekly", format!("{prefix}:{{weekly:{today}}}")),
         ("daily segment (seg1)", format!("{prefix}:{{dseg:{today}:seg1}}")),
         ("weekly segment (seg1)", format!("{prefix}:{{wseg:{today}:seg1}}")),
     ] {
-        let (entries, zset, packed) = bytes_per_entry(&mut conn, &base).await;
-        println!("| {name} | {entries} | {zset:.1} | {packed:.1} |");
+        let (entries, zset, packed, index) = bytes_per_entry(&mut conn, &base).await;
+        println!("| {name} | {entries} | {zset:.1} | {packed:.1} | {index:.1} |");
     }
     app.stop().await;
 }

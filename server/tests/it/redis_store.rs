@@ -61,8 +61,8 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     }) {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
-        let members: Vec<(String, f64)> = if pointer.contains("seg:") {
-            // Segment rankings are kept as their packed copy only: 16 bytes an entry, id and
+        let members: Vec<(String, f64)> = if pointer.contains("seg:") || pointer.contains("{weekly:") {
+            // Weekly and segment rankings are kept as their packed copy only: 16 bytes an entry, id and
             // score bits big-endian, in ranking order (listed here lowest first, like ZRANGE).
             let packed: Vec<u8> = conn.get(format!("{key}:packed")).await.expect("GET");
             let mut members: Vec<(String, f64)> = packed

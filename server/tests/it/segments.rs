@@ -5,6 +5,7 @@
 use chrono::{Duration, Utc};
 use ranking_client::tonic::Code;
 use ranking_client::v1;
+use redis::AsyncCommands;
 
 use crate::helpers::{TestApp, views};
 
@@ -158,12 +159,14 @@ async fn segments_beyond_the_limit_get_no_ranking_and_are_counted() {
     app.stop().await;
 }
 
-/// Segment rankings are kept in Redis as their packed copy only: a replica that holds no copy
-/// (`--snapshot-max-entries=0`) answers every segment read from it, and its answers equal those
-/// of the replica serving its in-memory copy: pages and totals, ranks, tied ranks (many
-/// products tie), neighbours, many ranks at once with non-members, page tokens of either.
+/// Weekly and segment rankings are kept in Redis as their packed copy and product index only:
+/// a replica that holds no copy (`--snapshot-max-entries=0`) answers every read of them from
+/// Redis, and its answers equal those of the replica serving its in-memory copy: pages and
+/// totals, ranks, tied ranks (many products tie), neighbours, many ranks at once with
+/// non-members, page tokens of either; also for versions without a product index (published
+/// before indexes existed), whose products are found by a byte search.
 #[tokio::test]
-async fn segment_reads_from_redis_equal_reads_from_the_copy() {
+async fn packed_reads_from_redis_equal_reads_from_the_copy() {
     if crate::helpers::test_redis().is_none() {
         return; // the in-process store keeps no packed copies
     }
@@ -173,14 +176,16 @@ async fn segment_reads_from_redis_equal_reads_from_the_copy() {
     let mut direct =
         TestApp::spawn_on(crate::redis_store::redis_settings(&db.url, &prefix, &["--snapshot-max-entries=0"])).await;
     let at = Utc::now() - Duration::seconds(5);
-    // Views 1..=5 at one instant: every eighth product ties with seven others.
-    held.record((1..=40).flat_map(|p| views(&format!("p{p}"), p, (p % 5 + 1) as usize, at)).collect()).await;
-    catalog(&mut held, (1..=40).map(|p| entry(p, if p % 2 == 0 { &["even", "all"] } else { &["all"] })).collect())
+    // Views 1..=5 at one instant: every eighth product ties with seven others. The large ids
+    // differ from small ones (and from each other) in their high 32 bits only.
+    let products = || (1..=40).chain(LARGE_IDS);
+    held.record(products().flat_map(|p| views(&format!("p{p}"), p, (p % 5 + 1) as usize, at)).collect()).await;
+    catalog(&mut held, products().map(|p| entry(p, if p % 2 == 0 { &["even", "all"] } else { &["all"] })).collect())
         .await;
     held.recompute("").await;
+    let mut ranks_of = std::collections::BTreeMap::new();
     for window in [v1::Window::Daily, v1::Window::Weekly] {
-        for segment in ["even", "all"] {
-            let ids: Vec<i64> = (1..=41).collect();
+        for segment in ["", "even", "all"] {
             let mut pages = Vec::new();
             for app in [&mut held, &mut direct] {
                 let mut walked = Vec::new();
@@ -198,36 +203,65 @@ async fn segment_reads_from_redis_equal_reads_from_the_copy() {
             }
             assert_eq!(pages[0], pages[1], "{window:?} {segment}: pages");
             assert!(pages[0].len() > 20);
-            let mut ranks = Vec::new();
-            for app in [&mut held, &mut direct] {
-                let mut answers = Vec::new();
-                for product_id in [2, 8, 16, 33, 40, 41] {
-                    let request = v1::GetRankRequest {
-                        product_id,
-                        window: window.into(),
-                        segment: segment.into(),
-                        neighbors: 2,
-                        ..Default::default()
-                    };
-                    answers.push(match app.client.get_rank(request).await {
-                        Ok(r) => format!("{:?}", r.into_inner()),
-                        Err(e) => format!("{:?}", e.code()),
-                    });
-                }
-                let many = v1::GetRanksRequest {
-                    product_ids: ids.clone(),
-                    window: window.into(),
-                    segment: segment.into(),
-                    ..Default::default()
-                };
-                answers.push(format!("{:?}", app.client.get_ranks(many).await.expect("GetRanks").into_inner()));
-                ranks.push(answers);
-            }
+            let ranks = ranks_answered(&mut held, &mut direct, window, segment).await;
             assert_eq!(ranks[0], ranks[1], "{window:?} {segment}: ranks");
             assert!(ranks[0][1].contains("tied_rank"), "a ranked product");
+            ranks_of.insert((window as i32, segment), ranks.into_iter().next().expect("two replicas"));
         }
+    }
+    // Without product indexes, the same answers.
+    let mut conn = crate::redis_store::redis().await;
+    let indexes: Vec<String> = conn.keys(format!("{prefix}:*:index")).await.expect("KEYS");
+    assert!(indexes.len() >= 5, "weekly and segment versions have indexes: {indexes:?}");
+    for index in indexes {
+        let _: () = conn.del(index).await.expect("DEL");
+    }
+    for ((window, segment), expected) in ranks_of {
+        let window = v1::Window::try_from(window).expect("window");
+        let ranks = ranks_answered(&mut held, &mut direct, window, segment).await;
+        assert_eq!(ranks[1], expected, "{window:?} {segment}: ranks without an index");
     }
     held.stop().await;
     direct.stop().await;
     db.drop_db().await;
+}
+
+/// Product ids above 2^32 whose low 32 bits are those of small ones.
+const LARGE_IDS: [i64; 2] = [(1 << 32) + 2, (3 << 40) + 2];
+
+/// GetRank with neighbours of a few products (members, non-members, ties) and GetRanks of all
+/// products and one more, as each of the replicas answers them.
+async fn ranks_answered(
+    held: &mut TestApp,
+    direct: &mut TestApp,
+    window: v1::Window,
+    segment: &str,
+) -> Vec<Vec<String>> {
+    let ids: Vec<i64> = (1..=41).chain(LARGE_IDS).chain([(2 << 32) + 2]).collect();
+    let mut ranks = Vec::new();
+    for app in [held, direct] {
+        let mut answers = Vec::new();
+        for product_id in [2, 8, 16, 33, 40, 41, LARGE_IDS[0], LARGE_IDS[1], (2 << 32) + 2] {
+            let request = v1::GetRankRequest {
+                product_id,
+                window: window.into(),
+                segment: segment.into(),
+                neighbors: 2,
+                ..Default::default()
+            };
+            answers.push(match app.client.get_rank(request).await {
+                Ok(r) => format!("{:?}", r.into_inner()),
+                Err(e) => format!("{:?}", e.code()),
+            });
+        }
+        let many = v1::GetRanksRequest {
+            product_ids: ids.clone(),
+            window: window.into(),
+            segment: segment.into(),
+            ..Default::default()
+        };
+        answers.push(format!("{:?}", app.client.get_ranks(many).await.expect("GetRanks").into_inner()));
+        ranks.push(answers);
+    }
+    ranks
 }

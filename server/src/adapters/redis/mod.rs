@@ -6,10 +6,11 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `P:{daily:YYYY-MM-DD}:version` | string | the current version of the day's daily ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
-//! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written; segment rankings (`{dseg:…}`, `{wseg:…}`) have none, only the packed copy |
+//! | `P:{daily:YYYY-MM-DD}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written; weekly (`{weekly:…}`) and segment rankings (`{dseg:…}`, `{wseg:…}`) have none, only the packed copy and its index |
 //! | `P:{daily:YYYY-MM-DD}:v<N>:packed` | string | the same version packed for replicas to load: 16 bytes per entry (product id, score bits; big-endian) in ranking order |
+//! | `P:{weekly:YYYY-MM-DD}:v<N>:index` | string | where each product is in the packed copy of a weekly or segment ranking: 12 bytes per entry (product id, position; big-endian), ascending product id |
 //! | `P:{daily:YYYY-MM-DD}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:{daily:YYYY-MM-DD}:staging:<token>[:packed]` | ZSET, string | a version being written, renamed to `v<N>[:packed]` when complete |
+//! | `P:{daily:YYYY-MM-DD}:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>[:packed\|:index]` when complete |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker) |
 //! | channel `P:versions` | pub/sub | `daily YYYY-MM-DD <N>` when version N is published |
@@ -56,10 +57,10 @@ const ZADD_CHUNK: usize = 5_000;
 const PIPELINE_CHUNKS: usize = 20;
 
 /// Publishes a staging key (and its packed copy) as the next version. KEYS: staging,
-/// version pointer, superseded index, packed staging. ARGV: version key prefix, expire-at
-/// (Unix s), superseded life (ms), channel, announcement prefix, whether the version holds
-/// entries (1/0), whether it has a ZSET besides its packed copy (1/0; segment rankings have
-/// only the packed copy).
+/// version pointer, superseded index, packed staging, product index staging. ARGV: version
+/// key prefix, expire-at (Unix s), superseded life (ms), channel, announcement prefix,
+/// whether the version holds entries (1/0), whether it has a ZSET besides its packed copy
+/// (1/0; weekly and segment rankings have the packed copy and its product index instead).
 const PUBLISH: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -67,7 +68,7 @@ local old = tonumber(redis.call('GET', KEYS[2]) or '0')
 local v = math.max(now, old + 1)
 local vs = string.format('%.0f', v)
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g, ARGV[1] .. g .. ':packed') end
+for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g, ARGV[1] .. g .. ':packed', ARGV[1] .. g .. ':index') end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if old > 0 then
   local os = string.format('%.0f', old)
@@ -76,16 +77,20 @@ if old > 0 then
   if keep > 0 and redis.call('EXISTS', ok .. ':packed') == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
     redis.call('PEXPIRE', ok .. ':packed', keep * 2)
+    redis.call('PEXPIRE', ok .. ':index', keep * 2)
     redis.call('ZADD', KEYS[3], now + keep, os)
     redis.call('EXPIREAT', KEYS[3], ARGV[2])
   else
-    redis.call('UNLINK', ok, ok .. ':packed')
+    redis.call('UNLINK', ok, ok .. ':packed', ok .. ':index')
   end
 end
 if ARGV[6] == '1' then
   if ARGV[7] == '1' then
     redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
     redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
+  else
+    redis.call('RENAME', KEYS[5], ARGV[1] .. vs .. ':index')
+    redis.call('EXPIREAT', ARGV[1] .. vs .. ':index', ARGV[2])
   end
   redis.call('RENAME', KEYS[4], ARGV[1] .. vs .. ':packed')
   redis.call('EXPIREAT', ARGV[1] .. vs .. ':packed', ARGV[2])
@@ -129,8 +134,14 @@ return {v, redis.call('GETRANGE', k, ARGV[2], ARGV[3]), redis.call('STRLEN', k)}
 /// product id and score bits, big-endian). KEYS: version pointer. ARGV: version key prefix,
 /// `current` or a version number, then each product id as its 8 bytes. Returns {version or
 /// false, entries, then per product: index or false, score bits or false, entries with a
-/// greater score or false}. A product is found by a byte search of the packed value (aligned
-/// to an entry), the entries above it by a binary search of the scores, which descend.
+/// greater score or false}.
+///
+/// A product is found by a binary search of the version's product index (12 bytes an entry:
+/// product id, position; ascending id, compared as a signed high and an unsigned low half so
+/// that Lua's doubles stay exact and no locale orders bytes), the entries above it by a binary
+/// search of the scores, which descend: a few dozen `GETRANGE`s of a few bytes per product,
+/// whatever the ranking's size. A version published before product indexes existed is
+/// searched byte by byte (aligned to an entry) instead.
 const PACKED_PLACEMENTS: &str = r"
 local v
 if ARGV[2] == 'current' then
@@ -142,28 +153,50 @@ else
     return {false, 0}
   end
 end
-local data = redis.call('GET', ARGV[1] .. v .. ':packed') or ''
-local n = #data / 16
+local pk, ik = ARGV[1] .. v .. ':packed', ARGV[1] .. v .. ':index'
+local n = redis.call('STRLEN', pk) / 16
 local out = {v, n}
-local function score(i) return (struct.unpack('>d', data, i * 16 + 9)) end
-for a = 3, #ARGV do
-  local at, found = 1, nil
-  while true do
-    local s = string.find(data, ARGV[a], at, true)
-    if not s then break end
-    if (s - 1) % 16 == 0 then found = s break end
-    at = s + 1
+local data = nil
+if n > 0 and redis.call('EXISTS', ik) == 0 then data = redis.call('GET', pk) end
+local function entry(i)
+  if data then return string.sub(data, i * 16 + 1, i * 16 + 16) end
+  return redis.call('GETRANGE', pk, i * 16, i * 16 + 15)
+end
+local function score(i) return (struct.unpack('>d', entry(i), 9)) end
+local function halves(bytes, at) return struct.unpack('>i4', bytes, at), (struct.unpack('>I4', bytes, at + 4)) end
+local function position(id)
+  if data then
+    local at = 1
+    while true do
+      local s = string.find(data, id, at, true)
+      if not s then return nil end
+      if (s - 1) % 16 == 0 then return (s - 1) / 16 end
+      at = s + 1
+    end
   end
-  if found then
-    local i = (found - 1) / 16
-    local mine = score(i)
+  local hi_id, lo_id = halves(id, 1)
+  local lo, hi = 0, n - 1
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local rec = redis.call('GETRANGE', ik, mid * 12, mid * 12 + 11)
+    local h, l = halves(rec, 1)
+    if h == hi_id and l == lo_id then return (struct.unpack('>I4', rec, 9)) end
+    if h < hi_id or (h == hi_id and l < lo_id) then lo = mid + 1 else hi = mid - 1 end
+  end
+  return nil
+end
+for a = 3, #ARGV do
+  local i = position(ARGV[a])
+  if i then
+    local e = entry(i)
+    local mine = (struct.unpack('>d', e, 9))
     local lo, hi = 0, i
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
       if score(mid) > mine then lo = mid + 1 else hi = mid end
     end
     table.insert(out, i)
-    table.insert(out, string.sub(data, found + 8, found + 15))
+    table.insert(out, string.sub(e, 9, 16))
     table.insert(out, lo)
   else
     table.insert(out, false)
@@ -297,12 +330,14 @@ fn byte_range(start: u64, count: u64) -> (u64, u64) {
     (first, last)
 }
 
-/// Whether a ranking is stored as its packed copy only (no ZSET). Segment rankings are: there
-/// are thousands of them, replicas serve them from memory, and the ZSET would cost 120 bytes
-/// an entry and most of a recompute's Redis time against 16 for the packed copy. Their reads
-/// from Redis decode the packed copy ([`PACKED_PLACEMENTS`], [`CURRENT_PACKED`]).
+/// Whether a ranking is stored as its packed copy and product index only (no ZSET). Weekly
+/// and segment rankings are: replicas serve them from memory, and a ZSET would cost 118 bytes
+/// an entry and a ZADD of every entry per recompute (a million for the week) against 28 for
+/// the packed copy and its index, written as a few large appends. Their reads from Redis
+/// decode the packed copy ([`PACKED_PLACEMENTS`], [`CURRENT_PACKED`]). The daily ranking
+/// keeps its ZSET, the first wave's daily key (SPEC §5).
 fn packed_only(key: RankingKey) -> bool {
-    matches!(key, RankingKey::DailySegment(..) | RankingKey::WeeklySegment(..))
+    matches!(key, RankingKey::Weekly(..) | RankingKey::DailySegment(..) | RankingKey::WeeklySegment(..))
 }
 
 fn parse_version(v: Option<String>) -> Result<Option<u64>, StoreError> {
@@ -395,33 +430,59 @@ impl RedisRankingStore {
         self.base(RankingKey::Hourly(hour))
     }
 
-    /// Writes `entries` into a fresh staging key of `base` (a ZSET, when `zset`) and its
-    /// packed copy (a string, for replicas to load), and returns their names.
-    async fn stage(&self, base: &str, entries: &[Scored], zset: bool) -> Result<(String, String), RedisError> {
+    /// Writes `entries` into fresh staging keys of `base`: a ZSET when `zset`, else the
+    /// product index; and the packed copy (a string, for replicas to load).
+    async fn stage(&self, base: &str, entries: &[Scored], zset: bool) -> Result<Staged, RedisError> {
         let mut conn = self.conn.clone();
-        let staging = format!("{base}:staging:{:016x}", rand::random::<u64>());
-        let packed = format!("{staging}:packed");
+        let staged = Staged::named(base);
         let ttl = self.staging_ttl.as_secs().max(1);
-        for group in entries.chunks(ZADD_CHUNK * PIPELINE_CHUNKS) {
+        let order = if zset { Vec::new() } else { product_order(entries) };
+        let mut index = order.chunks(STAGE_GROUP);
+        for group in entries.chunks(STAGE_GROUP) {
             let mut pipe = redis::pipe();
             for chunk in group.chunks(ZADD_CHUNK).filter(|_| zset) {
                 let mut zadd = redis::cmd("ZADD");
-                zadd.arg(&staging);
+                zadd.arg(&staged.zset);
                 for e in chunk {
                     zadd.arg(e.score).arg(member(e.product_id));
                 }
                 pipe.add_command(zadd).ignore();
             }
-            pipe.cmd("APPEND").arg(&packed).arg(pack(group)).ignore();
+            pipe.cmd("APPEND").arg(&staged.packed).arg(pack(group)).ignore();
+            if let Some(positions) = index.next() {
+                pipe.cmd("APPEND").arg(&staged.index).arg(indexed(entries, positions)).ignore();
+            }
             // A crashed writer's staging keys must not live forever.
-            pipe.cmd("EXPIRE").arg(&staging).arg(ttl).ignore();
-            pipe.cmd("EXPIRE").arg(&packed).arg(ttl).ignore();
+            for key in staged.keys() {
+                pipe.cmd("EXPIRE").arg(key).arg(ttl).ignore();
+            }
             if let Err(e) = pipe.query_async::<()>(&mut conn).await {
-                let _ = redis::cmd("UNLINK").arg(&staging).arg(&packed).query_async::<()>(&mut conn).await;
+                let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut conn).await;
                 return Err(e);
             }
         }
-        Ok((staging, packed))
+        Ok(staged)
+    }
+}
+
+/// Entries per pipeline round trip when staging a version.
+const STAGE_GROUP: usize = ZADD_CHUNK * PIPELINE_CHUNKS;
+
+/// The staging keys of a version being written.
+struct Staged {
+    zset: String,
+    packed: String,
+    index: String,
+}
+
+impl Staged {
+    fn named(base: &str) -> Self {
+        let zset = format!("{base}:staging:{:016x}", rand::random::<u64>());
+        Self { packed: format!("{zset}:packed"), index: format!("{zset}:index"), zset }
+    }
+
+    fn keys(&self) -> [&String; 3] {
+        [&self.zset, &self.packed, &self.index]
     }
 }
 
@@ -489,6 +550,27 @@ fn pack(entries: &[Scored]) -> Vec<u8> {
     bytes
 }
 
+/// Bytes per product index entry: product id and position in ranking order, big-endian.
+const INDEXED: usize = 12;
+
+/// The positions of `entries` (in ranking order) in ascending product order: a product
+/// index's order, built as 4 bytes an entry rather than as its 12-byte entries at once.
+fn product_order(entries: &[Scored]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..u32::try_from(entries.len()).unwrap_or(u32::MAX)).collect();
+    order.sort_unstable_by_key(|&i| entries[i as usize].product_id);
+    order
+}
+
+/// The product index entries of `positions` (a run of [`product_order`]).
+fn indexed(entries: &[Scored], positions: &[u32]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(positions.len() * INDEXED);
+    for &at in positions {
+        bytes.extend_from_slice(&entries[at as usize].product_id.to_be_bytes());
+        bytes.extend_from_slice(&at.to_be_bytes());
+    }
+    bytes
+}
+
 fn unpack(bytes: &[u8]) -> Result<Vec<Scored>, StoreError> {
     if !bytes.len().is_multiple_of(PACKED) {
         return Err(StoreError::Corrupt(format!("packed ranking of {} bytes", bytes.len())));
@@ -511,14 +593,15 @@ impl RankingStore for RedisRankingStore {
         let announced = Self::announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let base = self.base(key);
         let zset = !packed_only(key);
-        let (staging, packed) = self.stage(&base, entries, zset).await.map_err(unavailable)?;
+        let staged = self.stage(&base, entries, zset).await.map_err(unavailable)?;
         let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .publish
-            .key(&staging)
+            .key(&staged.zset)
             .key(self.version_key(key))
             .key(format!("{base}:superseded"))
-            .key(&packed)
+            .key(&staged.packed)
+            .key(&staged.index)
             .arg(format!("{base}:v"))
             .arg(life.expire_at.timestamp())
             .arg(superseded_ms)
@@ -529,7 +612,7 @@ impl RankingStore for RedisRankingStore {
             .invoke_async::<u64>(&mut self.conn.clone())
             .await;
         if published.is_err() && !entries.is_empty() {
-            let _ = redis::cmd("UNLINK").arg(&staging).arg(&packed).query_async::<()>(&mut self.conn.clone()).await;
+            let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
         published.map_err(unavailable)
     }

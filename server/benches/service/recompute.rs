@@ -158,7 +158,7 @@ fn current_rss_mb() -> f64 {
 async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::NaiveDate) -> f64 {
     use ranking_server::adapters::redis::{RedisOptions, RedisRankingStore};
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
-    use ranking_server::domain::ranking::{Contender, rank_day_into};
+    use ranking_server::domain::ranking::{Contender, rank_population};
     use ranking_server::domain::score::{CarryLedger, DailyMetrics, Weights};
     use ranking_server::ports::{MetricsStore, RankingKey, RankingStore, Scored, VersionLife};
 
@@ -194,9 +194,8 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     }));
     contenders.sort_unstable_by_key(|c| c.product_id);
     let start = date.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_micros();
-    let (mut entries, ..) = rank_day_into(contenders, start, start + 86_400_000_000, |product_id, _, score| Scored {
-        product_id,
-        score: score.0,
+    let (mut entries, ..) = rank_population(&contenders, start, start + 86_400_000_000, |product_id, _, score| {
+        Scored { product_id, score: score.0 }
     });
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };

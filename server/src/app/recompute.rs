@@ -18,7 +18,7 @@ use super::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::explain::RecencyClock;
-use crate::domain::ranking::{Contender, PopulationStats, rank_day_into};
+use crate::domain::ranking::{Contender, PopulationStats, rank_population};
 use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
@@ -365,12 +365,13 @@ impl Recompute {
     /// SQL-bound and Redis-bound work overlap: the hidden products are read while the day's
     /// rows are; the catalog's segments and the week's rows are read while the daily ranking
     /// is published (the catalog is needed only to fan rankings out, so its million rows are
-    /// off the day's critical path). Only the populations differ in memory at once, never two
-    /// copies of one.
+    /// off the day's critical path). One population buffer serves the day, then the week: the
+    /// week's rows stream into the pages the day's population already occupies rather than
+    /// into new ones while the day's are still resident.
     async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (hidden, day) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
-        let Computed { entries, clamped, stats, clock } = self.rank(date, day, &hidden);
+        let (hidden, mut population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
+        let Computed { entries, clamped, stats, clock } = self.rank(date, &mut population, &hidden);
         let whole = ranked_copy(entries)?;
         let day_population = whole.len();
         let key = RankingKey::Daily(date);
@@ -394,12 +395,14 @@ impl Recompute {
             self.publish_segments(key, &whole, &catalog, life).await?;
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
-        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, day_population));
+        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
         let (version, catalog, daily, mut in_segments) = published?;
         drop(whole);
         let weekly_started = Instant::now();
 
-        let Computed { entries: week, clamped, .. } = self.rank(date, week?, &hidden);
+        let mut population = week?;
+        let Computed { entries: week, clamped, .. } = self.rank(date, &mut population, &hidden);
+        drop(population);
         let week = ranked_copy(week)?;
         let weekly = RankingKey::Weekly(date);
         let weekly_version = self.rankings.publish(weekly, &week.page(0, u64::MAX), life).await?;
@@ -455,8 +458,9 @@ impl Recompute {
     }
 
     /// Ranks `contenders` of `date` (a day's or a week's) without the `hidden` products
-    /// (ascending): they are left out before the normalisation.
-    fn rank(&self, date: NaiveDate, mut contenders: Vec<Contender>, hidden: &[i64]) -> Computed {
+    /// (ascending): they are left out before the normalisation. `contenders` is left empty,
+    /// its buffer kept for the next population.
+    fn rank(&self, date: NaiveDate, contenders: &mut Vec<Contender>, hidden: &[i64]) -> Computed {
         // A fixed order makes the floating-point sums of the normalisation, and so every
         // score, identical across rebuilds.
         contenders.sort_unstable_by_key(|c| c.product_id);
@@ -467,25 +471,29 @@ impl Recompute {
             hidden.peek() != Some(&&c.product_id)
         });
         let clock = self.clock(date);
-        // The population turns into its ranking in its own buffer: no second list of a
-        // million beside it at the recompute's peak.
         let (entries, clamped, stats) =
-            rank_day_into(contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| Scored {
+            rank_population(contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| Scored {
                 product_id,
                 score: score.0,
             });
+        contenders.clear();
         Computed { entries, clamped, stats, clock }
     }
 
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
     /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
     /// like a day, recency from the product's latest event of the week to the end of D.
-    async fn gather_weekly(&self, date: NaiveDate, at_least: usize) -> Result<Vec<Contender>, StoreError> {
+    /// Gathered into `contenders` (empty: the day's population buffer, at least as large as
+    /// the day's population, which the week holds).
+    async fn gather_weekly(
+        &self,
+        date: NaiveDate,
+        mut contenders: Vec<Contender>,
+    ) -> Result<Vec<Contender>, StoreError> {
         let weights = self.policy.weights;
-        // Sized like the larger of the day's population (`at_least`: the week holds every
-        // product with a row today) and this replica's copy of the week, when it has one.
+        // Sized like this replica's copy of the week as well, when it has one.
         let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
-        let mut contenders: Vec<Contender> = Vec::with_capacity(held.max(at_least));
+        contenders.reserve_exact(held);
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
                 let contender = Contender {

@@ -72,7 +72,7 @@ pub fn elapsed_seconds(last_event_us: Option<i64>, day_start_us: i64, reference_
 /// floating-point result identical across rebuilds.
 pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) -> DayRanking {
     let (entries, clamped, stats) =
-        rank_day_into(contenders.to_vec(), day_start_us, reference_us, |product_id, breakdown, score| RankedEntry {
+        rank_population(contenders, day_start_us, reference_us, |product_id, breakdown, score| RankedEntry {
             product_id,
             breakdown,
             score,
@@ -80,13 +80,12 @@ pub fn rank_day(contenders: &[Contender], day_start_us: i64, reference_us: i64) 
     DayRanking { entries, clamped, stats }
 }
 
-/// [`rank_day`] consuming the population: each contender becomes `entry(product, breakdown,
-/// score)` in the population's own buffer when the entry is no larger than a contender (a
-/// recompute's largest list is turned into its ranking without a second one beside it).
-/// Returns the entries in the order of the contenders, how many main scores were clamped,
-/// and the statistics.
-pub fn rank_day_into<T>(
-    contenders: Vec<Contender>,
+/// [`rank_day`] into entries of the caller's choice: each contender becomes `entry(product,
+/// breakdown, score)` (a recompute keeps 16 bytes of a product, not its breakdown, and keeps
+/// the population's buffer for the next population). Returns the entries in the order of the
+/// contenders, how many main scores were clamped, and the statistics.
+pub fn rank_population<T>(
+    contenders: &[Contender],
     day_start_us: i64,
     reference_us: i64,
     mut entry: impl FnMut(i64, ScoreBreakdown, EncodedScore) -> T,
@@ -98,13 +97,13 @@ pub fn rank_day_into<T>(
 
     let mut clamped = 0;
     let entries = contenders
-        .into_iter()
+        .iter()
         .map(|c| {
             let (breakdown, clamp) = ScoreBreakdown::clamped(
                 main_floor(c.standing.main),
                 views.norm(c.standing.metrics.views as f64),
                 likes.norm(c.standing.metrics.likes as f64),
-                999 - recency.norm(elapsed(&c)),
+                999 - recency.norm(elapsed(c)),
             );
             if clamp == Clamp::Clamped {
                 clamped += 1;

@@ -179,19 +179,11 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     let mut contenders = Vec::new();
     store
         .scan_day(date, &mut |r| {
-            contenders.push(Contender {
-                product_id: r.product_id,
-                standing: ledger.take(r.product_id, r.metrics),
-                last_event_us: Some(r.last_event_us),
-            })
+            contenders.push(Contender::new(r.product_id, ledger.take(r.product_id, r.metrics), Some(r.last_event_us)))
         })
         .await
         .expect("scan");
-    contenders.extend(ledger.carry_only().map(|(product_id, standing)| Contender {
-        product_id,
-        standing,
-        last_event_us: None,
-    }));
+    contenders.extend(ledger.carry_only().map(|(product_id, standing)| Contender::new(product_id, standing, None)));
     contenders.sort_unstable_by_key(|c| c.product_id);
     let start = date.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_micros();
     let (mut entries, ..) = rank_population(&contenders, start, start + 86_400_000_000, |product_id, _, score| {

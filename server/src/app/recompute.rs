@@ -441,16 +441,12 @@ impl Recompute {
         let mut contenders: Vec<Contender> = Vec::with_capacity(ledger.len());
         self.store
             .scan_day(date, &mut |r| {
-                let contender = Contender {
-                    product_id: r.product_id,
-                    standing: ledger.take(r.product_id, r.metrics),
-                    last_event_us: Some(r.last_event_us),
-                };
+                let contender =
+                    Contender::new(r.product_id, ledger.take(r.product_id, r.metrics), Some(r.last_event_us));
                 push_gently(&mut contenders, contender);
             })
             .await?;
-        let carry_only =
-            ledger.carry_only().map(|(product_id, standing)| Contender { product_id, standing, last_event_us: None });
+        let carry_only = ledger.carry_only().map(|(product_id, standing)| Contender::new(product_id, standing, None));
         for contender in carry_only {
             push_gently(&mut contenders, contender);
         }
@@ -496,11 +492,8 @@ impl Recompute {
         contenders.reserve_exact(held);
         self.store
             .scan_days(self.policy.week_start(date), date, &mut |r| {
-                let contender = Contender {
-                    product_id: r.product_id,
-                    standing: DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics },
-                    last_event_us: Some(r.last_event_us),
-                };
+                let standing = DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
+                let contender = Contender::new(r.product_id, standing, Some(r.last_event_us));
                 push_gently(&mut contenders, contender);
             })
             .await?;

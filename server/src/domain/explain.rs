@@ -214,18 +214,18 @@ mod tests {
                 .enumerate()
                 .map(|(i, [before, today])| {
                     let carried = CarryLedger::new(weights).close_day([(1, before.metrics)]).carried(1);
-                    Contender {
-                        product_id: i as i64 + 1,
-                        standing: DayStanding { main: weights.main_score(&today.metrics, carried), metrics: today.metrics },
-                        last_event_us: Some(today.last_event_us),
-                    }
+                    Contender::new(
+                        i as i64 + 1,
+                        DayStanding { main: weights.main_score(&today.metrics, carried), metrics: today.metrics },
+                        Some(today.last_event_us),
+                    )
                 })
                 .collect();
             let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
             for ((c, entry), days) in contenders.iter().zip(&ranking.entries).zip(&history) {
                 let e = explain(weights, c.product_id, (day(1), day(2)), days, &ranking.stats, clock);
                 prop_assert_eq!(e.view_points + e.like_points + e.order_points + e.carry_points, e.main);
-                prop_assert_eq!(e.main, c.standing.main);
+                prop_assert_eq!(e.main, c.main);
                 prop_assert_eq!(e.score, entry.score);
                 prop_assert_eq!(e.breakdown, entry.breakdown);
             }

@@ -5,16 +5,46 @@ use super::encoding::{Clamp, EncodedScore, ScoreBreakdown};
 use super::normalize::AxisStats;
 use super::score::DayStanding;
 
-/// A product ranked on the day, before normalisation.
+/// A product ranked on the day, before normalisation: what the normalisation reads of it, in
+/// 40 bytes (a recompute holds a million of them; the day's order amount only counts through
+/// the main score).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Contender {
     /// The product.
     pub product_id: i64,
-    /// Main score and the day's metrics.
-    pub standing: DayStanding,
+    /// Main score on the day.
+    pub main: f64,
+    /// The day's views (the views axis).
+    pub views: i64,
+    /// The day's likes (the likes axis).
+    pub likes: i64,
+    /// Latest `occurred_at` of the product that day, in Unix microseconds, or [`NO_EVENT`]
+    /// (see [`Contender::last_event_us`]).
+    last_event: i64,
+}
+
+/// [`Contender::last_event`] of a product without an event that day: no instant a shopper's
+/// event can carry (292,000 years before the epoch), so an `Option` costs no 8 more bytes.
+const NO_EVENT: i64 = i64::MIN;
+
+impl Contender {
+    /// A contender with `standing` on the day; `last_event_us` is `None` when the product is
+    /// ranked through carry-over alone.
+    pub fn new(product_id: i64, standing: DayStanding, last_event_us: Option<i64>) -> Self {
+        Self {
+            product_id,
+            main: standing.main,
+            views: standing.metrics.views,
+            likes: standing.metrics.likes,
+            last_event: last_event_us.filter(|us| *us != NO_EVENT).unwrap_or(NO_EVENT),
+        }
+    }
+
     /// Latest `occurred_at` of the product that day, in Unix microseconds; `None` when the
     /// product is ranked through carry-over alone.
-    pub last_event_us: Option<i64>,
+    pub fn last_event_us(&self) -> Option<i64> {
+        (self.last_event != NO_EVENT).then_some(self.last_event)
+    }
 }
 
 /// One entry of the finished ranking.
@@ -90,9 +120,9 @@ pub fn rank_population<T>(
     reference_us: i64,
     mut entry: impl FnMut(i64, ScoreBreakdown, EncodedScore) -> T,
 ) -> (Vec<T>, usize, PopulationStats) {
-    let elapsed = |c: &Contender| elapsed_seconds(c.last_event_us, day_start_us, reference_us);
-    let views = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.views as f64));
-    let likes = AxisStats::of(contenders.iter().map(|c| c.standing.metrics.likes as f64));
+    let elapsed = |c: &Contender| elapsed_seconds(c.last_event_us(), day_start_us, reference_us);
+    let views = AxisStats::of(contenders.iter().map(|c| c.views as f64));
+    let likes = AxisStats::of(contenders.iter().map(|c| c.likes as f64));
     let recency = AxisStats::of(contenders.iter().map(elapsed));
 
     let mut clamped = 0;
@@ -100,9 +130,9 @@ pub fn rank_population<T>(
         .iter()
         .map(|c| {
             let (breakdown, clamp) = ScoreBreakdown::clamped(
-                main_floor(c.standing.main),
-                views.norm(c.standing.metrics.views as f64),
-                likes.norm(c.standing.metrics.likes as f64),
+                main_floor(c.main),
+                views.norm(c.views as f64),
+                likes.norm(c.likes as f64),
                 999 - recency.norm(elapsed(c)),
             );
             if clamp == Clamp::Clamped {
@@ -126,10 +156,14 @@ mod tests {
     use crate::domain::score::DailyMetrics;
 
     fn contender(product_id: i64, main: f64, views: i64, likes: i64, last: Option<i64>) -> Contender {
-        Contender {
-            product_id,
-            standing: DayStanding { main, metrics: DailyMetrics { views, likes, order_amount: 0 } },
-            last_event_us: last,
+        Contender::new(product_id, DayStanding { main, metrics: DailyMetrics { views, likes, order_amount: 0 } }, last)
+    }
+
+    #[test]
+    fn a_contender_is_40_bytes_and_keeps_its_last_event() {
+        assert_eq!(std::mem::size_of::<Contender>(), 40);
+        for last in [None, Some(0), Some(-1), Some(i64::MAX), Some(1_764_547_200_000_000)] {
+            assert_eq!(contender(1, 1.0, 0, 0, last).last_event_us(), last);
         }
     }
 

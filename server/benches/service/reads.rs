@@ -309,6 +309,23 @@ pub async fn bench_reads(redis: &str) {
                 runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
                 runs.get(runs.len() / 2).copied()
             };
+            // Each round's call against the health check of the same round (minutes apart at
+            // most): the shared machine's drift between rounds cancels out of these ratios.
+            let paired: Vec<(f64, f64)> = figures
+                .iter()
+                .map(|runs| {
+                    let mut rps: Vec<f64> =
+                        runs.iter().zip(&figures[0]).map(|(r, health)| r.rps / health.rps).collect();
+                    let mut cpu: Vec<f64> =
+                        runs.iter().zip(&figures[0]).map(|(r, health)| r.server_us / health.server_us).collect();
+                    rps.sort_by(f64::total_cmp);
+                    cpu.sort_by(f64::total_cmp);
+                    (
+                        rps.get(rps.len() / 2).copied().unwrap_or(f64::NAN),
+                        cpu.get(cpu.len() / 2).copied().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect();
             let medians: Vec<_> = figures.iter_mut().map(median).collect();
             let fixed: Vec<f64> = fixed
                 .iter_mut()
@@ -321,7 +338,7 @@ pub async fn bench_reads(redis: &str) {
                 let raw = redis_benchmark(redis, shape, raw);
                 let row = match (medians[i], medians[0], &failures[i]) {
                     (Some(r), Some(health), None) => format!(
-                        "| {n} | {shape} | {name} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
+                        "| {n} | {shape} | {name} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} % | {:.2}× | {:.0} % | {:.2}× | {:.1} | {:.2}× | {raw:.0} |",
                         r.rps,
                         r.p95,
                         r.p99,
@@ -329,10 +346,12 @@ pub async fn bench_reads(redis: &str) {
                         r.generator_us,
                         100.0 * r.rps / health.rps,
                         r.server_us / health.server_us,
+                        100.0 * paired[i].0,
+                        paired[i].1,
                         fixed[i],
                         fixed[i] / fixed[0]
                     ),
-                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | | | | {raw:.0} |"),
+                    (_, _, e) => format!("| {n} | {shape} | {name} | h2load: {e:?} | | | | | | | | | | | {raw:.0} |"),
                 };
                 eprintln!("{row}");
                 rows.push(row);
@@ -345,9 +364,9 @@ pub async fn bench_reads(redis: &str) {
     }
     println!("\n## Reads from the in-process snapshot (server: release binary, own process; h2load -t 1)\n");
     println!(
-        "| products | shape (conns×streams) | call | calls/s (median of 3) | p95 ms | p99 ms | server CPU µs/call | h2load CPU µs/call | calls/s vs health | CPU vs health | CPU µs/call at {FIXED_RATE} calls/s | CPU vs health there | redis-benchmark rps (same shape, -P streams) |"
+        "| products | shape (conns×streams) | call | calls/s (median of {ROUNDS}) | p95 ms | p99 ms | server CPU µs/call | h2load CPU µs/call | calls/s vs health | CPU vs health | calls/s vs health, paired by round (median) | CPU vs health, paired | CPU µs/call at {FIXED_RATE} calls/s | CPU vs health there | redis-benchmark rps (same shape, -P streams) |"
     );
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
         println!("{row}");
     }

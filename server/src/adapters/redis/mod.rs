@@ -332,7 +332,7 @@ fn byte_range(start: u64, count: u64) -> (u64, u64) {
 
 /// Whether a ranking is stored as its packed copy and product index only (no ZSET). Weekly
 /// and segment rankings are: replicas serve them from memory, and a ZSET would cost 118 bytes
-/// an entry and a ZADD of every entry per recompute (a million for the week) against 28 for
+/// an entry and a ZADD of every entry per recompute (a million for the week) against 26 for
 /// the packed copy and its index, written as a few large appends. Their reads from Redis
 /// decode the packed copy ([`PACKED_PLACEMENTS`], [`CURRENT_PACKED`]). The daily ranking
 /// keeps its ZSET, the first wave's daily key (SPEC §5).

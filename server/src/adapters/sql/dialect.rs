@@ -1,7 +1,8 @@
 //! Every difference between the SQL engines, in one place: row sources of a batch
 //! statement, upsert tails, insert-or-ignore, chunked deletes, placeholders, the duplicate
-//! filter query and the transaction isolation. The store and the write path ask the
-//! dialect for text and never match on the engine themselves.
+//! filter query, the week's grouped read (and the planner settings it runs under) and the
+//! transaction isolation. The store and the write path ask the dialect for text and never
+//! match on the engine themselves.
 //!
 //! The PostgreSQL and MySQL texts do not depend on the number of rows (one array per
 //! column with `UNNEST`, one JSON document with `JSON_TABLE`), so each is prepared once per

@@ -27,7 +27,7 @@ type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>);
 const FIXED_RATE: usize = 10_000;
 
 /// Interleaved runs of each call per shape; the median is reported.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// One load shape: HTTP/2 connections × concurrent streams on each.
 #[derive(Clone, Copy)]

@@ -479,8 +479,8 @@ impl Recompute {
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
     /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
     /// like a day, recency from the product's latest event of the week to the end of D.
-    /// Gathered into `contenders` (empty: the day's population buffer, at least as large as
-    /// the day's population, which the week holds).
+    /// Gathered into `contenders`, the emptied buffer of the day's population (about the
+    /// week's size already: the week holds every product with a row that day).
     async fn gather_weekly(
         &self,
         date: NaiveDate,

@@ -36,7 +36,7 @@ impl Contender {
             main: standing.main,
             views: standing.metrics.views,
             likes: standing.metrics.likes,
-            last_event: last_event_us.filter(|us| *us != NO_EVENT).unwrap_or(NO_EVENT),
+            last_event: last_event_us.unwrap_or(NO_EVENT),
         }
     }
 

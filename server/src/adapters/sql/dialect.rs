@@ -198,7 +198,7 @@ impl Dialect {
     }
 
     /// The day's metrics rows in ascending product order.
-    pub fn scan_day(self, date: chrono::NaiveDate) -> (String, Vec<Value>) {
+    pub fn scan_day(self, date: chrono::NaiveDate) -> Read {
         let query = Query::select()
             .columns(["product_id", "views", "likes", "order_amount", "last_event_at"].map(Alias::new))
             .from(Alias::new("product_daily_metrics"))
@@ -210,7 +210,7 @@ impl Dialect {
             Self::MySql => query.build(sea_orm::sea_query::MysqlQueryBuilder),
             Self::Sqlite => query.build(sea_orm::sea_query::SqliteQueryBuilder),
         };
-        (sql, values.0)
+        Read { settings: &[], sql, values: values.0 }
     }
 
     /// Each product's counters summed over `first ..= last` and its latest event, in
@@ -380,13 +380,14 @@ mod tests {
     #[test]
     fn the_day_scan_is_generated_per_engine() {
         let day = "2026-04-09".parse().expect("date");
-        let (pg, values) = Dialect::Postgres.scan_day(day);
+        let Read { settings, sql: pg, values } = Dialect::Postgres.scan_day(day);
+        assert!(settings.is_empty(), "a day's scan needs no transaction of its own");
         assert_eq!(
             pg,
             r#"SELECT "product_id", "views", "likes", "order_amount", "last_event_at" FROM "product_daily_metrics" WHERE "metric_date" = $1 ORDER BY "product_id" ASC"#
         );
         assert_eq!(values.len(), 1);
-        let (my, _) = Dialect::MySql.scan_day(day);
+        let my = Dialect::MySql.scan_day(day).sql;
         assert!(my.contains("FROM `product_daily_metrics` WHERE `metric_date` = ?"), "{my}");
     }
 }

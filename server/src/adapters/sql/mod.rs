@@ -125,21 +125,11 @@ impl SqlMetricsStore {
         }
     }
 
-    /// Streams `(product_id, views, likes, order_amount, last_event_at)` rows into `visit`.
-    async fn stream_rows(
-        &self,
-        sql: String,
-        values: Vec<Value>,
-        visit: &mut (dyn FnMut(DailyRow) + Send),
-    ) -> Result<u64, StoreError> {
-        Self::stream_from(&self.db, self.statement(sql, values), visit).await
-    }
-
-    /// Streams the rows of `read` into `visit`, in a transaction of its own under the
-    /// read's settings when it has any.
+    /// Streams the `(product_id, views, likes, order_amount, last_event_at)` rows of `read`
+    /// into `visit`, in a transaction of its own under the read's settings when it has any.
     async fn stream_read(&self, read: Read, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
         if read.settings.is_empty() {
-            return self.stream_rows(read.sql, read.values, visit).await;
+            return Self::stream_from(&self.db, self.statement(read.sql, read.values), visit).await;
         }
         let txn = self.db.begin().await.map_err(StoreError::database)?;
         for setting in read.settings {
@@ -222,8 +212,7 @@ impl MetricsStore for SqlMetricsStore {
     }
 
     async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
-        let (sql, values) = self.dialect.scan_day(date);
-        self.stream_rows(sql, values, visit).await
+        self.stream_read(self.dialect.scan_day(date), visit).await
     }
 
     async fn scan_days(

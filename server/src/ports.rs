@@ -21,16 +21,21 @@ use crate::domain::score::DailyMetrics;
 pub use crate::domain::snapshot::Scored;
 use crate::domain::snapshot::Snapshot;
 
+/// The cause of a store failure, kept whole (its own `source()` chain included) and shared,
+/// so that an error handed to several waiters still says what went wrong underneath.
+pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
 /// A dependency failed. Every variant means "nothing was confirmed": the caller may retry.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The store cannot be reached or refused the operation.
-    #[error("{store} unavailable: {detail}")]
+    #[error("{store} unavailable: {cause}")]
     Unavailable {
         /// Which store (`database`, `ranking store`).
         store: &'static str,
-        /// What went wrong, for the caller and the log.
-        detail: String,
+        /// What went wrong underneath.
+        #[source]
+        cause: Cause,
     },
     /// The store answered with data this service cannot interpret.
     #[error("{0}")]
@@ -38,14 +43,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The database failed.
-    pub fn database(detail: impl ToString) -> Self {
-        Self::Unavailable { store: "database", detail: detail.to_string() }
+    /// The database failed with `cause` (an error, or a message).
+    pub fn database(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Unavailable { store: "database", cause: Cause::from(cause.into()) }
     }
 
-    /// The ranking store failed.
-    pub fn ranking(detail: impl ToString) -> Self {
-        Self::Unavailable { store: "ranking store", detail: detail.to_string() }
+    /// The ranking store failed with `cause` (an error, or a message).
+    pub fn ranking(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Unavailable { store: "ranking store", cause: Cause::from(cause.into()) }
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Application {
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
+    /// The one tracker of background tasks: the ones `run_until_stopped` starts and those
+    /// the services start while serving (withdrawals).
+    tasks: TaskTracker,
 }
 
 impl Application {
@@ -69,6 +72,8 @@ impl Application {
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
 
         let metrics = Arc::new(Metrics::new());
+        // Every background task of the service, joined by `run_until_stopped`.
+        let tasks = TaskTracker::new();
         let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match settings.redis.options() {
             Some(mut options) => {
                 options.staging_ttl = policy.staging_ttl;
@@ -95,6 +100,7 @@ impl Application {
             snapshots.clone(),
             policy.clone(),
             metrics.clone(),
+            tasks.clone(),
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
@@ -136,6 +142,7 @@ impl Application {
             metrics,
             metrics_endpoint,
             settings: server_settings,
+            tasks,
         })
     }
 
@@ -158,7 +165,7 @@ impl Application {
     /// refused and in-flight calls get `RANKING_SHUTDOWN_GRACE` to finish; connections still
     /// open after it are closed. Finally every background task is stopped and joined.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        let tasks = TaskTracker::new();
+        let tasks = self.tasks;
         let stop_tasks = CancellationToken::new();
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));

@@ -488,6 +488,7 @@ pub async fn bench_read_path() {
         snapshots.clone(),
         policy.clone(),
         metrics,
+        tokio_util::task::TaskTracker::new(),
     ));
     let queries = Queries::new(store.clone(), snapshots.clone(), policy, recompute);
     let mut entries: Vec<_> =
@@ -502,9 +503,10 @@ pub async fn bench_read_path() {
     let n = 200_000;
     let started = Instant::now();
     let mut bytes = 0;
+    let pages = ranking_server::grpc::encoded_pages::EncodedPages::default();
     for _ in 0..n {
         let answer = queries.top(TopQuery { limit: 20, ..Default::default() }).await.expect("top");
-        bytes += convert::top_encoded(&answer).bytes().len();
+        bytes += pages.encode(&answer).bytes().len();
     }
     let top = started.elapsed().as_secs_f64() * 1e6 / n as f64;
     let started = Instant::now();

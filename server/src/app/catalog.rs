@@ -5,16 +5,29 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use chrono::Utc;
-
 use super::invalid::{Invalid, quote};
 use super::policy::Policy;
 use super::recompute::{Recompute, RecomputeError};
 use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, segment_problem};
-use crate::ports::MetricsStore;
+use crate::ports::{MetricsStore, StoreError};
 
 /// Most entries of one UpdateCatalog.
 pub const MAX_ENTRIES: usize = 10_000;
+
+/// Why an UpdateCatalog did not take effect.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// An entry broke a rule; nothing was written.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The database failed; nothing was written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The entries are stored, but the hidden ones could not be taken out of today's rankings
+    /// yet (the call may be repeated; the next recompute excludes them anyway).
+    #[error("catalog stored, but hidden products are not out of today's rankings yet: {0}")]
+    Withdrawal(#[from] RecomputeError),
+}
 
 /// The catalog service.
 pub struct Catalog {
@@ -32,11 +45,11 @@ impl Catalog {
     /// Validates every entry (nothing is written when one is refused), stores them in one
     /// transaction, then takes the hidden ones out of today's rankings. Returns the entries
     /// stored.
-    pub async fn update(&self, entries: Vec<CatalogEntry>) -> Result<u32, RecomputeError> {
+    pub async fn update(&self, entries: Vec<CatalogEntry>) -> Result<u32, CatalogError> {
         let entries = validated(entries)?;
         self.store.update_catalog(&entries).await?;
         let hidden: HashSet<i64> = entries.iter().filter(|e| e.hidden).map(|e| e.product_id).collect();
-        self.recompute.withdraw(self.policy.today(Utc::now()), &hidden).await?;
+        self.recompute.withdraw(self.policy.today(self.policy.now()), &hidden).await?;
         Ok(entries.len() as u32)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use chrono::{Days, NaiveDate, Utc};
+use chrono::{Days, NaiveDate};
 
 use super::policy::Policy;
 use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
@@ -63,7 +63,7 @@ impl Explainer {
 
     /// Explains one product's entry in the daily ranking of the query's day.
     pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
-        let date = query.date.unwrap_or_else(|| self.policy.today(Utc::now()));
+        let date = query.date.unwrap_or_else(|| self.policy.today(self.policy.now()));
         let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None, segment: query.segment };
         let mut attempt = 1;
         loop {

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use chrono::Utc;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -79,7 +78,7 @@ impl Ingest {
     }
 
     fn validate(&self, raw: RawEvent) -> Result<DatedEvent, Invalid> {
-        let window = AcceptWindow { now: Utc::now(), accept_days: self.policy.accept_days };
+        let window = AcceptWindow { now: self.policy.now(), accept_days: self.policy.accept_days };
         let event = raw.validate(window)?;
         let date = self.policy.calendar.day_of(event.occurred_at);
         Ok(DatedEvent { event, date })

@@ -66,6 +66,7 @@ pub(crate) mod test_support {
                 snapshots.clone(),
                 policy.clone(),
                 metrics.clone(),
+                tokio_util::task::TaskTracker::new(),
             ));
             Self { policy, metrics, snapshots, recompute }
         }

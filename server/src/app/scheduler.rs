@@ -122,7 +122,7 @@ impl Scheduler {
     /// Runs the start-up recompute, then ticks every interval until `stop` is cancelled.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         tokio::select! {
-            _ = self.startup(Utc::now()) => {}
+            _ = self.startup(self.recompute.policy().now()) => {}
             () = stop.cancelled() => return,
         }
         let interval = self.recompute.policy().recompute_interval;
@@ -137,7 +137,7 @@ impl Scheduler {
                 () = stop.cancelled() => return,
                 _ = ticker.tick() => {
                     tokio::select! {
-                        _ = self.tick(Utc::now()) => {}
+                        _ = self.tick(self.recompute.policy().now()) => {}
                         // A recompute cut short leaves its staging key to expire and its
                         // lease to lapse; the next run (on any replica) starts over.
                         () = stop.cancelled() => return,

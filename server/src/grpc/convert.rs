@@ -3,8 +3,6 @@
 //! `YYYY-MM-DD`, a timestamp in range); the rules live in the application.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use prost::Message;
-use ranking_proto::Encoded;
 use ranking_proto::v1 as pb;
 
 use crate::app::explain::ExplainAnswer;
@@ -118,12 +116,6 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
         tied_rank: e.tied_rank,
         top_percent: e.top_percent,
     }
-}
-
-/// A page on the wire, encoded once per answer: a kept answer is sent unchanged to every
-/// caller of its page until the next version, so later callers copy its bytes.
-pub fn top_encoded(a: &TopAnswer) -> Encoded<pb::GetTopNResponse> {
-    Encoded::from_encoding(a.encoded.get_or_init(|| top_response(a).encode_to_vec().into()).clone())
 }
 
 /// A page on the wire.

@@ -3,6 +3,7 @@
 
 use tonic::Status;
 
+use crate::app::catalog::CatalogError;
 use crate::app::ingest::IngestError;
 use crate::app::invalid::{FieldPath, Invalid, PathSegment};
 use crate::app::queries::QueryError;
@@ -56,7 +57,7 @@ impl From<RecomputeError> for Status {
     fn from(e: RecomputeError) -> Self {
         match e {
             RecomputeError::Invalid(invalid) => invalid.into(),
-            RecomputeError::Busy(_) => Status::unavailable(e.to_string()),
+            RecomputeError::Busy(_) | RecomputeError::Abandoned => Status::unavailable(e.to_string()),
             RecomputeError::Store(s) => store(&s),
         }
     }
@@ -70,6 +71,18 @@ impl From<QueryError> for Status {
             QueryError::Expired { .. } => Status::failed_precondition(e.to_string()),
             QueryError::Unexplained { .. } => Status::unavailable(e.to_string()),
             QueryError::Store(s) => store(&s),
+            QueryError::Rebuild(r) => r.into(),
+        }
+    }
+}
+
+impl From<CatalogError> for Status {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::Invalid(invalid) => invalid.into(),
+            CatalogError::Store(s) => store(&s),
+            CatalogError::Withdrawal(RecomputeError::Invalid(invalid)) => invalid.into(),
+            CatalogError::Withdrawal(_) => Status::unavailable(format!("{e}; retry")),
         }
     }
 }

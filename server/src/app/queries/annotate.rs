@@ -1,0 +1,83 @@
+//! What an entry says beyond its place, in one place: its competition rank (`tied_rank`),
+//! its share of the ranking (`top_percent`) and its rank one period before
+//! (`previous_rank`, `rank_change`).
+
+use super::Queries;
+use super::resolve::previous_period;
+use super::types::{RankedEntry, Resolved};
+use crate::ports::{RankingKey, StoreError};
+
+/// How the entries handed to [`Queries::annotate`] know their competition rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ties {
+    /// Each entry was placed with its count of greater scores (a placement read).
+    Placed,
+    /// The entries are consecutive entries of one version, best first: their competition
+    /// ranks are found here.
+    Consecutive,
+}
+
+impl RankedEntry {
+    /// Fills in what follows from the size of the ranking and the rank one period before
+    /// (0: not ranked then).
+    pub(super) fn against(&mut self, total: u64, previous_rank: u64) {
+        self.top_percent = 100.0 * self.rank as f64 / total.max(1) as f64;
+        self.previous_rank = previous_rank;
+        self.rank_change = if previous_rank > 0 { previous_rank as i64 - self.rank as i64 } else { 0 };
+    }
+}
+
+impl Queries {
+    /// Annotates `entries` of `version` of a ranking of `total` entries.
+    pub(super) async fn annotate(
+        &self,
+        resolved: &Resolved,
+        version: Option<u64>,
+        total: u64,
+        entries: &mut [RankedEntry],
+        ties: Ties,
+    ) -> Result<(), StoreError> {
+        let Some(first) = entries.first().copied() else { return Ok(()) };
+        if ties == Ties::Consecutive {
+            match self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version) {
+                Some(held) => {
+                    for e in entries.iter_mut() {
+                        e.tied_rank = held.ranking.above(e.score) as u64 + 1;
+                    }
+                }
+                None => {
+                    // Only the first entry needs the store: within consecutive entries, one
+                    // whose score differs from the entry before it starts its group.
+                    let placed = self.rankings.placements(resolved.key, version, &[first.product_id]).await?;
+                    let mut tied = placed.found.first().copied().flatten().map_or(first.rank, |f| f.above + 1);
+                    let mut group = first.score;
+                    for e in entries.iter_mut() {
+                        if e.score.total_cmp(&group).is_ne() {
+                            (tied, group) = (e.rank, e.score);
+                        }
+                        e.tied_rank = tied;
+                    }
+                }
+            }
+        }
+        let ids: Vec<i64> = entries.iter().map(|e| e.product_id).collect();
+        let previous = self.previous_ranks(resolved.key, &ids).await?;
+        for (e, previous_rank) in entries.iter_mut().zip(previous) {
+            e.against(total, previous_rank);
+        }
+        Ok(())
+    }
+
+    /// The ranks of products in the final ranking one period before `key` (0: not ranked).
+    async fn previous_ranks(&self, key: RankingKey, ids: &[i64]) -> Result<Vec<u64>, StoreError> {
+        let Some(previous) = previous_period(key) else { return Ok(vec![0; ids.len()]) };
+        if let Some(held) = self.snapshots.get(previous) {
+            return Ok(ids.iter().map(|id| held.ranking.position(*id).map_or(0, |(i, _)| i as u64 + 1)).collect());
+        }
+        if self.snapshots.absent(previous) {
+            return Ok(vec![0; ids.len()]);
+        }
+        let placed = self.rankings.placements(previous, None, ids).await?;
+        Ok(placed.found.iter().map(|f| f.map_or(0, |f| f.index + 1)).collect())
+    }
+}

@@ -1,0 +1,191 @@
+//! The read side: which ranking a request means and the page or placement it gets.
+//!
+//! Every read rule lives here: an unspecified date is today in the ranking time zone, an
+//! hourly read of another day names its hour, a page holds 1–[`MAX_LIMIT`] entries (0 means
+//! [`DEFAULT_LIMIT`]), a product id is ≥ 1. Reads touch the ranking store only, never SQL.
+//!
+//! The exact rankings this replica holds copies of ([`Snapshots`]: today's and yesterday's
+//! daily and weekly rankings and their segments) are answered from the copy of their
+//! current version; other rankings, and these while no copy is held, are read from the
+//! ranking store. Every answer of an exact ranking carries the version it was read from,
+//! and a GetTopN page carries a [`PageToken`] for the next page of that same version.
+//!
+//! - [`types`]: requests, answers, bounds and errors.
+//! - [`resolve`]: a selector or a page token → the ranking read; the previous period.
+//! - [`source`]: the held copy or the store, in one function.
+//! - [`rebuild`]: the shared rebuild of a ranking the store lost.
+//! - [`annotate`]: tied rank, top %, previous rank and change of every entry.
+//! - [`answers`]: kept answers of the hot pages of held copies.
+//! - [`movers`]: ListMovers.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::page_token::PageToken;
+use super::policy::Policy;
+use super::recompute::Recompute;
+use super::snapshots::Snapshots;
+use crate::ports::{Page, RankingStore, StoreError};
+
+mod annotate;
+mod answers;
+mod movers;
+mod rebuild;
+mod resolve;
+mod source;
+mod types;
+
+use annotate::Ties;
+use answers::Answers;
+use types::page_limit;
+pub use types::{
+    DEFAULT_LIMIT, Direction, MAX_LIMIT, MAX_NEIGHBORS, MAX_PRODUCT_IDS, MoversAnswer, MoversQuery, QueryError,
+    RankAnswer, RankQuery, RankedEntry, RanksAnswer, RanksQuery, Resolved, Selector, TopAnswer, TopQuery, Window,
+};
+
+/// The read service.
+pub struct Queries {
+    rankings: Arc<dyn RankingStore>,
+    snapshots: Arc<Snapshots>,
+    policy: Arc<Policy>,
+    recompute: Arc<Recompute>,
+    rebuilds: rebuild::Rebuilds,
+    /// Answers of pages of held copies, which never change for a given pair of versions.
+    answers: Answers,
+}
+
+impl Queries {
+    /// Reads from `snapshots`, else `rankings`, under `policy`; lost daily rankings are
+    /// rebuilt by `recompute`.
+    pub fn new(
+        rankings: Arc<dyn RankingStore>,
+        snapshots: Arc<Snapshots>,
+        policy: Arc<Policy>,
+        recompute: Arc<Recompute>,
+    ) -> Self {
+        Self { rankings, snapshots, policy, recompute, rebuilds: Default::default(), answers: Answers::default() }
+    }
+
+    /// The current instant by the policy's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.policy.now()
+    }
+
+    /// A page of a ranking, best first, and the token of the next page.
+    pub async fn top(&self, query: TopQuery) -> Result<Arc<TopAnswer>, QueryError> {
+        let limit = page_limit(query.limit)?;
+        let Some(token) = query.page_token.as_deref() else {
+            let resolved = self.resolve(query.selector, self.policy.now())?;
+            let offset = u64::from(query.offset);
+            let kept = self.answers.key(&self.snapshots, resolved.key, offset, limit);
+            if let Some(answer) = kept.and_then(|k| self.answers.get(&k)) {
+                return Ok(answer);
+            }
+            let page = self.current_page(&resolved, offset, u64::from(limit)).await?;
+            let answer = Arc::new(self.page_answer(&resolved, offset, limit, page).await?);
+            // Only an answer read from the copies the key names is kept.
+            if let Some(k) = kept.filter(|k| answer.version == Some(k.version)) {
+                self.answers.put(k, &answer);
+            }
+            return Ok(answer);
+        };
+        let (resolved, token) = self.continued(&query, token)?;
+        // Without a limit of its own, the next page is as large as the one before.
+        let limit = if query.limit == 0 { token.limit.clamp(1, MAX_LIMIT) } else { limit };
+        let page = self.page_of(&resolved, Some(token.version), token.offset, u64::from(limit)).await?;
+        Ok(Arc::new(self.page_answer(&resolved, token.offset, limit, page).await?))
+    }
+
+    /// The answer of a page read at `offset`: entries annotated, the next page's token.
+    async fn page_answer(
+        &self,
+        resolved: &Resolved,
+        offset: u64,
+        limit: u32,
+        page: Page,
+    ) -> Result<TopAnswer, QueryError> {
+        let next = offset + page.entries.len() as u64;
+        let next_page_token = (!page.entries.is_empty() && next < page.total)
+            .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
+        let mut entries = consecutive(resolved, offset, &page);
+        self.annotate(resolved, page.version, page.total, &mut entries, Ties::Consecutive).await?;
+        Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
+    }
+
+    /// One product's entry, its neighbours and the size of the ranking, from one version.
+    pub async fn rank(&self, query: RankQuery) -> Result<RankAnswer, QueryError> {
+        if query.product_id < 1 {
+            return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
+        }
+        if query.neighbors > MAX_NEIGHBORS {
+            let reason = format!("must be at most {MAX_NEIGHBORS}, got {}", query.neighbors);
+            return Err(Invalid::field("neighbors", reason).into());
+        }
+        let resolved = self.resolve(query.selector, self.policy.now())?;
+        let placed = self.placements(&resolved, &[query.product_id]).await?;
+        let found = placed
+            .found
+            .first()
+            .copied()
+            .flatten()
+            .ok_or(QueryError::NotRanked { product_id: query.product_id, date: resolved.date() })?;
+        let (total, version) = (placed.total, placed.version);
+        let k = u64::from(query.neighbors);
+        let mut window = Vec::new();
+        if k > 0 {
+            let start = found.index.saturating_sub(k);
+            let page = self.page_of(&resolved, version, start, found.index - start + 1 + k).await?;
+            window = consecutive(&resolved, start, &page);
+            self.annotate(&resolved, version, total, &mut window, Ties::Consecutive).await?;
+        }
+        // Without neighbours, or when an hourly ranking moved between the two reads and the
+        // product is no longer in the window read, the answer is the product alone.
+        let Some(at) = window.iter().position(|e| e.product_id == query.product_id) else {
+            let mut alone = [resolved.entry(found.index, query.product_id, found.score, found.above)];
+            self.annotate(&resolved, version, total, &mut alone, Ties::Placed).await?;
+            return Ok(RankAnswer { entry: alone[0], above: Vec::new(), below: Vec::new(), total, version });
+        };
+        let below = window.split_off(at + 1);
+        // `at` is an index of `window`, so the product is its last entry now.
+        let Some(entry) = window.pop() else { return Err(StoreError::Corrupt("empty neighbourhood".into()).into()) };
+        Ok(RankAnswer { entry, above: window, below, total, version })
+    }
+
+    /// Several products' entries from one version of a ranking, ranked ones in request
+    /// order, the others listed as missing.
+    pub async fn ranks(&self, query: RanksQuery) -> Result<RanksAnswer, QueryError> {
+        if query.product_ids.is_empty() || query.product_ids.len() > MAX_PRODUCT_IDS {
+            let reason = format!("must name 1-{MAX_PRODUCT_IDS} products, got {}", query.product_ids.len());
+            return Err(Invalid::field("product_ids", reason).into());
+        }
+        if let Some((i, id)) = query.product_ids.iter().enumerate().find(|(_, id)| **id < 1) {
+            return Err(Invalid::element("product_ids", i, format!("must be >= 1, got {id}")).into());
+        }
+        let mut seen = std::collections::HashSet::with_capacity(query.product_ids.len());
+        let ids: Vec<i64> = query.product_ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let resolved = self.resolve(query.selector, self.policy.now())?;
+        let placements = self.placements(&resolved, &ids).await?;
+        let (mut entries, mut missing) = (Vec::new(), Vec::new());
+        for (id, found) in ids.iter().zip(&placements.found) {
+            match found {
+                Some(f) => entries.push(resolved.entry(f.index, *id, f.score, f.above)),
+                None => missing.push(*id),
+            }
+        }
+        self.annotate(&resolved, placements.version, placements.total, &mut entries, Ties::Placed).await?;
+        Ok(RanksAnswer { entries, missing, total: placements.total, version: placements.version })
+    }
+}
+
+/// The entries of a page read at `offset`, their competition ranks still to be found
+/// ([`Ties::Consecutive`]).
+fn consecutive(resolved: &Resolved, offset: u64, page: &Page) -> Vec<crate::app::queries::RankedEntry> {
+    let at = |i: usize| offset + i as u64;
+    page.entries.iter().enumerate().map(|(i, e)| resolved.entry(at(i), e.product_id, e.score, at(i))).collect()
+}
+
+use super::invalid::Invalid;
+
+#[cfg(test)]
+mod tests;

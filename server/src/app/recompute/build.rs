@@ -1,0 +1,114 @@
+//! From SQL rows to a population and its encoded entries: the carry-over chain of the days
+//! before, the day's rows, the week's grouped rows, the ranking of a population without its
+//! hidden products.
+
+use chrono::NaiveDate;
+
+use super::{Computed, Recompute};
+use crate::domain::explain::RecencyClock;
+use crate::domain::ranking::{Contender, rank_population};
+use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
+use crate::ports::{RankingKey, Scored, StoreError};
+
+/// Appends to a population list growing by a quarter when full instead of doubling: the
+/// largest lists of a recompute are its populations, and a doubling briefly holds the old and
+/// the new buffer (three times the population) at the recompute's peak.
+fn push_gently<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == list.capacity() {
+        let more = if list.len() < 1 << 16 { list.len().max(1024) } else { list.len() / 4 };
+        list.reserve_exact(more);
+    }
+    list.push(item);
+}
+
+impl Recompute {
+    /// Every contender of day `date`, hidden or not (hidden products still carry over: their
+    /// standing is computed here, and [`Recompute::rank`] leaves them out of the population):
+    /// the carry-over chain of the days before, then the day's rows and the products that
+    /// only carry over.
+    pub(super) async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
+        let first = self.policy.carry_start(date);
+        let mut ledger = CarryLedger::new(self.policy.weights);
+        let mut day = first;
+        while day < date {
+            let mut closing = ledger.closing();
+            self.store.scan_day(day, &mut |r| closing.add(r.product_id, r.metrics)).await?;
+            ledger = closing.finish();
+            day = day.succ_opt().unwrap_or(date);
+        }
+
+        // Sized like the products carried in (about yesterday's population), and grown by a
+        // quarter rather than doubled: a doubling at a million contenders holds 1.5 million's
+        // worth of memory at once.
+        let mut contenders: Vec<Contender> = Vec::with_capacity(ledger.len());
+        self.store
+            .scan_day(date, &mut |r| {
+                let contender =
+                    Contender::new(r.product_id, ledger.take(r.product_id, r.metrics), Some(r.last_event_us));
+                push_gently(&mut contenders, contender);
+            })
+            .await?;
+        let carry_only = ledger.carry_only().map(|(product_id, standing)| Contender::new(product_id, standing, None));
+        for contender in carry_only {
+            push_gently(&mut contenders, contender);
+        }
+        Ok(contenders)
+    }
+
+    /// Ranks `contenders` of `date` (a day's or a week's) without the `hidden` products
+    /// (ascending): they are left out before the normalisation. `contenders` is left empty,
+    /// its buffer kept for the next population.
+    pub(super) fn rank(&self, date: NaiveDate, contenders: &mut Vec<Contender>, hidden: &[i64]) -> Computed {
+        // A fixed order makes the floating-point sums of the normalisation, and so every
+        // score, identical across rebuilds.
+        contenders.sort_unstable_by_key(|c| c.product_id);
+        // Both ascending: one walk through the hidden products.
+        let mut hidden = hidden.iter().peekable();
+        contenders.retain(|c| {
+            while hidden.next_if(|h| **h < c.product_id).is_some() {}
+            hidden.peek() != Some(&&c.product_id)
+        });
+        let clock = self.clock(date);
+        let (entries, clamped, stats) =
+            rank_population(contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| Scored {
+                product_id,
+                score: score.0,
+            });
+        contenders.clear();
+        Computed { entries, clamped, stats, clock }
+    }
+
+    /// Every contender of the rolling week ending with `date`, hidden or not, from one
+    /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
+    /// like a day, recency from the product's latest event of the week to the end of D.
+    /// Gathered into `contenders`, the emptied buffer of the day's population (about the
+    /// week's size already: the week holds every product with a row that day).
+    pub(super) async fn gather_weekly(
+        &self,
+        date: NaiveDate,
+        mut contenders: Vec<Contender>,
+    ) -> Result<Vec<Contender>, StoreError> {
+        let weights = self.policy.weights;
+        // Sized like this replica's copy of the week as well, when it has one.
+        let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
+        contenders.reserve_exact(held);
+        self.store
+            .scan_days(self.policy.week_start(date), date, &mut |r| {
+                let standing = DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
+                let contender = Contender::new(r.product_id, standing, Some(r.last_event_us));
+                push_gently(&mut contenders, contender);
+            })
+            .await?;
+        Ok(contenders)
+    }
+
+    /// Recency of day `date` is measured from its start to its end: a fixed reference keeps
+    /// the floating-point result identical across rebuilds.
+    pub fn clock(&self, date: NaiveDate) -> RecencyClock {
+        let calendar = self.policy.calendar;
+        RecencyClock {
+            day_start_us: calendar.day_start(date).timestamp_micros(),
+            reference_us: calendar.day_end(date).timestamp_micros(),
+        }
+    }
+}

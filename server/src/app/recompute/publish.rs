@@ -1,0 +1,145 @@
+//! One recompute of a day: the daily ranking published (and installed, and its statistics
+//! recorded), the weekly ranking, and every segment's ranking of both, with the SQL and
+//! Redis work overlapped.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use futures_util::{StreamExt, TryStreamExt};
+use tokio::time::Instant;
+
+use super::{Computed, Recompute, RecomputeReport};
+use crate::domain::catalog::{Membership, Segment};
+use crate::domain::snapshot::Snapshot;
+use crate::ports::{RankingKey, RankingRun, Scored, StoreError, VersionLife};
+
+/// The copy of a recompute's ranking (`entries` in any order), built once: it is what gets
+/// published, this replica's copy, and the index its segments are found in.
+fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
+    Snapshot::from_unordered(entries).map(Arc::new).map_err(StoreError::ranking)
+}
+
+/// Segment rankings being published at once by one recompute.
+const SEGMENT_PUBLICATIONS: usize = 32;
+
+impl Recompute {
+    /// Computes and stores the ranking of `date` without taking the lock.
+    ///
+    /// SQL-bound and Redis-bound work overlap: the hidden products are read while the day's
+    /// rows are; the catalog's segments and the week's rows are read while the daily ranking
+    /// is published (the catalog is needed only to fan rankings out, so its million rows are
+    /// off the day's critical path). One population buffer serves the day, then the week: the
+    /// week's rows stream into the pages the day's population already occupies rather than
+    /// into new ones while the day's are still resident.
+    pub(super) async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
+        let started = Instant::now();
+        let (hidden, mut population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
+        let Computed { entries, clamped, stats, clock } = self.rank(date, &mut population, &hidden);
+        let whole = ranked_copy(entries)?;
+        let day_population = whole.len();
+        let key = RankingKey::Daily(date);
+        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        let publish_daily = async {
+            let publication = async {
+                let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
+                self.metrics.scores_clamped.inc_by(clamped as u64);
+                // Served by this replica before the call returns; the others load it on the
+                // announcement or their next poll.
+                self.snapshots.install_copy(key, version, whole.clone()).await;
+                // What ExplainRank reproduces norms from. Written after the publication, so a
+                // reader may briefly see the new version with the previous record; it checks
+                // the version.
+                let run =
+                    RankingRun { date, version, stats, clock, computed_at_us: self.policy.now().timestamp_micros() };
+                self.store.record_run(&run).await?;
+                Ok(version)
+            };
+            let (version, catalog) = tokio::try_join!(publication, self.membership())?;
+            let daily = started.elapsed();
+            self.publish_segments(key, &whole, &catalog, life).await?;
+            Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
+        };
+        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
+        let (version, catalog, daily, mut in_segments) = published?;
+        drop(whole);
+        let weekly_started = Instant::now();
+
+        let mut population = week?;
+        let Computed { entries: week, clamped, .. } = self.rank(date, &mut population, &hidden);
+        drop(population);
+        let week = ranked_copy(week)?;
+        let weekly = RankingKey::Weekly(date);
+        let weekly_version = self.rankings.publish(weekly, &week.page(0, u64::MAX), life).await?;
+        self.metrics.scores_clamped.inc_by(clamped as u64);
+        self.snapshots.install_copy(weekly, weekly_version, week.clone()).await;
+        let weekly_elapsed = weekly_started.elapsed();
+        let segments_started = Instant::now();
+        self.publish_segments(weekly, &week, &catalog, life).await?;
+        in_segments += segments_started.elapsed();
+        self.metrics.recompute_phases(&[
+            ("daily", daily.as_secs_f64()),
+            ("weekly", weekly_elapsed.as_secs_f64()),
+            ("segments", in_segments.as_secs_f64()),
+        ]);
+        Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
+    }
+
+    /// The catalog's segment memberships now.
+    async fn membership(&self) -> Result<Membership, StoreError> {
+        let mut membership = Membership::with_limit(self.policy.max_segments);
+        self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
+        self.metrics.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));
+        if membership.dropped() > 0 {
+            tracing::warn!(
+                limit = self.policy.max_segments,
+                dropped = membership.dropped(),
+                "the catalog names more segments than RANKING_MAX_SEGMENTS; the rest get no ranking"
+            );
+        }
+        Ok(membership)
+    }
+
+    /// Publishes one ranking per segment of `whole_key`: its members' entries of `whole`
+    /// (that ranking's copy), in ranking order, with the whole ranking's scores. A segment
+    /// published before that has no member now gets an empty version, so it reads as empty
+    /// rather than as its old members.
+    async fn publish_segments(
+        &self,
+        whole_key: RankingKey,
+        whole: &Arc<Snapshot>,
+        catalog: &Membership,
+        life: VersionLife,
+    ) -> Result<(), StoreError> {
+        let previous = self.rankings.published_segments(whole_key).await?;
+        let mut lists: Vec<(Segment, Vec<u32>)> =
+            catalog.segments().iter().copied().zip(catalog.positions_in(whole)).collect();
+        lists.retain(|(segment, list)| !list.is_empty() || previous.contains(segment));
+        let current: HashSet<Segment> = lists.iter().map(|(s, _)| *s).collect();
+        lists.extend(previous.iter().filter(|s| !current.contains(s)).map(|s| (*s, Vec::new())));
+        let published: Vec<Segment> = lists.iter().filter(|(_, l)| !l.is_empty()).map(|(s, _)| *s).collect();
+        // Every segment of this publication, the emptied ones included, so that this replica's
+        // copies of them are replaced too.
+        self.snapshots.know_segments(whole_key, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+        // A few publications in flight at once, each its own script on its own keys; a
+        // segment's entries exist only while it is written (the lists are positions).
+        let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, positions)| {
+            let key = whole_key.restricted(Some(segment))?;
+            Some(async move {
+                let entries = whole.entries_at(&positions);
+                self.rankings.publish(key, &entries, life).await.map(|v| (key, v, positions))
+            })
+        }))
+        .buffer_unordered(SEGMENT_PUBLICATIONS);
+        let mut copies = Vec::new();
+        while let Some((key, version, positions)) = publications.try_next().await? {
+            match Snapshot::at_positions(whole, positions) {
+                Ok(copy) => copies.push((key, version, Arc::new(copy))),
+                Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
+            }
+        }
+        // Installed together: one swap of this replica's copies rather than one per segment.
+        self.snapshots.install_copies(copies).await;
+        self.rankings.record_segments(whole_key, &published, life.expire_at).await
+    }
+}

@@ -1,0 +1,69 @@
+//! Unit tests of the lease and of batched withdrawals over an in-process ranking store.
+
+use std::collections::HashSet;
+
+use super::*;
+use crate::adapters::memory::MemoryRankingStore;
+use crate::app::policy::Clock;
+use crate::app::test_support::Wired;
+use crate::ports::VersionLife;
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost() {
+    let store = Arc::new(MemoryRankingStore::new());
+    let Wired { recompute, policy, .. } = Wired::new(&store, Clock::tokio_from(Utc::now()));
+    let ttl = policy.recompute_lease;
+    let lease = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
+    // Work lasting four lease lives: nobody else gets the lease meanwhile.
+    let held = recompute
+        .holding(&lease, async {
+            tokio::time::sleep(ttl * 4).await;
+            Ok(store.try_acquire("recompute:x", ttl).await?.is_none())
+        })
+        .await;
+    assert!(held.expect("work finished"), "renewed while the work ran");
+
+    // The lease goes (released here; expired after a stall in life) and another holder
+    // takes it: the work is abandoned at the next renewal instead of finishing.
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let lost = recompute
+        .holding(&lease, async {
+            store.release(&lease).await?;
+            assert!(store.try_acquire("recompute:x", ttl).await?.is_some(), "another holder");
+            tokio::time::sleep(ttl * 4).await;
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
+        .await;
+    assert!(lost.expect_err("abandoned").to_string().contains("lost the lease"));
+    assert!(!finished.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn concurrent_withdrawals_of_a_day_share_rewrites() {
+    let store = Arc::new(MemoryRankingStore::new());
+    let Wired { snapshots, recompute, .. } = Wired::new(&store, Clock::System);
+    let today = Utc::now().date_naive();
+    let key = RankingKey::Daily(today);
+    let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
+    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
+    let version = store.publish(key, &entries, life).await.expect("published");
+    snapshots.install(key, version, entries).await;
+    let installs = snapshots.installed();
+    let before = *installs.borrow();
+
+    let calls: Vec<_> = (1..=20i64)
+        .map(|id| {
+            let recompute = recompute.clone();
+            tokio::spawn(async move { recompute.withdraw(today, &HashSet::from([id])).await })
+        })
+        .collect();
+    for call in calls {
+        call.await.expect("joined").expect("withdrawn");
+    }
+    let held = snapshots.current(key).await.expect("read").expect("ranking");
+    let left: Vec<i64> = held.ranking.page(0, 100).iter().map(|e| e.product_id).collect();
+    assert_eq!(left, (21..=50).rev().collect::<Vec<_>>());
+    let rewrites = *installs.borrow() - before;
+    assert!((1..20).contains(&rewrites), "{rewrites} rewrites for 20 calls");
+}

@@ -1,0 +1,96 @@
+//! Hidden products out of a day's exact rankings at once (SPEC §9.3), under the day's
+//! lease, batched: the withdrawals of one day waiting for the lease are done in one rewrite.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+
+use super::{Recompute, RecomputeError};
+use crate::domain::calendar::RankingHour;
+use crate::ports::{RankingKey, Scored, StoreError, VersionLife};
+
+/// Products waiting to be withdrawn from one day's rankings, and their callers.
+pub(super) struct Withdrawal {
+    ids: HashSet<i64>,
+    done: tokio::sync::watch::Sender<Option<Result<(), RecomputeError>>>,
+}
+
+impl Recompute {
+    /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
+    /// version of each current one without them (the other entries and their scores as they
+    /// were; the next recompute renormalises without them), and out of the day's hourly
+    /// rankings.
+    ///
+    /// Withdrawals of one day arriving while one waits for the lease join it: however many
+    /// callers hide products one at a time, the day's rankings are rewritten once per lease
+    /// turn, not once per call. The work runs as a task of its own, so a caller that goes away
+    /// does not leave the others waiting.
+    pub async fn withdraw(self: &Arc<Self>, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), RecomputeError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut done = {
+            let mut pending = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner());
+            match pending.get_mut(&date) {
+                Some(batch) => {
+                    batch.ids.extend(ids);
+                    batch.done.subscribe()
+                }
+                None => {
+                    let (done, waiting) = tokio::sync::watch::channel(None);
+                    pending.insert(date, Withdrawal { ids: ids.clone(), done });
+                    self.tasks.spawn(self.clone().withdraw_batch(date));
+                    waiting
+                }
+            }
+        };
+        let outcome = done.wait_for(Option::is_some).await.map(|o| o.clone()).ok().flatten();
+        outcome.unwrap_or(Err(RecomputeError::Abandoned))
+    }
+
+    /// Takes the day's lease, then the day's pending withdrawals (sealed: callers arriving
+    /// later start the next batch), and rewrites the rankings once for all of them.
+    async fn withdraw_batch(self: Arc<Self>, date: NaiveDate) {
+        let lease = self.lease(date).await;
+        let Some(batch) = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
+        let result = match lease {
+            Ok(lease) => {
+                let result = self.holding(&lease, self.withdraw_locked(date, &batch.ids)).await;
+                self.release(&lease, date).await;
+                result.map_err(RecomputeError::Store)
+            }
+            Err(e) => Err(e),
+        };
+        batch.done.send_replace(Some(result));
+    }
+
+    async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), StoreError> {
+        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        let ids_list: Vec<i64> = ids.iter().copied().collect();
+        let mut keys = Vec::new();
+        for whole in [RankingKey::Daily(date), RankingKey::Weekly(date)] {
+            keys.push(whole);
+            for segment in self.rankings.published_segments(whole).await? {
+                let Some(key) = whole.restricted(Some(segment)) else { continue };
+                // One cheap look per segment; only segments holding a product are rewritten.
+                if self.rankings.placements(key, None, &ids_list).await?.found.iter().any(Option::is_some) {
+                    keys.push(key);
+                }
+            }
+        }
+        for key in keys {
+            // The store's current version, not a copy this replica may not have refreshed.
+            let Some(held) = self.snapshots.current(key).await? else { continue };
+            let all = held.ranking.page(0, held.ranking.len() as u64);
+            if !all.iter().any(|e| ids.contains(&e.product_id)) {
+                continue;
+            }
+            let kept: Vec<Scored> = all.iter().filter(|e| !ids.contains(&e.product_id)).copied().collect();
+            let version = self.rankings.publish(key, &kept, life).await?;
+            self.snapshots.install(key, version, kept).await;
+        }
+        let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();
+        self.rankings.withdraw_hourly(&hours, &ids_list).await
+    }
+}

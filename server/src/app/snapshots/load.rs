@@ -1,0 +1,260 @@
+//! How copies get in: installed by this replica's recompute, loaded from the store in
+//! chunks on an announcement or at the poll, and the loop that keeps them current.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Snapshots;
+use crate::domain::snapshot::{Snapshot, SnapshotError};
+use crate::ports::{Announcement, Announcements, RankingKey, Scored, StoreError};
+
+/// Entries per read while loading a version (4 MB of packed entries from Redis).
+pub const LOAD_CHUNK: u64 = 262_144;
+/// Wait before subscribing again after the subscription failed or ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(5);
+
+/// What reading a version whole found.
+pub(super) enum Read {
+    /// The version is no longer kept.
+    Gone,
+    /// It has this many entries, more than allowed.
+    TooLarge(u64),
+    /// Its entries, in ranking order.
+    Entries(Vec<Scored>),
+}
+
+impl Snapshots {
+    /// Reads one version whole, in chunks, unless it has more than `max` entries.
+    pub(super) async fn read_version(&self, key: RankingKey, version: u64, max: u64) -> Result<Read, StoreError> {
+        let Some(first) = self.rankings.version_chunk(key, version, 0, LOAD_CHUNK).await? else {
+            return Ok(Read::Gone);
+        };
+        if first.total > max {
+            return Ok(Read::TooLarge(first.total));
+        }
+        let total = first.total as usize;
+        let mut entries = Vec::with_capacity(total);
+        entries.extend(first.entries);
+        while entries.len() < total {
+            let Some(page) = self.rankings.version_chunk(key, version, entries.len() as u64, LOAD_CHUNK).await? else {
+                return Ok(Read::Gone);
+            };
+            if page.entries.is_empty() {
+                break;
+            }
+            entries.extend(page.entries);
+        }
+        if entries.len() != total {
+            return Err(StoreError::Corrupt(format!(
+                "version {version} of {key:?} changed while loading ({} of {total} entries)",
+                entries.len()
+            )));
+        }
+        Ok(Read::Entries(entries))
+    }
+
+    /// Installs a version a recompute of this replica just published, from its entries in
+    /// ranking order, when the ranking is one this replica keeps.
+    pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
+        self.present(key);
+        if !self.is_wanted(key, self.policy.now()) {
+            return;
+        }
+        let _one = self.installing.lock().await;
+        if self.holds(key, version) {
+            return;
+        }
+        // Known too large before a copy is built.
+        let len = entries.len() as u64;
+        if len > self.room(key) {
+            return self.swap(vec![(key, version, Err(len))]);
+        }
+        match self.held_as(key, entries) {
+            Ok(ranking) => self.swap(vec![(key, version, Ok(Arc::new(ranking)))]),
+            Err(e) => tracing::error!(?key, version, error = %e, "published ranking cannot be held"),
+        }
+    }
+
+    /// Installs a copy a recompute of this replica already made of a version it just
+    /// published (a whole ranking, or a segment's as positions in that copy).
+    pub async fn install_copy(&self, key: RankingKey, version: u64, ranking: Arc<Snapshot>) {
+        self.install_copies(vec![(key, version, ranking)]).await;
+    }
+
+    /// [`Snapshots::install_copy`] of many rankings at once (a recompute's segment
+    /// rankings): one swap of the held copies for all of them, in the order given as far as
+    /// the bound allows.
+    pub async fn install_copies(&self, copies: Vec<(RankingKey, u64, Arc<Snapshot>)>) {
+        let now = self.policy.now();
+        for (key, ..) in &copies {
+            self.present(*key);
+        }
+        let copies = copies
+            .into_iter()
+            .filter(|(key, ..)| self.is_wanted(*key, now))
+            .map(|(key, version, ranking)| (key, version, Ok(ranking)))
+            .collect();
+        let _one = self.installing.lock().await;
+        self.swap(copies);
+    }
+
+    /// The copy of `entries` (in ranking order) of `key`: a segment ranking whose entries are
+    /// those of the held copy of its whole ranking (same products, scores and order, as a
+    /// recompute publishes them) is held as positions in that copy, 4 bytes an entry; any
+    /// other ranking, or a segment of another version than the held whole one, on its own.
+    fn held_as(&self, key: RankingKey, entries: Vec<Scored>) -> Result<Snapshot, SnapshotError> {
+        if key.segment().is_some()
+            && let Some(whole) = self.get(key.whole())
+            && let Some(within) = Snapshot::within(&whole.ranking, &entries)
+        {
+            return Ok(within);
+        }
+        Snapshot::from_ranked(entries)
+    }
+
+    /// Loads `version` of `key` from the store unless it or a newer one is held.
+    pub async fn load(&self, key: RankingKey, version: u64) -> Result<(), StoreError> {
+        let _one = self.installing.lock().await;
+        if self.holds(key, version) || self.known_too_large(key, version) {
+            return Ok(());
+        }
+        let copy = match self.read_version(key, version, self.room(key)).await? {
+            // Superseded and dropped already: its successor is loaded next.
+            Read::Gone => return Ok(()),
+            Read::TooLarge(total) => Err(total),
+            Read::Entries(entries) => {
+                let total = entries.len();
+                let ranking = self.held_as(key, entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
+                Ok(Arc::new(ranking))
+            }
+        };
+        self.swap(vec![(key, version, copy)]);
+        Ok(())
+    }
+
+    /// Drops copies of rankings no longer wanted, then loads every wanted ranking whose
+    /// current version is newer than its copy (segment rankings when they are due:
+    /// [`Snapshots::segments_due`]).
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        let now = self.policy.now();
+        let wholes = self.wholes(now);
+        let whole_versions = self.rankings.versions(&wholes).await?;
+        let due = self.segments_due(&wholes, &whole_versions);
+        let mut known = HashMap::clone(&self.segments.load());
+        known.retain(|k, _| wholes.contains(k));
+        for whole in &due {
+            known.insert(*whole, self.rankings.published_segments(*whole).await?);
+        }
+        self.segments.store(Arc::new(known));
+        self.forget_unwanted(now);
+        self.report(now);
+
+        let segment_keys: Vec<RankingKey> = {
+            let known = self.segments.load();
+            due.iter()
+                .flat_map(|whole| known.get(whole).into_iter().flatten().filter_map(|s| whole.restricted(Some(*s))))
+                .collect()
+        };
+        let mut keys = wholes;
+        let mut versions = whole_versions;
+        if !segment_keys.is_empty() {
+            versions.extend(self.rankings.versions(&segment_keys).await?);
+        }
+        keys.extend(segment_keys);
+        let wanted = self.wanted(now);
+        self.absent.rcu(|absent| {
+            let mut absent: HashSet<RankingKey> =
+                absent.iter().filter(|k| wanted.contains(k) && !keys.contains(k)).copied().collect();
+            absent.extend(keys.iter().zip(&versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k));
+            absent
+        });
+        for (key, version) in keys.into_iter().zip(versions) {
+            if let Some(version) = version {
+                self.load(key, version).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
+        self.present(a.key);
+        // This replica's own publications come back announced: held already.
+        if self.holds(a.key, a.version) {
+            return Ok(());
+        }
+        let now = self.policy.now();
+        // A segment first published now is not known yet: its whole ranking says it is wanted.
+        let wanted =
+            self.is_wanted(a.key, now) || (a.key.segment().is_some() && self.wholes(now).contains(&a.key.whole()));
+        if wanted { self.load(a.key, a.version).await } else { Ok(()) }
+    }
+
+    /// Keeps the copies current until `stop`: loads announced versions at once, polls the
+    /// current versions every [`crate::app::policy::Policy::snapshot_poll`], subscribes again
+    /// after the subscription is lost.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut subscription: Option<Announcements> = None;
+        let mut subscribe_at = Instant::now();
+        let mut poll = tokio::time::interval(self.policy.snapshot_poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            if subscription.is_none() && Instant::now() >= subscribe_at {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    s = self.rankings.announcements() => match s {
+                        Ok(s) => subscription = Some(s),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "cannot subscribe to ranking versions; polling");
+                            subscribe_at = Instant::now() + RESUBSCRIBE_AFTER;
+                        }
+                    },
+                }
+            }
+            let result = tokio::select! {
+                () = stop.cancelled() => return,
+                _ = poll.tick() => tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = self.refresh() => r,
+                },
+                a = next(&mut subscription) => match a {
+                    Some(a) => tokio::select! {
+                        () = stop.cancelled() => return,
+                        r = self.announced(a) => r,
+                    },
+                    None => {
+                        tracing::debug!("ranking version subscription ended; polling until it is back");
+                        subscription = None;
+                        subscribe_at = Instant::now() + RESUBSCRIBE_AFTER;
+                        Ok(())
+                    }
+                },
+            };
+            match result {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!("ranking snapshots are current again");
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "cannot refresh ranking snapshots; serving the versions held");
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The next announcement, or never when there is no subscription.
+async fn next(subscription: &mut Option<Announcements>) -> Option<Announcement> {
+    match subscription {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}

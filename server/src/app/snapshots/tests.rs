@@ -1,0 +1,134 @@
+//! Unit tests of the held copies over an in-process ranking store.
+
+use std::time::Duration;
+
+use super::*;
+use crate::adapters::memory::MemoryRankingStore;
+use crate::domain::calendar::RankingCalendar;
+use crate::domain::score::Weights;
+use crate::ports::Scored;
+use crate::ports::VersionLife;
+
+fn snapshots(max_entries: usize) -> (Arc<Snapshots>, Arc<MemoryRankingStore>) {
+    let store = Arc::new(MemoryRankingStore::new());
+    let policy =
+        Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+    let metrics = Arc::new(Metrics::new());
+    (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store)
+}
+
+/// `n` entries in ranking order.
+fn ranking(n: i64) -> Vec<Scored> {
+    let mut entries: Vec<Scored> = (1..=n).map(|p| Scored { product_id: p, score: (p % 7) as f64 }).collect();
+    entries.sort_by(crate::domain::snapshot::ranking_order);
+    entries
+}
+
+fn life() -> VersionLife {
+    VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::from_secs(60) }
+}
+
+#[tokio::test]
+async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
+    let (snapshots, store) = snapshots(1_000_000);
+    let today = RankingKey::Daily(Utc::now().date_naive());
+    let n = LOAD_CHUNK as i64 * 2 + 17;
+    let v = store.publish(today, &ranking(n), life()).await.expect("publish");
+    snapshots.refresh().await.expect("refresh");
+    let held = snapshots.get(today).expect("held");
+    assert_eq!(held.version, v);
+    let page = store.top(today, 0, u64::MAX).await.expect("top");
+    assert_eq!(held.ranking.page(0, u64::MAX), &page.entries[..]);
+    let old = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(3));
+    store.publish(old, &ranking(3), life()).await.expect("publish");
+    snapshots.refresh().await.expect("refresh");
+    assert!(snapshots.get(old).is_none(), "only today and yesterday are held");
+}
+
+#[tokio::test]
+async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_store() {
+    let (snapshots, store) = snapshots(100);
+    let today = RankingKey::Daily(Utc::now().date_naive());
+    let yesterday = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(1));
+    store.publish(yesterday, &ranking(60), life()).await.expect("publish");
+    let v1 = store.publish(today, &ranking(40), life()).await.expect("publish");
+    snapshots.refresh().await.expect("refresh");
+    assert_eq!(snapshots.get(today).map(|h| h.version), Some(v1));
+    assert_eq!(snapshots.entries(), 100);
+    let v2 = store.publish(today, &ranking(41), life()).await.expect("publish");
+    snapshots.install(today, v2, ranking(41)).await;
+    assert!(snapshots.get(today).is_none(), "over the bound: no stale copy either");
+    assert!(snapshots.entries() <= 100);
+    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+    snapshots.refresh().await.expect("refresh");
+    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1, "not fetched again");
+}
+
+#[tokio::test]
+async fn a_segment_of_the_held_whole_version_is_held_as_positions_in_it() {
+    let (snapshots, _) = snapshots(1_000);
+    let date = Utc::now().date_naive();
+    let today = RankingKey::Daily(date);
+    let segment = crate::domain::catalog::Segment::parse("brand:acme").expect("segment");
+    let key = RankingKey::DailySegment(date, segment);
+    snapshots.know_segments(today, &[segment]);
+    let whole = ranking(30);
+    snapshots.install(today, 7, whole.clone()).await;
+    let members: Vec<Scored> = whole.iter().step_by(3).copied().collect();
+    snapshots.install(key, 8, members.clone()).await;
+    let held = snapshots.get(key).expect("held");
+    assert_eq!(held.ranking.page(0, u64::MAX), &members[..]);
+    assert_eq!(held.ranking.heap_bytes(), 4 * members.len(), "positions in the whole copy");
+    // Scores of another version: held on its own.
+    let other: Vec<Scored> = members.iter().map(|e| Scored { score: e.score + 0.5, ..*e }).collect();
+    snapshots.install(key, 9, other.clone()).await;
+    let held = snapshots.get(key).expect("held");
+    assert_eq!(held.ranking.page(0, u64::MAX), &other[..]);
+    assert!(held.ranking.heap_bytes() >= 16 * other.len());
+}
+
+#[tokio::test]
+async fn install_keeps_the_newest_version() {
+    let (snapshots, _) = snapshots(1_000);
+    let today = RankingKey::Daily(Utc::now().date_naive());
+    snapshots.install(today, 5, ranking(3)).await;
+    snapshots.install(today, 4, ranking(9)).await;
+    let held = snapshots.get(today).expect("held");
+    assert_eq!((held.version, held.ranking.len()), (5, 3));
+}
+
+#[tokio::test]
+async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
+    let (snapshots, _) = snapshots(100);
+    let date = Utc::now().date_naive();
+    let today = RankingKey::Daily(date);
+    let segment = |name: &str| crate::domain::catalog::Segment::parse(name).expect("segment");
+    let (a, b, c, unknown) = (segment("a"), segment("b"), segment("c"), segment("unknown"));
+    snapshots.know_segments(today, &[c, a, b]);
+    let whole = Arc::new(Snapshot::from_ranked(ranking(40)).expect("valid"));
+    snapshots.install_copy(today, 7, whole.clone()).await;
+    let at = |positions: Vec<u32>| Arc::new(Snapshot::at_positions(&whole, positions).expect("ascending"));
+    let key = |s| RankingKey::DailySegment(date, s);
+    snapshots.install_copy(key(b), 9, at(vec![1, 2])).await;
+    snapshots
+        .install_copies(vec![
+            (key(a), 7, at((0..30).collect())),
+            // Older than the held copy: kept as it is.
+            (key(b), 8, at(vec![5])),
+            // Beside the others, over the bound of 100: not held, nor is an older copy.
+            (key(c), 7, at((0..31).collect())),
+            // Not a known segment of a held day: not wanted.
+            (key(unknown), 7, at(vec![0])),
+        ])
+        .await;
+    assert_eq!(snapshots.get(key(a)).map(|h| (h.version, h.ranking.len())), Some((7, 30)));
+    assert_eq!(snapshots.get(key(b)).map(|h| (h.version, h.ranking.len())), Some((9, 2)));
+    assert!(snapshots.get(key(c)).is_none());
+    assert!(snapshots.get(key(unknown)).is_none());
+    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+    assert_eq!(snapshots.entries(), 40 + 30 + 2);
+    assert!(
+        snapshots.is_wanted(key(c), snapshots.policy.now())
+            && !snapshots.is_wanted(key(unknown), snapshots.policy.now())
+    );
+}

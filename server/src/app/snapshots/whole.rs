@@ -1,0 +1,83 @@
+//! Whole rankings read for single callers (ListMovers, withdrawals): the held copy, or a
+//! copy read from the store for this caller alone, bounded like the held ones.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::load::{LOAD_CHUNK, Read};
+use super::{Held, Snapshots};
+use crate::domain::snapshot::Snapshot;
+use crate::ports::{RankingKey, Scored, StoreError};
+
+impl Snapshots {
+    /// The whole current version of a ranking: the held copy, else a copy read from the
+    /// store for this one caller (at most `RANKING_SNAPSHOT_MAX_ENTRIES` entries, and at most
+    /// [`super::PASSING_COPIES`] such copies being read at once; an hourly ranking, which
+    /// changes while it is read, is taken as read). `None` when the store has no such ranking.
+    pub async fn whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
+        match self.get(key) {
+            Some(held) => Ok(Some(held)),
+            None => self.copy(key, false).await,
+        }
+    }
+
+    /// Like [`Snapshots::whole`], but always the version the store holds as current now: the
+    /// held copy only when it is that version (a replica may not have loaded a newer one yet).
+    pub async fn current(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
+        self.copy(key, true).await
+    }
+
+    async fn copy(&self, key: RankingKey, current: bool) -> Result<Option<Arc<Held>>, StoreError> {
+        let stored = match key.is_versioned() {
+            true => match self.rankings.versions(&[key]).await?.first().copied().flatten() {
+                Some(version) => Some(version),
+                None => return Ok(None),
+            },
+            false => None,
+        };
+        if let (true, Some(held), Some(version)) = (current, self.get(key), stored)
+            && held.version == version
+        {
+            return Ok(Some(held));
+        }
+        // Waiting is bounded by the caller's request deadline.
+        let _permit = self.passing.acquire().await.map_err(|_| StoreError::ranking("shutting down"))?;
+        let too_large = |total: u64| {
+            StoreError::Corrupt(format!(
+                "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",
+                self.max_entries
+            ))
+        };
+        let mut entries: Vec<Scored> = Vec::new();
+        let version = if let Some(version) = stored {
+            entries = match self.read_version(key, version, self.max_entries as u64).await? {
+                Read::Gone => return Ok(None),
+                Read::TooLarge(total) => return Err(too_large(total)),
+                Read::Entries(entries) => entries,
+            };
+            version
+        } else {
+            loop {
+                let page = self.rankings.top(key, entries.len() as u64, LOAD_CHUNK).await?;
+                if page.total > self.max_entries as u64 {
+                    return Err(too_large(page.total));
+                }
+                let done = page.entries.len() < LOAD_CHUNK as usize;
+                entries.extend(page.entries);
+                if done {
+                    break;
+                }
+            }
+            // Increments between pages may repeat a product or break the order a little.
+            let mut seen = HashSet::with_capacity(entries.len());
+            entries.retain(|e| seen.insert(e.product_id));
+            0
+        };
+        let ranking = match key.is_versioned() {
+            true => Snapshot::from_ranked(entries),
+            false => Snapshot::from_unordered(entries),
+        }
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok(Some(Arc::new(Held { version, ranking: Arc::new(ranking) })))
+    }
+}

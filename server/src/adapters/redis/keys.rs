@@ -1,0 +1,167 @@
+//! Every key and channel name of the store, in one place (the table is in the module doc of
+//! [`super`]), and the announcement messages published on the channel.
+//!
+//! Each ranking has a hash tag of its own (`{daily:…}`, `{weekly:…}`, `{dseg:…}`,
+//! `{wseg:…}`, `{hour:…}`): a cluster spreads rankings over its shards, while all keys of
+//! one ranking share a slot, so every script touches one slot only.
+
+use chrono::NaiveDate;
+
+use crate::domain::catalog::Segment;
+use crate::ports::{Announcement, RankingKey, StoreError};
+
+/// The names of one deployment's keys, all under its prefix.
+#[derive(Debug, Clone)]
+pub(super) struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// Keys under `prefix`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self { prefix: prefix.into() }
+    }
+
+    /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`,
+    /// `P:{weekly:2026-12-01}`, `P:{dseg:2026-12-01:brand:acme}`, `P:{hour:2026-12-01T13}`.
+    /// An hourly ranking's base is its ZSET.
+    pub fn base(&self, key: RankingKey) -> String {
+        let prefix = &self.prefix;
+        match key {
+            RankingKey::Daily(date) => format!("{prefix}:{{daily:{date}}}"),
+            RankingKey::Weekly(date) => format!("{prefix}:{{weekly:{date}}}"),
+            RankingKey::DailySegment(date, s) => format!("{prefix}:{{dseg:{date}:{s}}}"),
+            RankingKey::WeeklySegment(date, s) => format!("{prefix}:{{wseg:{date}:{s}}}"),
+            RankingKey::Hourly(h) => format!("{prefix}:{{hour:{}T{:02}}}", h.date, h.hour),
+        }
+    }
+
+    /// The current version pointer of a versioned ranking.
+    pub fn pointer(&self, key: RankingKey) -> String {
+        format!("{}:version", self.base(key))
+    }
+
+    /// What a version number is appended to for the key of that version (`…:v`); the
+    /// scripts append `N`, `N:packed` and `N:index`.
+    pub fn versions(&self, key: RankingKey) -> String {
+        format!("{}:v", self.base(key))
+    }
+
+    /// The ZSET of version `version`.
+    pub fn version(&self, key: RankingKey, version: u64) -> String {
+        format!("{}{version}", self.versions(key))
+    }
+
+    /// The index of superseded versions still kept.
+    pub fn superseded(&self, key: RankingKey) -> String {
+        format!("{}:superseded", self.base(key))
+    }
+
+    /// The set of segments published with a whole ranking.
+    pub fn segments(&self, whole: RankingKey) -> String {
+        format!("{}:segments", self.base(whole))
+    }
+
+    /// A fresh staging key of a ranking (its packed copy and index add `:packed`, `:index`).
+    pub fn staging(&self, key: RankingKey) -> String {
+        format!("{}:staging:{:016x}", self.base(key), rand::random::<u64>())
+    }
+
+    /// A lease.
+    pub fn lock(&self, name: &str) -> String {
+        format!("{}:lock:{name}", self.prefix)
+    }
+
+    /// The pub/sub channel of announcements.
+    pub fn channel(&self) -> String {
+        format!("{}:versions", self.prefix)
+    }
+}
+
+/// The announcement of a ranking before its version number (`daily 2026-12-01`,
+/// `dseg 2026-12-01 brand:acme`); `None` for the hourly rankings, which have no versions.
+pub(super) fn announced(key: RankingKey) -> Option<String> {
+    match key {
+        RankingKey::Daily(date) => Some(format!("daily {date}")),
+        RankingKey::Weekly(date) => Some(format!("weekly {date}")),
+        RankingKey::DailySegment(date, s) => Some(format!("dseg {date} {s}")),
+        RankingKey::WeeklySegment(date, s) => Some(format!("wseg {date} {s}")),
+        RankingKey::Hourly(_) => None,
+    }
+}
+
+/// The announcement a message carries, `None` for a message that is not one.
+pub(super) fn parse_announcement(text: &str) -> Option<Announcement> {
+    let parts: Vec<&str> = text.split(' ').collect();
+    let date = parts.get(1)?.parse::<NaiveDate>().ok()?;
+    let segment = |i: usize| parts.get(i).and_then(|s| Segment::parse(s).ok());
+    let (key, version) = match (parts[0], parts.len()) {
+        ("daily", 3) => (RankingKey::Daily(date), parts[2]),
+        ("weekly", 3) => (RankingKey::Weekly(date), parts[2]),
+        ("dseg", 4) => (RankingKey::DailySegment(date, segment(2)?), parts[3]),
+        ("wseg", 4) => (RankingKey::WeeklySegment(date, segment(2)?), parts[3]),
+        _ => return None,
+    };
+    Some(Announcement { key, version: version.parse().ok()? })
+}
+
+/// The sorted-set member of a product: zero-padded to 19 digits, so that Redis's byte order
+/// of equal scores is the numeric order ("999" before "1000").
+pub fn member(product_id: i64) -> String {
+    format!("{product_id:019}")
+}
+
+/// The product of a sorted-set member.
+pub(super) fn product_of(member: &str) -> Result<i64, StoreError> {
+    member.parse().map_err(|_| StoreError::Corrupt(format!("ranking member {member:?} is not a product id")))
+}
+
+/// A version pointer's value.
+pub(super) fn parse_version(v: Option<String>) -> Result<Option<u64>, StoreError> {
+    v.map(|v| v.parse().map_err(|_| StoreError::Corrupt(format!("ranking version {v:?} is not a number")))).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::calendar::RankingHour;
+
+    #[test]
+    fn every_versioned_ranking_is_announced_and_heard_back() {
+        let date: NaiveDate = "2026-12-01".parse().expect("date");
+        let segment = Segment::parse("brand:acme").expect("segment");
+        let keys = [
+            RankingKey::Daily(date),
+            RankingKey::Weekly(date),
+            RankingKey::DailySegment(date, segment),
+            RankingKey::WeeklySegment(date, segment),
+        ];
+        for key in keys {
+            let text = format!("{} 1796000000123", announced(key).expect("announced"));
+            assert_eq!(parse_announcement(&text), Some(Announcement { key, version: 1_796_000_000_123 }), "{text}");
+        }
+        assert_eq!(announced(RankingKey::Hourly(RankingHour { date, hour: 3 })), None);
+        for garbage in ["", "daily", "daily 2026-12-01", "daily x 1", "dseg 2026-12-01 1", "hour 2026-12-01 1"] {
+            assert_eq!(parse_announcement(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn keys_of_one_ranking_share_its_hash_tag_and_rankings_differ() {
+        let keys = Keys::new("p");
+        let date: NaiveDate = "2026-12-01".parse().expect("date");
+        let daily = RankingKey::Daily(date);
+        let tag = |k: &str| k[k.find('{').expect("open")..=k.find('}').expect("close")].to_string();
+        let all = [
+            keys.pointer(daily),
+            keys.version(daily, 5),
+            keys.superseded(daily),
+            keys.segments(daily),
+            keys.staging(daily),
+        ];
+        assert!(all.iter().all(|k| tag(k) == "{daily:2026-12-01}"), "{all:?}");
+        assert_ne!(tag(&keys.pointer(RankingKey::Weekly(date))), tag(&keys.pointer(daily)));
+        assert_eq!(keys.version(daily, 5), "p:{daily:2026-12-01}:v5");
+        assert_eq!((member(999) < member(1000), product_of(&member(42)).ok()), (true, Some(42)));
+    }
+}

@@ -1,0 +1,121 @@
+//! Several products' places in one version: `scripts/placements.lua` on a ZSET ranking
+//! (daily, hourly), `scripts/packed_placements.lua` on a packed-only one (weekly, segments).
+//! Both answer `{version or false, entries, then per product: index, score, entries with a
+//! greater score (or three falses)}`, parsed by one function; only the score's form differs.
+
+use redis::Value;
+
+use super::keys::{member, parse_version};
+use super::packed::packed_only;
+use super::{RedisRankingStore, unavailable};
+use crate::ports::{Found, Placements, RankingKey, StoreError};
+
+impl RedisRankingStore {
+    /// [`crate::ports::RankingStore::placements`].
+    pub(super) async fn find(
+        &self,
+        key: RankingKey,
+        version: Option<u64>,
+        product_ids: &[i64],
+    ) -> Result<Placements, StoreError> {
+        let packed = packed_only(key);
+        let script = if packed { &self.scripts.packed_placements } else { &self.scripts.placements };
+        let mut invocation = script.key(self.keys.pointer(key));
+        if key.is_versioned() {
+            invocation.arg(self.keys.versions(key));
+            match version {
+                Some(v) => invocation.arg(v),
+                None => invocation.arg("current"),
+            };
+        } else {
+            invocation.arg(self.keys.base(key)).arg("hourly");
+        }
+        for id in product_ids {
+            // The packed script compares the packed copy's 8-byte ids; the ZSET one members.
+            match packed {
+                true => invocation.arg(id.to_be_bytes().as_slice()),
+                false => invocation.arg(member(*id)),
+            };
+        }
+        let raw: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(unavailable)?;
+        let score = if packed { score_bits } else { score_text };
+        parse(&raw, product_ids.len(), key.is_versioned(), score)
+            .ok_or_else(|| StoreError::Corrupt(format!("unexpected reply to a placements script for {key:?}")))
+    }
+}
+
+/// A ZSET score as `ZSCORE` answers it.
+fn score_text(v: &Value) -> Option<f64> {
+    redis::from_redis_value_ref::<String>(v).ok()?.parse().ok()
+}
+
+/// A packed entry's score bits.
+fn score_bits(v: &Value) -> Option<f64> {
+    let Value::BulkString(bits) = v else { return None };
+    Some(f64::from_bits(u64::from_be_bytes(bits.as_slice().try_into().ok()?)))
+}
+
+/// The placements of `ids` products in a script's reply; `None` when it is not one.
+fn parse(raw: &[Value], ids: usize, versioned: bool, score: fn(&Value) -> Option<f64>) -> Option<Placements> {
+    let number = |v: &Value| -> Option<Option<u64>> {
+        match v {
+            Value::Nil => Some(None),
+            other => redis::from_redis_value_ref::<u64>(other).ok().map(Some),
+        }
+    };
+    let version = match raw.first()? {
+        Value::Nil => None,
+        v => parse_version(Some(redis::from_redis_value_ref::<String>(v).ok()?)).ok()?,
+    };
+    if version.is_none() && versioned {
+        return Some(Placements { found: vec![None; ids], total: 0, version: None });
+    }
+    let total = number(raw.get(1)?)?.unwrap_or(0);
+    let mut found = Vec::with_capacity(ids);
+    for triple in raw.get(2..)?.chunks(3) {
+        let [index, score_of, above] = triple else { return None };
+        found.push(match (number(index)?, number(above)?) {
+            (Some(index), Some(above)) => Some(Found { index, score: score(score_of)?, above }),
+            _ => None,
+        });
+    }
+    (found.len() == ids).then_some(Placements { found, total, version })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn both_reply_forms_parse_alike() {
+        let zset =
+            [bulk("17"), Value::Int(3), Value::Int(0), bulk("5.5"), Value::Int(0), Value::Nil, Value::Nil, Value::Nil];
+        let packed = [
+            bulk("17"),
+            Value::Int(3),
+            Value::Int(0),
+            Value::BulkString(5.5f64.to_bits().to_be_bytes().to_vec()),
+            Value::Int(0),
+            Value::Nil,
+            Value::Nil,
+            Value::Nil,
+        ];
+        let expected = Placements {
+            found: vec![Some(Found { index: 0, score: 5.5, above: 0 }), None],
+            total: 3,
+            version: Some(17),
+        };
+        assert_eq!(parse(&zset, 2, true, score_text), Some(expected.clone()));
+        assert_eq!(parse(&packed, 2, true, score_bits), Some(expected));
+        assert_eq!(parse(&zset, 3, true, score_text), None, "a product short");
+        let none = parse(&[Value::Nil, Value::Int(0)], 2, true, score_text).expect("no version");
+        assert_eq!((none.version, none.found), (None, vec![None, None]));
+        let hourly =
+            parse(&[Value::Nil, Value::Int(4), Value::Int(1), bulk("0.3"), Value::Int(1)], 1, false, score_text);
+        assert_eq!(hourly.map(|p| (p.version, p.total)), Some((None, 4)));
+    }
+}

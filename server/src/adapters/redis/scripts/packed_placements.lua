@@ -1,0 +1,74 @@
+-- Several products' places in a packed-only ranking (entries of 16 bytes in ranking order:
+-- product id and score bits, big-endian). KEYS: version pointer. ARGV: version key prefix,
+-- `current` or a version number, then each product id as its 8 bytes. Returns {version or
+-- false, entries, then per product: index or false, score bits or false, entries with a
+-- greater score or false}.
+--
+-- A product is found by a binary search of the version's product index (4 bytes an entry:
+-- the positions of the packed entries in ascending product id; ids compared as a signed high
+-- and an unsigned low half, so that Lua's doubles stay exact and no locale orders bytes),
+-- the entries above it by a binary search of the scores, which descend: a few dozen
+-- `GETRANGE`s of a few bytes per product, whatever the ranking's size. A version published
+-- before product indexes existed is searched byte by byte (aligned to an entry) instead.
+local v
+if ARGV[2] == 'current' then
+  v = redis.call('GET', KEYS[1])
+  if not v then return {false, 0} end
+else
+  v = ARGV[2]
+  if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 and redis.call('GET', KEYS[1]) ~= v then
+    return {false, 0}
+  end
+end
+local pk, ik = ARGV[1] .. v .. ':packed', ARGV[1] .. v .. ':index'
+local n = redis.call('STRLEN', pk) / 16
+local out = {v, n}
+local data = nil
+if n > 0 and redis.call('EXISTS', ik) == 0 then data = redis.call('GET', pk) end
+local function entry(i)
+  if data then return string.sub(data, i * 16 + 1, i * 16 + 16) end
+  return redis.call('GETRANGE', pk, i * 16, i * 16 + 15)
+end
+local function score(i) return (struct.unpack('>d', entry(i), 9)) end
+local function halves(bytes, at) return struct.unpack('>i4', bytes, at), (struct.unpack('>I4', bytes, at + 4)) end
+local function position(id)
+  if data then
+    local at = 1
+    while true do
+      local s = string.find(data, id, at, true)
+      if not s then return nil end
+      if (s - 1) % 16 == 0 then return (s - 1) / 16 end
+      at = s + 1
+    end
+  end
+  local hi_id, lo_id = halves(id, 1)
+  local lo, hi = 0, n - 1
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local at = struct.unpack('>I4', redis.call('GETRANGE', ik, mid * 4, mid * 4 + 3))
+    local h, l = halves(entry(at), 1)
+    if h == hi_id and l == lo_id then return at end
+    if h < hi_id or (h == hi_id and l < lo_id) then lo = mid + 1 else hi = mid - 1 end
+  end
+  return nil
+end
+for a = 3, #ARGV do
+  local i = position(ARGV[a])
+  if i then
+    local e = entry(i)
+    local mine = (struct.unpack('>d', e, 9))
+    local lo, hi = 0, i
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if score(mid) > mine then lo = mid + 1 else hi = mid end
+    end
+    table.insert(out, i)
+    table.insert(out, string.sub(e, 9, 16))
+    table.insert(out, lo)
+  else
+    table.insert(out, false)
+    table.insert(out, false)
+    table.insert(out, false)
+  end
+end
+return out

@@ -1,0 +1,8 @@
+-- Packed entries of one version, if kept. KEYS: version pointer. ARGV: version key prefix,
+-- version, first byte, last byte. Returns {kept (1/0), bytes, total bytes}.
+local k = ARGV[1] .. ARGV[2] .. ':packed'
+if redis.call('EXISTS', k) == 1 then
+  return {1, redis.call('GETRANGE', k, ARGV[3], ARGV[4]), redis.call('STRLEN', k)}
+end
+if redis.call('GET', KEYS[1]) == ARGV[2] then return {1, '', 0} end
+return {0, '', 0}

@@ -1,9 +1,12 @@
-//! Optional bearer tokens per kind of call, as a tower layer in front of the service.
+//! Optional bearer tokens per class of call (the RPC table, [`crate::grpc::rpcs`]), as a
+//! tower layer in front of the service.
 //!
-//! Writes (RecordEvent, RecordEvents, UpdateCatalog) take `RANKING_WRITE_TOKEN`, Recompute takes
-//! `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank, WatchTopN) take `RANKING_READ_TOKEN`; a kind whose
-//! token is unset stays open. Health and reflection are always open, so probes and grpcurl
-//! keep working. A missing or wrong token is UNAUTHENTICATED before any work is done.
+//! Writes (RecordEvent, RecordEvents, UpdateCatalog) take `RANKING_WRITE_TOKEN`, Recompute
+//! takes `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank,
+//! WatchTopN) take `RANKING_READ_TOKEN`; a class whose token is unset stays open. Health and
+//! reflection are always open, so probes and grpcurl keep working; so is a path that is no
+//! RPC of this server (the router answers UNIMPLEMENTED). A missing or wrong token is
+//! UNAUTHENTICATED before any work is done.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,27 +14,28 @@ use std::task::{Context, Poll};
 use tonic::codegen::http;
 use tower::{Layer, Service};
 
+use super::rpcs::{self, Class};
 use crate::config::Secret;
 
 /// Which token each kind of call needs.
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
-    /// For RecordEvent and RecordEvents.
+    /// For the writes ([`Class::Write`]).
     pub write: Option<Secret>,
-    /// For Recompute.
+    /// For Recompute ([`Class::Admin`]).
     pub admin: Option<Secret>,
-    /// For GetTopN and GetRank.
+    /// For the reads ([`Class::Read`]).
     pub read: Option<Secret>,
 }
 
 impl AccessPolicy {
     /// The token a path needs, if any.
     fn required(&self, path: &str) -> Option<&Secret> {
-        let method = path.strip_prefix("/ranking.v1.RankingService/")?;
-        match method {
-            "RecordEvent" | "RecordEvents" | "UpdateCatalog" => self.write.as_ref(),
-            "Recompute" => self.admin.as_ref(),
-            _ => self.read.as_ref(),
+        match rpcs::of(path)?.class {
+            Class::Write => self.write.as_ref(),
+            Class::Admin => self.admin.as_ref(),
+            Class::Read => self.read.as_ref(),
+            Class::Health | Class::Reflection => None,
         }
     }
 

@@ -10,7 +10,7 @@
 //! - the server's `close_all` token is cancelled (the shutdown grace ran out).
 //!
 //! Calls find their connection's [`Activity`] in the request extensions ([`ConnInfo`], put
-//! there by tonic through [`Connected`]); [`super::layers::Hygiene`] counts them in and out.
+//! there by tonic through [`Connected`]); [`super::layers::hygiene::Hygiene`] counts them in and out.
 
 use std::future::Future;
 use std::io;

@@ -9,4 +9,5 @@ pub mod convert;
 pub mod encoded_pages;
 pub mod error;
 pub mod layers;
+pub mod rpcs;
 pub mod service;

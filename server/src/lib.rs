@@ -27,3 +27,5 @@ pub mod metrics_endpoint;
 pub mod ports;
 pub mod startup;
 pub mod telemetry;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;

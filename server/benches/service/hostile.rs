@@ -12,7 +12,6 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ranking_client::tonic::codegen::http;
 use ranking_client::v1;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -22,15 +21,7 @@ pub fn rss_mb(pid: u32) -> f64 {
     crate::status_mb(&pid.to_string(), "VmRSS:")
 }
 
-fn request(addr: SocketAddr, path: &str) -> http::Request<()> {
-    http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request")
-}
+use ranking_server::test_support::grpc_request as request;
 
 /// Opens `n` streams whose message never comes on one connection; returns what keeps them
 /// open.

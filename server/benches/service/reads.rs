@@ -394,103 +394,15 @@ pub async fn bench_read_path() {
     use std::sync::Arc;
 
     use ranking_server::adapters::memory::MemoryRankingStore;
-    use ranking_server::app::policy::Policy;
-    use ranking_server::app::queries::{Queries, RankQuery, TopQuery};
-    use ranking_server::app::recompute::Recompute;
-    use ranking_server::app::snapshots::Snapshots;
+    use ranking_server::app::policy::Clock;
+    use ranking_server::app::queries::{RankQuery, TopQuery};
     use ranking_server::grpc::convert;
+    use ranking_server::test_support::Wired;
 
     let store = Arc::new(MemoryRankingStore::new());
-    let policy = Arc::new(Policy::new(
-        ranking_server::domain::calendar::RankingCalendar::new(chrono_tz::UTC),
-        ranking_server::domain::score::Weights::default(),
-        7,
-        8,
-        7,
-        Duration::ZERO,
-    ));
-    let metrics = Arc::new(ranking_server::metrics::Metrics::new());
-    let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), 5_000_000));
-    struct NoSql;
-    #[async_trait::async_trait]
-    impl ranking_server::ports::MetricsStore for NoSql {
-        async fn record(
-            &self,
-            _: &[ranking_server::ports::DatedEvent],
-        ) -> Result<Vec<ranking_server::ports::Outcome>, ranking_server::ports::StoreError> {
-            Ok(Vec::new())
-        }
-        async fn scan_day(
-            &self,
-            _: chrono::NaiveDate,
-            _: &mut (dyn FnMut(ranking_server::ports::DailyRow) + Send),
-        ) -> Result<u64, ranking_server::ports::StoreError> {
-            Ok(0)
-        }
-        async fn scan_days(
-            &self,
-            _: chrono::NaiveDate,
-            _: chrono::NaiveDate,
-            _: &mut (dyn FnMut(ranking_server::ports::DailyRow) + Send),
-        ) -> Result<u64, ranking_server::ports::StoreError> {
-            Ok(0)
-        }
-        async fn prune(
-            &self,
-            _: chrono::DateTime<Utc>,
-            _: chrono::NaiveDate,
-            _: u32,
-        ) -> Result<u64, ranking_server::ports::StoreError> {
-            Ok(0)
-        }
-        async fn update_catalog(
-            &self,
-            _: &[ranking_server::ports::CatalogEntry],
-        ) -> Result<(), ranking_server::ports::StoreError> {
-            Ok(())
-        }
-        async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, ranking_server::ports::StoreError> {
-            Ok(Vec::new())
-        }
-        async fn hidden_products(&self) -> Result<Vec<i64>, ranking_server::ports::StoreError> {
-            Ok(Vec::new())
-        }
-        async fn scan_catalog(
-            &self,
-            _: &mut (dyn FnMut(ranking_server::ports::CatalogEntry) + Send),
-        ) -> Result<u64, ranking_server::ports::StoreError> {
-            Ok(0)
-        }
-        async fn record_run(
-            &self,
-            _: &ranking_server::ports::RankingRun,
-        ) -> Result<(), ranking_server::ports::StoreError> {
-            Ok(())
-        }
-        async fn ranking_run(
-            &self,
-            _: chrono::NaiveDate,
-        ) -> Result<Option<ranking_server::ports::RankingRun>, ranking_server::ports::StoreError> {
-            Ok(None)
-        }
-        async fn product_days(
-            &self,
-            _: i64,
-            _: &[chrono::NaiveDate],
-        ) -> Result<Vec<ranking_server::ports::ProductDay>, ranking_server::ports::StoreError> {
-            Ok(Vec::new())
-        }
-    }
-    let recompute = Arc::new(Recompute::new(
-        Arc::new(NoSql),
-        store.clone(),
-        store.clone(),
-        snapshots.clone(),
-        policy.clone(),
-        metrics,
-        tokio_util::task::TaskTracker::new(),
-    ));
-    let queries = Queries::new(store.clone(), snapshots.clone(), policy, recompute);
+    let wired = Wired::bounded(&store, Clock::System, 5_000_000);
+    let snapshots = wired.snapshots.clone();
+    let queries = wired.queries(&store);
     let mut entries: Vec<_> =
         (1..=100_000i64).map(|p| Scored { product_id: p, score: (p % 977) as f64 + 0.5 }).collect();
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);

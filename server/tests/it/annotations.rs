@@ -2,20 +2,12 @@
 //! `top_percent`, and `previous_rank` / `rank_change` against the same window one period
 //! earlier, through the client, on every engine.
 
-use chrono::{Days, Duration, NaiveTime, Timelike, Utc};
+use chrono::{Duration, Timelike, Utc};
 use ranking_client::v1;
 
+use ranking_server::test_support::{day, noon};
+
 use crate::helpers::{TestApp, views};
-
-fn noon(days_ago: u64) -> chrono::DateTime<Utc> {
-    (Utc::now().date_naive() - Days::new(days_ago))
-        .and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("valid"))
-        .and_utc()
-}
-
-fn day(days_ago: u64) -> String {
-    (Utc::now().date_naive() - Days::new(days_ago)).to_string()
-}
 
 /// (product, rank, tied_rank, previous_rank, rank_change) of a whole daily ranking.
 async fn board(app: &mut TestApp, date: &str) -> Vec<(i64, u64, u64, u64, i64)> {

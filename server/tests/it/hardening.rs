@@ -3,30 +3,15 @@
 //! hold a stopping server open, or make the server copy megabytes of input into an error.
 //! Each test asserts outcomes and their order; durations only appear as generous deadlines.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use ranking_client::tonic::Code;
-use ranking_client::tonic::codegen::http;
 use ranking_client::v1;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::helpers::{TestApp, metric_value};
 
-/// A generous bound for a state to be reached; never an assertion about speed.
-const EVENTUALLY: Duration = Duration::from_secs(60);
-
-/// A gRPC request on a raw HTTP/2 connection.
-fn grpc_request(addr: std::net::SocketAddr, path: &str) -> http::Request<()> {
-    http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request")
-}
+use ranking_server::test_support::{EVENTUALLY, grpc_request};
 
 /// The grpc-status of a raw response (headers of a trailers-only answer, else trailers).
 async fn grpc_status(response: h2::client::ResponseFuture) -> i32 {

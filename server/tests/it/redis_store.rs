@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use ranking_server::test_support::{day, noon};
+
 use crate::helpers::{TestApp, TestDb, event, rand_u64, settings, views};
-use chrono::{Days, NaiveTime, Utc};
+use chrono::Utc;
 use ranking_client::v1::{self, EventType};
 use redis::AsyncCommands;
 
@@ -80,14 +82,6 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
         out.push((pointer, version, members));
     }
     out
-}
-
-fn day(n: u64) -> String {
-    (Utc::now().date_naive() - Days::new(n)).to_string()
-}
-
-fn noon(n: u64) -> chrono::DateTime<Utc> {
-    (Utc::now().date_naive() - Days::new(n)).and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("valid")).and_utc()
 }
 
 #[tokio::test]
@@ -220,14 +214,26 @@ async fn readers_never_see_a_partial_ranking() {
     let more: Vec<_> = (20_001..=30_000i64).map(|p| event(&format!("b{p}"), p, EventType::View, 0, now)).collect();
     app.record(more).await;
 
-    let mut reader = app.client.clone();
+    // Read Redis itself, not the replica's copy (which is swapped in whole whatever Redis
+    // holds): the daily ZSET through the pointer, and the packed copy of the version read.
+    let mut options = ranking_server::adapters::redis::RedisOptions::new(redis_url());
+    options.prefix = prefix.clone();
+    options.mode = match crate::helpers::test_redis_mode() {
+        "cluster" => ranking_server::adapters::redis::RedisMode::Cluster,
+        _ => ranking_server::adapters::redis::RedisMode::Single,
+    };
+    let direct = ranking_server::adapters::redis::RedisRankingStore::connect(&options).expect("store");
+    let today = ranking_server::ports::RankingKey::Daily(Utc::now().date_naive());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
     let reads = tokio::spawn(async move {
+        use ranking_server::ports::RankingStore;
         let mut seen = std::collections::BTreeSet::new();
         while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-            let r = reader.get_top_n(v1::GetTopNRequest { limit: 1, ..Default::default() }).await.expect("read");
-            seen.insert(r.into_inner().total);
+            let page = direct.top(today, 0, 1).await.expect("read");
+            let version = page.version.expect("a version");
+            let packed = direct.version_chunk(today, version, 0, 1).await.expect("read").map(|p| p.total);
+            seen.insert((page.total, packed.unwrap_or(page.total)));
         }
         seen
     });
@@ -236,8 +242,9 @@ async fn readers_never_see_a_partial_ranking() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = reads.await.expect("reader");
-    assert!(seen.iter().all(|t| *t == 20_000 || *t == 30_000), "only whole rankings are visible: {seen:?}");
-    assert!(seen.contains(&30_000));
+    let whole = |(zset, packed): &(u64, u64)| zset == packed && (*zset == 20_000 || *zset == 30_000);
+    assert!(seen.iter().all(whole), "only whole rankings are visible: {seen:?}");
+    assert!(seen.iter().any(|(zset, _)| *zset == 30_000));
     assert!(keys(&prefix).await.iter().all(|k| !k.contains("staging")), "no staging key is left behind");
     app.stop().await;
     db.drop_db().await;

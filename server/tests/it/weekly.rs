@@ -5,11 +5,9 @@
 use chrono::{Days, Duration, NaiveTime, Utc};
 use ranking_client::v1;
 
-use crate::helpers::{TestApp, event, views};
+use ranking_server::test_support::noon;
 
-fn noon(days_ago: u64) -> chrono::DateTime<Utc> {
-    (Utc::now().date_naive() - Days::new(days_ago)).and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("noon")).and_utc()
-}
+use crate::helpers::{TestApp, event, views};
 
 fn weekly(date: &str, limit: u32) -> v1::GetTopNRequest {
     v1::GetTopNRequest { window: v1::Window::Weekly.into(), date: date.into(), limit, ..Default::default() }

@@ -12,7 +12,7 @@
 //! strings bound.
 
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Order, Query};
-use sea_orm::{DbBackend, IsolationLevel, Value};
+use sea_orm::{DbBackend, DbErr, IsolationLevel, RuntimeErr, Value};
 
 use super::rows::Rows;
 
@@ -54,6 +54,24 @@ pub enum UpsertOp {
 }
 
 impl Dialect {
+    /// Whether a refused statement lost to another transaction, so that running the whole
+    /// transaction again will succeed: PostgreSQL's serialization failure and deadlock
+    /// (SQLSTATE 40001, 40P01); MySQL/MariaDB's deadlock and lock wait timeout (errors 1213,
+    /// 1205); SQLite's busy and locked database (result codes 5, 6 and their extended 261, 517).
+    pub fn is_transient(self, e: &DbErr) -> bool {
+        let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = e else {
+            return false;
+        };
+        let sea_orm::sqlx::Error::Database(db) = e.as_ref() else { return false };
+        match self {
+            Self::Postgres => matches!(db.code().as_deref(), Some("40001" | "40P01")),
+            Self::MySql => db
+                .try_downcast_ref::<sea_orm::sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|e| matches!(e.number(), 1213 | 1205)),
+            Self::Sqlite => matches!(db.code().as_deref(), Some("5" | "6" | "261" | "517")),
+        }
+    }
+
     /// The dialect of a sea-orm backend.
     pub fn of(backend: DbBackend) -> Self {
         match backend {

@@ -195,7 +195,12 @@ impl MetricsStore for SqlMetricsStore {
             (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
         let mut attempt = 1;
         let fresh = loop {
-            match self.record_once(batch, &candidates).await {
+            let result = match self.record_once(batch, &candidates).await {
+                Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
+                Err(Attempt::Db(e)) => Err(Attempt::Fail(StoreError::database(e))),
+                other => other,
+            };
+            match result {
                 Ok(fresh) => break fresh,
                 Err(Attempt::Retry(why)) if attempt < self.max_attempts => {
                     tracing::debug!(attempt, %why, "retrying transaction");
@@ -206,6 +211,7 @@ impl MetricsStore for SqlMetricsStore {
                     return Err(StoreError::database(format!("transaction failed {attempt} times: {why}")));
                 }
                 Err(Attempt::Fail(e)) => return Err(e),
+                Err(Attempt::Db(e)) => return Err(StoreError::database(e)),
             }
         };
         Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())

@@ -9,14 +9,15 @@
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
 //!
-//! An attempt that loses a race (an id another transaction committed after step 1, a
-//! deadlock, a serialization failure) is reported as [`Attempt::Retry`]; the store runs the
-//! whole transaction again.
+//! An attempt that loses a race (an id another transaction committed after step 1) is
+//! reported as [`Attempt::Retry`], a refused statement as [`Attempt::Db`]; the store runs the
+//! whole transaction again when the race was lost or the dialect finds the refusal
+//! transient (a deadlock, a serialization failure).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::NaiveDate;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, RuntimeErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 
 use super::dialect::{Dialect, UpsertOp};
 use super::rows::{Column, Rows};
@@ -25,32 +26,19 @@ use crate::ports::{DatedEvent, StoreError};
 
 /// Why one attempt of a transaction failed.
 pub enum Attempt {
-    /// Worth running again: deadlock, serialization failure, lost insert race.
+    /// Worth running again: an insert race lost to another transaction.
     Retry(String),
+    /// The database refused a statement: worth running again when the dialect says the
+    /// error is transient ([`Dialect::is_transient`]: a deadlock, a serialization failure).
+    Db(DbErr),
     /// Not worth retrying here.
     Fail(StoreError),
 }
 
 impl From<DbErr> for Attempt {
     fn from(e: DbErr) -> Self {
-        if is_transient(&e) { Self::Retry(e.to_string()) } else { Self::Fail(StoreError::database(e)) }
+        Self::Db(e)
     }
-}
-
-/// Deadlocks, serialization failures and SQLite lock contention: another transaction won,
-/// running again will succeed.
-fn is_transient(e: &DbErr) -> bool {
-    let sqlx_err = match e {
-        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
-        _ => return false,
-    };
-    let sea_orm::sqlx::Error::Database(db) = sqlx_err.as_ref() else { return false };
-    let code = db.code().unwrap_or_default();
-    let message = db.message();
-    matches!(code.as_ref(), "40001" | "40P01" | "5" | "6" | "517" | "261")
-        || message.contains("Deadlock found")
-        || message.contains("Lock wait timeout")
-        || message.contains("database is locked")
 }
 
 /// A metrics table as the upserts see it.

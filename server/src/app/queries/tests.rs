@@ -6,9 +6,9 @@ use super::*;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::app::invalid::PathSegment;
 use crate::app::policy::Clock;
-use crate::app::test_support::Wired;
 use crate::domain::calendar::RankingHour;
 use crate::ports::{RankingKey, Scored};
+use crate::test_support::Wired;
 
 /// The instant the read service's clock starts at: a fixed noon, so that "today" cannot
 /// change between a test's reads (it could at midnight with the system clock).

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use super::*;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::app::policy::Clock;
-use crate::app::test_support::Wired;
 use crate::ports::VersionLife;
+use crate::test_support::Wired;
 
 #[tokio::test(start_paused = true)]
 async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost() {

@@ -44,69 +44,84 @@ pub struct Settings {
 #[derive(Debug, Clone, Args)]
 pub struct ServerSettings {
     /// gRPC listen address (port 0 picks a free port, which is logged).
-    #[arg(long = "listen", env = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
+    #[arg(long = "listen", env = "RANKING_LISTEN", value_name = "RANKING_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
 
     /// Longest a call may run before it is cancelled (DEADLINE_EXCEEDED/CANCELLED).
-    #[arg(long, env = "RANKING_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_REQUEST_TIMEOUT", value_name = "RANKING_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_nonzero_duration)]
     pub request_timeout: Duration,
 
     /// Calls served at once by this process; calls beyond it are refused at once with
     /// RESOURCE_EXHAUSTED instead of queueing.
-    #[arg(long, env = "RANKING_MAX_CONCURRENT_CALLS", default_value = "2048")]
+    #[arg(
+        long,
+        env = "RANKING_MAX_CONCURRENT_CALLS",
+        value_name = "RANKING_MAX_CONCURRENT_CALLS",
+        default_value = "2048"
+    )]
     pub max_concurrent_calls: NonZeroUsize,
 
     /// Largest request message, bytes (a full 10,000-event batch is about 1 MB).
-    #[arg(long, env = "RANKING_MAX_MESSAGE_BYTES", default_value = "8388608")]
+    #[arg(
+        long,
+        env = "RANKING_MAX_MESSAGE_BYTES",
+        value_name = "RANKING_MAX_MESSAGE_BYTES",
+        default_value = "8388608"
+    )]
     pub max_message_bytes: NonZeroUsize,
 
     /// Open connections at most; connections beyond it are closed as soon as they are accepted.
-    #[arg(long, env = "RANKING_MAX_CONNECTIONS", default_value = "10000")]
+    #[arg(long, env = "RANKING_MAX_CONNECTIONS", value_name = "RANKING_MAX_CONNECTIONS", default_value = "10000")]
     pub max_connections: NonZeroUsize,
 
     /// Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); one
     /// connection can hold at most this many of the call slots.
-    #[arg(long, env = "RANKING_MAX_STREAMS_PER_CONNECTION", default_value = "100")]
+    #[arg(
+        long,
+        env = "RANKING_MAX_STREAMS_PER_CONNECTION",
+        value_name = "RANKING_MAX_STREAMS_PER_CONNECTION",
+        default_value = "100"
+    )]
     pub max_streams_per_connection: NonZeroU32,
 
     /// Time a call's request message may take to arrive; a call is admitted (takes one of
     /// the concurrent-call slots) only once its message is complete.
-    #[arg(long, env = "RANKING_BODY_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_BODY_TIMEOUT", value_name = "RANKING_BODY_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
     pub body_timeout: Duration,
 
     /// Time from accepting a connection to its first call (TCP, TLS and HTTP/2 handshakes
     /// included); a connection that makes none is closed.
-    #[arg(long, env = "RANKING_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_HANDSHAKE_TIMEOUT", value_name = "RANKING_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_nonzero_duration)]
     pub handshake_timeout: Duration,
 
     /// A connection with no call in progress for this long is closed.
-    #[arg(long, env = "RANKING_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_IDLE_TIMEOUT", value_name = "RANKING_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_nonzero_duration)]
     pub idle_timeout: Duration,
 
     /// Interval of HTTP/2 keepalive pings; a peer that does not answer one within
     /// RANKING_KEEPALIVE_TIMEOUT is disconnected.
-    #[arg(long, env = "RANKING_KEEPALIVE_INTERVAL", default_value = "60s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_KEEPALIVE_INTERVAL", value_name = "RANKING_KEEPALIVE_INTERVAL", default_value = "60s", value_parser = parse_nonzero_duration)]
     pub keepalive_interval: Duration,
 
     /// Time a peer has to answer a keepalive ping.
-    #[arg(long, env = "RANKING_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_KEEPALIVE_TIMEOUT", value_name = "RANKING_KEEPALIVE_TIMEOUT", default_value = "20s", value_parser = parse_nonzero_duration)]
     pub keepalive_timeout: Duration,
 
     /// After SIGTERM, time in-flight calls get to finish; then every connection is closed
     /// and the process exits.
-    #[arg(long, env = "RANKING_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "RANKING_SHUTDOWN_GRACE", value_name = "RANKING_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
     /// PEM certificate chain of the server; with the key it turns TLS on.
-    #[arg(long, env = "RANKING_TLS_CERT", requires = "tls_key")]
+    #[arg(long, env = "RANKING_TLS_CERT", value_name = "RANKING_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key of the server certificate.
-    #[arg(long, env = "RANKING_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "RANKING_TLS_KEY", value_name = "RANKING_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
     /// PEM CA bundle; when set, clients must present a certificate it signed.
-    #[arg(long, env = "RANKING_TLS_CLIENT_CA", requires = "tls_cert")]
+    #[arg(long, env = "RANKING_TLS_CLIENT_CA", value_name = "RANKING_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
 }
 
@@ -114,21 +129,21 @@ pub struct ServerSettings {
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseSettings {
     /// SQL database: postgres://…, mysql://… or sqlite://….
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://ranking.db?mode=rwc")]
+    #[arg(long, env = "DATABASE_URL", value_name = "DATABASE_URL", default_value = "sqlite://ranking.db?mode=rwc")]
     pub database_url: String,
 
     /// SQL connection pool size.
-    #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", default_value = "16")]
+    #[arg(long, env = "RANKING_DB_MAX_CONNECTIONS", value_name = "RANKING_DB_MAX_CONNECTIONS", default_value = "16")]
     pub db_max_connections: NonZeroU32,
 
     /// Time allowed to connect to, or get a connection from, the database.
-    #[arg(long, env = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
+    #[arg(long, env = "RANKING_DB_TIMEOUT", value_name = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
     pub db_timeout: Duration,
 
     /// Group-commit workers of RecordEvent: each turns the calls queued meanwhile into one
     /// transaction. Few workers make large groups, which suits hot products whose rows every
     /// transaction must lock.
-    #[arg(long, env = "RANKING_INGEST_WORKERS", default_value = "2")]
+    #[arg(long, env = "RANKING_INGEST_WORKERS", value_name = "RANKING_INGEST_WORKERS", default_value = "2")]
     pub ingest_workers: NonZeroUsize,
 }
 
@@ -147,15 +162,15 @@ impl DatabaseSettings {
 pub struct RedisSettings {
     /// Redis for rankings (redis://…); unset keeps rankings in process. In cluster mode a
     /// comma-separated list of seed node URLs.
-    #[arg(long, env = "REDIS_URL")]
+    #[arg(long, env = "REDIS_URL", value_name = "REDIS_URL")]
     pub redis_url: Option<String>,
 
     /// `single` (one Redis server) or `cluster` (Redis Cluster; REDIS_URL lists seed nodes).
-    #[arg(long, env = "RANKING_REDIS_MODE", default_value = "single", value_parser = parse_redis_mode)]
+    #[arg(long, env = "RANKING_REDIS_MODE", value_name = "RANKING_REDIS_MODE", default_value = "single", value_parser = parse_redis_mode)]
     pub redis_mode: RedisMode,
 
     /// Prefix of every Redis key, so deployments (or tests) can share one Redis.
-    #[arg(long, env = "RANKING_REDIS_PREFIX", default_value = "ranking")]
+    #[arg(long, env = "RANKING_REDIS_PREFIX", value_name = "RANKING_REDIS_PREFIX", default_value = "ranking")]
     pub redis_prefix: String,
 }
 
@@ -175,66 +190,71 @@ impl RedisSettings {
 #[derive(Debug, Clone, Args)]
 pub struct RankingSettings {
     /// IANA time zone of ranking days and hours.
-    #[arg(long, env = "RANKING_TZ", default_value = "UTC", value_parser = parse_tz)]
+    #[arg(long, env = "RANKING_TZ", value_name = "RANKING_TZ", default_value = "UTC", value_parser = parse_tz)]
     pub tz: Tz,
 
     /// Period of the recompute scheduler (e.g. 30s, 5m); 0 disables it.
-    #[arg(long, env = "RANKING_RECOMPUTE_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "RANKING_RECOMPUTE_INTERVAL", value_name = "RANKING_RECOMPUTE_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub recompute_interval: Duration,
 
     /// Oldest accepted event age, in days.
-    #[arg(long, env = "RANKING_ACCEPT_DAYS", default_value_t = 7)]
+    #[arg(long, env = "RANKING_ACCEPT_DAYS", value_name = "RANKING_ACCEPT_DAYS", default_value_t = 7)]
     pub accept_days: u32,
 
     /// Days events, daily metrics and daily rankings are kept; must exceed the accept days.
-    #[arg(long, env = "RANKING_RETENTION_DAYS", default_value_t = 8)]
+    #[arg(long, env = "RANKING_RETENTION_DAYS", value_name = "RANKING_RETENTION_DAYS", default_value_t = 8)]
     pub retention_days: u32,
 
     /// How many days back carry-over follows the chain of previous days.
-    #[arg(long, env = "RANKING_CARRY_DAYS", default_value_t = 7)]
+    #[arg(long, env = "RANKING_CARRY_DAYS", value_name = "RANKING_CARRY_DAYS", default_value_t = 7)]
     pub carry_days: u32,
 
     /// Weight of one view in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_VIEW", default_value = "0.1", value_parser = parse_weight)]
+    #[arg(long, env = "RANKING_WEIGHT_VIEW", value_name = "RANKING_WEIGHT_VIEW", default_value = "0.1", value_parser = parse_weight)]
     pub weight_view: f64,
 
     /// Weight of one like in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_LIKE", default_value = "0.2", value_parser = parse_weight)]
+    #[arg(long, env = "RANKING_WEIGHT_LIKE", value_name = "RANKING_WEIGHT_LIKE", default_value = "0.2", value_parser = parse_weight)]
     pub weight_like: f64,
 
     /// Weight of ln(1 + order amount) in the main score.
-    #[arg(long, env = "RANKING_WEIGHT_ORDER", default_value = "0.6", value_parser = parse_weight)]
+    #[arg(long, env = "RANKING_WEIGHT_ORDER", value_name = "RANKING_WEIGHT_ORDER", default_value = "0.6", value_parser = parse_weight)]
     pub weight_order: f64,
 
     /// Share of yesterday's integer main score carried into today.
-    #[arg(long, env = "RANKING_CARRY_OVER", default_value = "0.1", value_parser = parse_weight)]
+    #[arg(long, env = "RANKING_CARRY_OVER", value_name = "RANKING_CARRY_OVER", default_value = "0.1", value_parser = parse_weight)]
     pub carry_over: f64,
 
     /// How long a superseded version of a ranking stays readable for page tokens; 0 keeps none.
-    #[arg(long, env = "RANKING_SNAPSHOT_TTL", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "RANKING_SNAPSHOT_TTL", value_name = "RANKING_SNAPSHOT_TTL", default_value = "10m", value_parser = parse_duration)]
     pub snapshot_ttl: Duration,
 
     /// Entries of ranking versions each replica holds in memory; a ranking above it is read
     /// from Redis.
-    #[arg(long, env = "RANKING_SNAPSHOT_MAX_ENTRIES", default_value_t = 5_000_000)]
+    #[arg(
+        long,
+        env = "RANKING_SNAPSHOT_MAX_ENTRIES",
+        value_name = "RANKING_SNAPSHOT_MAX_ENTRIES",
+        default_value_t = 5_000_000
+    )]
     pub snapshot_max_entries: usize,
 
     /// At most one WatchTopN message per stream per this interval.
-    #[arg(long, env = "RANKING_WATCH_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "RANKING_WATCH_INTERVAL", value_name = "RANKING_WATCH_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub watch_interval: Duration,
 
     /// Life of a day's recompute lease; the holder renews it every third of it while it
     /// works, so a replica that dies mid-recompute frees the day after at most this long.
-    #[arg(long, env = "RANKING_RECOMPUTE_LEASE", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "RANKING_RECOMPUTE_LEASE", value_name = "RANKING_RECOMPUTE_LEASE", default_value = "30s", value_parser = parse_duration)]
     pub recompute_lease: Duration,
 
     /// Most distinct catalog segments a recompute publishes rankings for; memberships of
     /// further segments are left out (counted in `ranking_segment_memberships_dropped`).
-    #[arg(long, env = "RANKING_MAX_SEGMENTS", default_value_t = 10_000)]
+    #[arg(long, env = "RANKING_MAX_SEGMENTS", value_name = "RANKING_MAX_SEGMENTS", default_value_t = 10_000)]
     pub max_segments: usize,
 
     /// WatchTopN streams open at once on a replica; beyond it RESOURCE_EXHAUSTED.
-    #[arg(long, env = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
+    #[arg(long, env = "RANKING_MAX_WATCHERS", value_name = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
     pub max_watchers: usize,
 }
 
@@ -269,15 +289,15 @@ impl RankingSettings {
 #[derive(Debug, Clone, Args)]
 pub struct AccessSettings {
     /// Bearer token required by RecordEvent and RecordEvents; unset leaves writes open.
-    #[arg(long, env = "RANKING_WRITE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "RANKING_WRITE_TOKEN", value_name = "RANKING_WRITE_TOKEN", hide_env_values = true)]
     pub write_token: Option<Secret>,
 
     /// Bearer token required by Recompute; unset leaves it open.
-    #[arg(long, env = "RANKING_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "RANKING_ADMIN_TOKEN", value_name = "RANKING_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
 
     /// Bearer token required by GetTopN and GetRank; unset leaves reads open.
-    #[arg(long, env = "RANKING_READ_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "RANKING_READ_TOKEN", value_name = "RANKING_READ_TOKEN", hide_env_values = true)]
     pub read_token: Option<Secret>,
 }
 
@@ -285,7 +305,7 @@ pub struct AccessSettings {
 #[derive(Debug, Clone, Args)]
 pub struct ObservabilitySettings {
     /// Prometheus `/metrics` address; empty turns the endpoint off.
-    #[arg(long, env = "RANKING_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_addr)]
+    #[arg(long, env = "RANKING_METRICS_LISTEN", value_name = "RANKING_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
 }
 
@@ -374,59 +394,4 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_match_the_documented_ones() {
-        let s = Settings::try_parse_from(["x"]).expect("defaults parse");
-        assert_eq!(s.server.listen.to_string(), "127.0.0.1:50051");
-        assert_eq!(s.ranking.tz, chrono_tz::UTC);
-        assert_eq!(s.ranking.recompute_interval, Duration::from_secs(300));
-        assert_eq!((s.ranking.accept_days, s.ranking.retention_days, s.ranking.carry_days), (7, 8, 7));
-        assert_eq!(s.ranking.weights(), Weights::default());
-        assert_eq!(s.observability.metrics_listen.0.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9464"));
-        assert_eq!(s.server.max_concurrent_calls.get(), 2048);
-        assert_eq!(s.server.shutdown_grace, Duration::from_secs(30));
-        assert_eq!(s.redis.redis_mode, RedisMode::Single);
-        assert_eq!(s.ranking.recompute_lease, Duration::from_secs(30));
-        let cluster = Settings::try_parse_from(["x", "--redis-mode", "cluster"]).expect("parses");
-        assert_eq!(cluster.redis.redis_mode, RedisMode::Cluster);
-        assert!(s.validate().is_ok());
-    }
-
-    #[test]
-    fn bad_values_are_refused_by_their_parser() {
-        for args in [
-            &["x", "--tz", "Mars/Base"][..],
-            &["x", "--recompute-interval", "soon"],
-            &["x", "--weight-view=-1"],
-            &["x", "--weight-like=NaN"],
-            &["x", "--metrics-listen", "nowhere"],
-            &["x", "--max-concurrent-calls", "0"],
-            &["x", "--ingest-workers", "0"],
-            &["x", "--db-max-connections", "0"],
-            &["x", "--request-timeout", "0"],
-            &["x", "--tls-cert", "a.pem"],
-            &["x", "--tls-client-ca", "ca.pem"],
-            &["x", "--redis-mode", "sentinel"],
-        ] {
-            assert!(Settings::try_parse_from(args).is_err(), "{args:?}");
-        }
-    }
-
-    #[test]
-    fn zero_and_empty_switch_things_off() {
-        let s = Settings::try_parse_from(["x", "--recompute-interval", "0", "--metrics-listen="]).expect("parses");
-        assert_eq!(s.ranking.recompute_interval, Duration::ZERO);
-        assert_eq!(s.observability.metrics_listen, OptionalAddr(None));
-    }
-
-    #[test]
-    fn cross_field_rules_are_checked() {
-        let s = Settings::try_parse_from(["x", "--retention-days", "7"]).expect("parses");
-        assert!(s.validate().expect_err("retention must exceed accept").contains("RANKING_RETENTION_DAYS"));
-        let s = Settings::try_parse_from(["x", "--keepalive-timeout", "2m"]).expect("parses");
-        assert!(s.validate().is_err());
-    }
-}
+mod tests;

@@ -1,0 +1,58 @@
+//! The settings as operators write them: defaults, refusals naming the variable, switches.
+
+use super::*;
+
+#[test]
+fn defaults_match_the_documented_ones() {
+    let s = Settings::try_parse_from(["x"]).expect("defaults parse");
+    assert_eq!(s.server.listen.to_string(), "127.0.0.1:50051");
+    assert_eq!(s.ranking.tz, chrono_tz::UTC);
+    assert_eq!(s.ranking.recompute_interval, Duration::from_secs(300));
+    assert_eq!((s.ranking.accept_days, s.ranking.retention_days, s.ranking.carry_days), (7, 8, 7));
+    assert_eq!(s.ranking.weights(), Weights::default());
+    assert_eq!(s.observability.metrics_listen.0.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9464"));
+    assert_eq!(s.server.max_concurrent_calls.get(), 2048);
+    assert_eq!(s.server.shutdown_grace, Duration::from_secs(30));
+    assert_eq!(s.redis.redis_mode, RedisMode::Single);
+    assert_eq!(s.ranking.recompute_lease, Duration::from_secs(30));
+    let cluster = Settings::try_parse_from(["x", "--redis-mode", "cluster"]).expect("parses");
+    assert_eq!(cluster.redis.redis_mode, RedisMode::Cluster);
+    assert!(s.validate().is_ok());
+}
+
+#[test]
+fn bad_values_are_refused_by_their_parser() {
+    // Each refusal names the variable (an operator sets the environment, not the flags).
+    for (args, named) in [
+        (&["x", "--tz", "Mars/Base"][..], "RANKING_TZ"),
+        (&["x", "--recompute-interval", "soon"], "RANKING_RECOMPUTE_INTERVAL"),
+        (&["x", "--weight-view=-1"], "RANKING_WEIGHT_VIEW"),
+        (&["x", "--weight-like=NaN"], "RANKING_WEIGHT_LIKE"),
+        (&["x", "--metrics-listen", "nowhere"], "RANKING_METRICS_LISTEN"),
+        (&["x", "--max-concurrent-calls", "0"], "RANKING_MAX_CONCURRENT_CALLS"),
+        (&["x", "--ingest-workers", "0"], "RANKING_INGEST_WORKERS"),
+        (&["x", "--db-max-connections", "0"], "RANKING_DB_MAX_CONNECTIONS"),
+        (&["x", "--request-timeout", "0"], "RANKING_REQUEST_TIMEOUT"),
+        (&["x", "--tls-cert", "a.pem"], "RANKING_TLS_KEY"),
+        (&["x", "--tls-client-ca", "ca.pem"], "RANKING_TLS_CERT"),
+        (&["x", "--redis-mode", "sentinel"], "RANKING_REDIS_MODE"),
+    ] {
+        let refused = Settings::try_parse_from(args).expect_err("refused").to_string();
+        assert!(refused.contains(named), "{args:?}: {refused}");
+    }
+}
+
+#[test]
+fn zero_and_empty_switch_things_off() {
+    let s = Settings::try_parse_from(["x", "--recompute-interval", "0", "--metrics-listen="]).expect("parses");
+    assert_eq!(s.ranking.recompute_interval, Duration::ZERO);
+    assert_eq!(s.observability.metrics_listen, OptionalAddr(None));
+}
+
+#[test]
+fn cross_field_rules_are_checked() {
+    let s = Settings::try_parse_from(["x", "--retention-days", "7"]).expect("parses");
+    assert!(s.validate().expect_err("retention must exceed accept").contains("RANKING_RETENTION_DAYS"));
+    let s = Settings::try_parse_from(["x", "--keepalive-timeout", "2m"]).expect("parses");
+    assert!(s.validate().is_err());
+}

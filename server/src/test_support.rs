@@ -1,0 +1,153 @@
+//! Fixtures shared by the unit tests, the integration tests (`tests/it`) and the benchmarks
+//! (`benches/service`): the application's services wired over an in-process ranking store
+//! and a SQL store with no events, days and instants relative to today, the generous
+//! deadline of a state that must be reached, and raw gRPC requests for hostile-peer tests.
+//! Compiled only for tests and with the `test-support` feature, never into a release build.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::adapters::memory::MemoryRankingStore;
+use crate::app::policy::{Clock, Policy};
+use crate::app::queries::Queries;
+use crate::app::recompute::Recompute;
+use crate::app::snapshots::Snapshots;
+use crate::domain::calendar::RankingCalendar;
+use crate::domain::score::Weights;
+use crate::metrics::Metrics;
+use crate::ports::StoreError;
+
+/// The services over an in-process ranking store and [`NoEvents`], in UTC, with the
+/// default weights and days, copies bounded at 1,000 entries.
+pub struct Wired {
+    pub policy: Arc<Policy>,
+    pub metrics: Arc<Metrics>,
+    pub snapshots: Arc<Snapshots>,
+    pub recompute: Arc<Recompute>,
+}
+
+impl Wired {
+    pub fn new(store: &Arc<MemoryRankingStore>, clock: Clock) -> Self {
+        Self::bounded(store, clock, 1_000)
+    }
+
+    /// The same with copies bounded at `max_entries` entries.
+    pub fn bounded(store: &Arc<MemoryRankingStore>, clock: Clock, max_entries: usize) -> Self {
+        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+        let policy = Arc::new(policy.with_clock(clock));
+        let metrics = Arc::new(Metrics::new());
+        let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), max_entries));
+        let recompute = Arc::new(Recompute::new(
+            Arc::new(NoEvents),
+            store.clone(),
+            store.clone(),
+            snapshots.clone(),
+            policy.clone(),
+            metrics.clone(),
+            tokio_util::task::TaskTracker::new(),
+        ));
+        Self { policy, metrics, snapshots, recompute }
+    }
+
+    /// The read service over the same parts.
+    pub fn queries(&self, store: &Arc<MemoryRankingStore>) -> Queries {
+        Queries::new(store.clone(), self.snapshots.clone(), self.policy.clone(), self.recompute.clone())
+    }
+}
+
+/// A SQL store with no events: a rebuild finds nothing to rank.
+pub struct NoEvents;
+
+#[async_trait::async_trait]
+impl crate::ports::MetricsStore for NoEvents {
+    async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn scan_day(
+        &self,
+        _: NaiveDate,
+        _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn scan_days(
+        &self,
+        _: chrono::NaiveDate,
+        _: chrono::NaiveDate,
+        _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
+    ) -> Result<u64, crate::ports::StoreError> {
+        Ok(0)
+    }
+    async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
+        Ok(())
+    }
+    async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+    async fn hidden_products(&self) -> Result<Vec<i64>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+    async fn scan_catalog(
+        &self,
+        _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
+    ) -> Result<u64, crate::ports::StoreError> {
+        Ok(0)
+    }
+    async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
+        Ok(())
+    }
+    async fn ranking_run(
+        &self,
+        _: chrono::NaiveDate,
+    ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
+        Ok(None)
+    }
+    async fn product_days(
+        &self,
+        _: i64,
+        _: &[chrono::NaiveDate],
+    ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A generous bound for a state to be reached: never an assertion about speed.
+pub const EVENTUALLY: Duration = Duration::from_secs(60);
+
+/// Polls `check` until it holds, for at most [`EVENTUALLY`]; panics naming `what` otherwise.
+pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not reached within {EVENTUALLY:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The ranking day `days_ago` days before today (UTC, the servers' default zone), as the wire
+/// writes it.
+pub fn day(days_ago: u64) -> String {
+    (Utc::now().date_naive() - chrono::Days::new(days_ago)).to_string()
+}
+
+/// Noon (UTC) of the day `days_ago` days before today: an instant well inside its day.
+pub fn noon(days_ago: u64) -> DateTime<Utc> {
+    let noon = chrono::NaiveTime::from_hms_opt(12, 0, 0).unwrap_or_default();
+    (Utc::now().date_naive() - chrono::Days::new(days_ago)).and_time(noon).and_utc()
+}
+
+/// A gRPC request for `path` on a raw HTTP/2 connection to `addr` (its message is sent
+/// separately, or never).
+pub fn grpc_request(addr: std::net::SocketAddr, path: &str) -> tonic::codegen::http::Request<()> {
+    tonic::codegen::http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap_or_default()
+}

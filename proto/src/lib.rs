@@ -3,6 +3,7 @@
 //! Both the server and the client crate depend on this crate alone for wire types, so the
 //! contract has one definition.
 
+mod conversions;
 mod encoded;
 
 pub use encoded::Encoded;

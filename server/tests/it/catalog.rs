@@ -51,9 +51,9 @@ async fn hidden_products_leave_every_ranking_at_once_and_come_back_at_a_recomput
     let all_views = [2.0, 4.0, 6.0, 8.0, 10.0];
     assert_eq!(view_norm(&mut a, 5).await, norm(&all_views, 10.0));
 
-    let mut client = RankingClient::builder(format!("http://{}", a.addr)).connect().await.expect("client");
+    let client = RankingClient::builder(format!("http://{}", a.addr)).connect().await.expect("client");
     let updated = client.update_catalog(vec![entry(4, &[], true), entry(2, &["category:shoes"], false)]).await;
-    assert_eq!(updated.expect("UpdateCatalog"), 2);
+    assert_eq!(updated.expect("UpdateCatalog").updated, 2);
     for window in [v1::Window::Daily, v1::Window::Weekly, v1::Window::Hourly] {
         assert_eq!(ids(&mut a, window).await, vec![5, 3, 2, 1], "{window:?} on the replica that was called");
     }
@@ -80,7 +80,7 @@ async fn hidden_products_leave_every_ranking_at_once_and_come_back_at_a_recomput
     // The same call twice changes nothing; shown again, it is back at the next recompute with
     // the events it had while hidden (28 views now lead).
     for _ in 0..2 {
-        assert_eq!(client.update_catalog(vec![entry(4, &[], false)]).await.expect("show"), 1);
+        assert_eq!(client.update_catalog(vec![entry(4, &[], false)]).await.expect("show").updated, 1);
     }
     assert_eq!(ids(&mut a, v1::Window::Daily).await, vec![5, 3, 2, 1], "un-hiding waits for a recompute");
     a.recompute("").await;

@@ -16,14 +16,18 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
     let port = crate::helpers::free_port();
     let listen = format!("--listen=127.0.0.1:{port}");
     let app = crate::helpers::TestApp::spawn_on(settings(&db.url, &[&listen])).await;
-    let retry =
-        RetryPolicy { max_attempts: 40, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(300) };
-    let mut client = RankingClient::builder(format!("http://127.0.0.1:{port}"))
+    let retry = RetryPolicy {
+        max_attempts: 40,
+        base_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let client = RankingClient::builder(format!("http://127.0.0.1:{port}"))
         .retry(retry)
         .connect_timeout(Duration::from_millis(500))
         .connect_lazy()
         .expect("client");
-    assert_eq!(client.record_event(events::view(1)).await.expect("up"), v1::RecordOutcome::Accepted);
+    assert_eq!(client.record_event(events::view(1)).await.expect("up").outcome(), v1::RecordOutcome::Accepted);
 
     app.stop().await;
     // While "down", the port stays ours: a stand-in accepts and drops every connection, so a
@@ -39,7 +43,7 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
         }
     });
     let batch: Vec<_> = (0..9).map(|_| events::like(2)).collect();
-    let mut writer = client.clone();
+    let writer = client.clone();
     let sent = batch.clone();
     let pending = tokio::spawn(async move { writer.record_events(sent).await });
     // The client keeps trying while the server is down: three refused connections, and the
@@ -68,11 +72,11 @@ async fn the_client_retries_through_a_restart_and_events_land_once() {
 async fn the_bearer_token_of_the_builder_is_sent() {
     let mut app = crate::helpers::TestApp::spawn(&["--write-token=s3cret"]).await;
     let endpoint = format!("http://{}", app.addr);
-    let mut anonymous = RankingClient::builder(&endpoint).connect().await.expect("connect");
+    let anonymous = RankingClient::builder(&endpoint).connect().await.expect("connect");
     let err = anonymous.record_event(events::view(1)).await.expect_err("no token");
     assert_eq!(err.code(), Code::Unauthenticated);
-    let mut writer = RankingClient::builder(&endpoint).bearer_token("s3cret").connect().await.expect("connect");
-    assert_eq!(writer.record_event(events::view(1)).await.expect("token"), v1::RecordOutcome::Accepted);
+    let writer = RankingClient::builder(&endpoint).bearer_token("s3cret").connect().await.expect("connect");
+    assert_eq!(writer.record_event(events::view(1)).await.expect("token").outcome(), v1::RecordOutcome::Accepted);
     let _ = &mut app.client;
     app.stop().await;
 }
@@ -111,7 +115,7 @@ async fn tls_with_client_certificates() {
     let plain = RankingClient::builder(format!("http://localhost:{port}")).connect().await;
     let plain_fails = match plain {
         Err(_) => true,
-        Ok(mut c) => c.top_n(v1::GetTopNRequest::default()).await.is_err(),
+        Ok(c) => c.top_n(v1::GetTopNRequest::default()).await.is_err(),
     };
     assert!(plain_fails, "plaintext is refused");
 
@@ -124,7 +128,7 @@ async fn tls_with_client_certificates() {
         .await;
     let anonymous_fails = match anonymous {
         Err(_) => true,
-        Ok(mut c) => c.top_n(v1::GetTopNRequest::default()).await.is_err(),
+        Ok(c) => c.top_n(v1::GetTopNRequest::default()).await.is_err(),
     };
     assert!(anonymous_fails, "a client without a certificate is refused");
 
@@ -132,9 +136,12 @@ async fn tls_with_client_certificates() {
         .ca_certificate(ca)
         .domain_name("localhost")
         .identity(Identity::from_pem(read("client.pem"), read("client.key")));
-    let mut client =
+    let client =
         RankingClient::builder(format!("https://localhost:{port}")).tls(mutual).connect().await.expect("mutual TLS");
-    assert_eq!(client.record_event(events::order(5, 1_000)).await.expect("call"), v1::RecordOutcome::Accepted);
+    assert_eq!(
+        client.record_event(events::order(5, 1_000)).await.expect("call").outcome(),
+        v1::RecordOutcome::Accepted
+    );
     app.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,7 +41,7 @@ fn population(tag: &str, first: i64, n: i64) -> Vec<v1::Event> {
 
 /// Records `events` through `client` in batches.
 async fn record_all(client: &RankingClient, events: &[v1::Event]) {
-    let mut client = client.clone();
+    let client = client.clone();
     for batch in events.chunks(1_000) {
         let written = client.record_events(batch.to_vec()).await.expect("RecordEvents");
         assert_eq!(written.accepted as usize + written.duplicates as usize, batch.len());
@@ -98,7 +98,7 @@ impl OnCluster {
 
 /// Retries a Recompute until it succeeds (the cluster heals within a few node timeouts).
 async fn recompute_until_ok(client: &RankingClient) -> u64 {
-    let mut client = client.clone();
+    let client = client.clone();
     let deadline = std::time::Instant::now() + EVENTUALLY;
     loop {
         match client.recompute("").await {
@@ -129,7 +129,7 @@ struct Readers {
 }
 
 impl Readers {
-    fn start(mut client: RankingClient, expected: Vec<(i64, u64)>, first_version: u64) -> Self {
+    fn start(client: RankingClient, expected: Vec<(i64, u64)>, first_version: u64) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let reads = Arc::new(AtomicU64::new(0));
         let (stopping, counting) = (stop.clone(), reads.clone());
@@ -232,7 +232,7 @@ async fn a_master_lost_during_a_recompute_leaves_no_partial_ranking() {
     let readers = Readers::start(strict_client_of(app.addr).await, expected.clone(), first);
     cluster.signal(master, "STOP");
     let during = tokio::spawn({
-        let mut client = strict_client_of(app.addr).await;
+        let client = strict_client_of(app.addr).await;
         async move { client.recompute("").await }
     });
     wait_until("the promotion of the replica", || cluster.healthy(&format!("{base}:version"), &[master])).await;
@@ -301,7 +301,7 @@ async fn another_replica_takes_over_from_one_killed_mid_recompute() {
     let lock = format!("{prefix}:lock:recompute:{}", Utc::now().date_naive());
     let mut conn = crate::helpers::test_redis_connection(&cluster.seeds);
     let holder = tokio::spawn({
-        let mut client = strict_client_of(replicas[0].addr).await;
+        let client = strict_client_of(replicas[0].addr).await;
         async move { client.recompute("").await }
     });
     loop {
@@ -329,7 +329,7 @@ async fn another_replica_takes_over_from_one_killed_mid_recompute() {
         let mut alone = settings(&single_db.url, &[]);
         alone.redis.redis_url = None;
         let single = TestApp::spawn_on(alone).await;
-        let mut client = client_of(single.addr).await;
+        let client = client_of(single.addr).await;
         record_all(&client, &events).await;
         client.recompute("").await.expect("single-process recompute");
         let (entries, _) = walk(&client).await;

@@ -76,9 +76,9 @@ async fn explanations_reproduce_the_served_scores() {
     let likes_of: Vec<f64> = population.iter().map(|p| p.likes).collect();
     let elapsed_of: Vec<f64> = population.iter().map(|p| p.elapsed).collect();
 
-    let mut client = RankingClient::builder(format!("http://{}", app.addr)).connect().await.expect("client");
+    let client = RankingClient::builder(format!("http://{}", app.addr)).connect().await.expect("client");
     for p in population {
-        let e = client.explain(p.product_id, "").await.expect("explained");
+        let e = client.explain_rank(p.product_id).await.expect("explained");
         let served = e.product.expect("entry");
         let b = served.breakdown.expect("breakdown");
         assert_eq!(served.product_id, p.product_id);
@@ -112,12 +112,12 @@ async fn explanations_reproduce_the_served_scores() {
         }
     }
     // 201 leads (main 6.4…), the carry-only 202 (0.3…) is last.
-    let first = client.explain(201, "").await.expect("201");
+    let first = client.explain_rank(201).await.expect("201");
     assert_eq!(first.product.map(|p| p.rank), Some(1));
 
     // Events after the recompute: the explanation shows the current counts and says so.
     app.record(views("late204", 204, 5, at)).await;
-    let late = client.explain(204, "").await.expect("204");
+    let late = client.explain_rank(204).await.expect("204");
     assert_eq!(late.views, 6);
     assert!(late.stale, "the served score no longer matches the counts");
     app.stop().await;

@@ -11,6 +11,7 @@ mod api;
 mod binary;
 mod catalog;
 mod client;
+mod client_calls;
 mod cluster;
 mod explain;
 mod hardening;

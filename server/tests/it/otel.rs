@@ -61,7 +61,7 @@ async fn the_server_span_carries_the_callers_trace_id() {
 
     let server =
         ServerProcess::start(&[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{otlp_port}"))]).await;
-    let mut client = RankingClient::builder(format!("http://{}", server.addr))
+    let client = RankingClient::builder(format!("http://{}", server.addr))
         .retry(ranking_client::RetryPolicy { max_attempts: 50, ..Default::default() })
         .connect_lazy()
         .expect("client");

@@ -197,6 +197,7 @@ async fn the_client_watch_resumes_by_itself_when_its_replica_restarts() {
         max_attempts: 100,
         base_delay: Duration::from_millis(20),
         max_delay: Duration::from_millis(200),
+        ..Default::default()
     };
     let endpoint = format!("http://{}", a.addr);
     let watcher = RankingClient::builder(&endpoint).retry(retry).connect_lazy().expect("client");

@@ -16,7 +16,7 @@
 //! - [`rebuild`]: the shared rebuild of a ranking the store lost.
 //! - [`annotate`]: tied rank, top %, previous rank and change of every entry.
 //! - [`answers`]: kept answers of the hot pages of held copies.
-//! - [`movers`]: ListMovers.
+//! - [`movers`]: ListMovers, the products that moved most.
 
 use std::sync::Arc;
 

@@ -1,0 +1,231 @@
+//! The unary calls, each in one shape: its request message (or what converts into it) in,
+//! its response message out, retried by the policy, split where the service's bounds
+//! require.
+
+use std::future::Future;
+use tonic::Status;
+
+use crate::builder::RankingClientBuilder;
+use crate::{Inner, RetryPolicy, retryable, v1};
+
+/// The ranking service client. Cheap to clone: clones share the connection.
+///
+/// Every unary call has one shape: it takes its request message (or what converts into it:
+/// an event, a list of events, a product id, a date, see [`ranking_proto`]'s `From` impls)
+/// and answers its response message, whose enum fields read typed through prost's
+/// accessors (`response.outcome()`). Calls take `&self`: each attempt runs on a clone of
+/// the shared channel. Requests over the service's bounds are split: more than
+/// [`MAX_BATCH`] events or catalog entries, more than [`MAX_PRODUCT_IDS`] ids.
+#[derive(Clone)]
+pub struct RankingClient {
+    inner: Inner,
+    retry: RetryPolicy,
+}
+
+/// Most events (and catalog entries) the service takes in one call.
+pub const MAX_BATCH: usize = 10_000;
+/// Most product ids the service takes in one GetRanks.
+pub const MAX_PRODUCT_IDS: usize = 1_000;
+
+impl RankingClient {
+    pub(crate) fn new(inner: Inner, retry: RetryPolicy) -> Self {
+        Self { inner, retry }
+    }
+
+    /// The retry policy of every call.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// Starts building a client for `endpoint` (`http://host:port` or `https://…`).
+    pub fn builder(endpoint: impl Into<String>) -> RankingClientBuilder {
+        RankingClientBuilder::new(endpoint.into())
+    }
+
+    /// The generated client, for calls without the retry policy.
+    pub fn raw(&self) -> Inner {
+        self.inner.clone()
+    }
+
+    /// Runs `call` until it succeeds, fails with a status that is not worth retrying
+    /// ([`retryable`]), the attempts run out, or the next wait would end past the policy's
+    /// overall deadline.
+    async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T, Status>
+    where
+        F: FnMut(Inner) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.retry.deadline;
+        let mut attempt = 1;
+        loop {
+            match call(self.inner.clone()).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) if retryable(&status) && attempt < self.retry.max_attempts => {
+                    let delay = self.retry.delay(attempt - 1);
+                    if tokio::time::Instant::now() + delay > deadline {
+                        return Err(status);
+                    }
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(status) => return Err(status),
+            }
+        }
+    }
+
+    /// Records one event; ACCEPTED or DUPLICATE (`response.outcome()`) once it is durably
+    /// stored.
+    pub async fn record_event(
+        &self,
+        request: impl Into<v1::RecordEventRequest>,
+    ) -> Result<v1::RecordEventResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.record_event(request).await }
+        })
+        .await
+    }
+
+    /// Records events: each call of up to [`MAX_BATCH`] events lands whole or not at all; a
+    /// longer list is sent as several calls in order (outcomes in the order given, counts
+    /// summed), and an error leaves the calls before it recorded (send the same events again:
+    /// their ids make the repeat land once).
+    pub async fn record_events(
+        &self,
+        request: impl Into<v1::RecordEventsRequest>,
+    ) -> Result<v1::RecordEventsResponse, Status> {
+        let events = request.into().events;
+        let mut all = v1::RecordEventsResponse::default();
+        for batch in chunks(events, MAX_BATCH) {
+            let answer = self
+                .retrying(|mut c| {
+                    let events = batch.clone();
+                    async move { c.record_events(v1::RecordEventsRequest { events }).await }
+                })
+                .await?;
+            all.outcomes.extend(answer.outcomes);
+            all.accepted += answer.accepted;
+            all.duplicates += answer.duplicates;
+        }
+        Ok(all)
+    }
+
+    /// A page of a ranking.
+    pub async fn top_n(&self, request: impl Into<v1::GetTopNRequest>) -> Result<v1::GetTopNResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.get_top_n(request).await }
+        })
+        .await
+    }
+
+    /// One product's entry (and, with `neighbors` 1-50, the entries around it, from one
+    /// version); NOT_FOUND when it is not ranked.
+    pub async fn rank(&self, request: impl Into<v1::GetRankRequest>) -> Result<v1::GetRankResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.get_rank(request).await }
+        })
+        .await
+    }
+
+    /// Several products' entries, from one version: ranked ones in request order, the
+    /// others in `missing`. A listing page's badges in one call; more than
+    /// [`MAX_PRODUCT_IDS`] ids are read in several calls, read again (up to the retry
+    /// policy's attempts) until they all come from one version, else ABORTED.
+    pub async fn ranks(&self, request: impl Into<v1::GetRanksRequest>) -> Result<v1::GetRanksResponse, Status> {
+        let request = request.into();
+        let read = |ids: Vec<i64>| {
+            let request = v1::GetRanksRequest { product_ids: ids, ..request.clone() };
+            self.retrying(move |mut c| {
+                let request = request.clone();
+                async move { c.get_ranks(request).await }
+            })
+        };
+        if request.product_ids.len() <= MAX_PRODUCT_IDS {
+            return read(request.product_ids.clone()).await;
+        }
+        for _ in 0..self.retry.max_attempts.max(1) {
+            let mut all = v1::GetRanksResponse::default();
+            let mut versions = Vec::new();
+            for ids in chunks(request.product_ids.clone(), MAX_PRODUCT_IDS) {
+                let answer = read(ids).await?;
+                versions.push(answer.version);
+                all.products.extend(answer.products);
+                all.missing.extend(answer.missing);
+                (all.total, all.version) = (answer.total, answer.version);
+            }
+            if versions.windows(2).all(|w| w[0] == w[1]) {
+                return Ok(all);
+            }
+        }
+        Err(Status::aborted("the ranking moved on while its products were read in several calls; retry"))
+    }
+
+    /// The products that moved most since the previous period (RISING by default; set
+    /// `within_top` to ignore moves far down the ranking).
+    pub async fn movers(&self, request: impl Into<v1::ListMoversRequest>) -> Result<v1::ListMoversResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.list_movers(request).await }
+        })
+        .await
+    }
+
+    /// Why a product holds its place in a daily ranking (a product id alone: today's whole
+    /// ranking; set `date` and `segment` in the request for another day or a segment):
+    /// counts, weighted contributions, carry-over and the tie-break axes.
+    pub async fn explain_rank(
+        &self,
+        request: impl Into<v1::ExplainRankRequest>,
+    ) -> Result<v1::ExplainRankResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.explain_rank(request).await }
+        })
+        .await
+    }
+
+    /// Sets products' segments and hidden flags (a write: `RANKING_WRITE_TOKEN`). Hidden
+    /// products leave today's rankings when the call returns. More than [`MAX_BATCH`]
+    /// entries are sent as several calls (`updated` summed).
+    pub async fn update_catalog(
+        &self,
+        request: impl Into<v1::UpdateCatalogRequest>,
+    ) -> Result<v1::UpdateCatalogResponse, Status> {
+        let mut all = v1::UpdateCatalogResponse::default();
+        for products in chunks(request.into().products, MAX_BATCH) {
+            let answer = self
+                .retrying(|mut c| {
+                    let products = products.clone();
+                    async move { c.update_catalog(v1::UpdateCatalogRequest { products }).await }
+                })
+                .await?;
+            all.updated += answer.updated;
+        }
+        Ok(all)
+    }
+
+    /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
+    pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
+        let request = request.into();
+        self.retrying(|mut c| {
+            let request = request.clone();
+            async move { c.recompute(request).await }
+        })
+        .await
+    }
+}
+
+/// `items` in runs of at most `size` (one empty run for an empty list: the call is still made).
+fn chunks<T: Clone>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
+    if items.len() <= size {
+        return vec![items];
+    }
+    items.chunks(size).map(<[T]>::to_vec).collect()
+}

@@ -73,18 +73,22 @@ impl RankingClient {
         }
     }
 
+    /// One attempt after another of a unary call of `request` (cloned per attempt), under
+    /// [`RankingClient::retrying`].
+    async fn unary<Q: Clone, T, Fut>(&self, request: Q, call: impl Fn(Inner, Q) -> Fut) -> Result<T, Status>
+    where
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        self.retrying(|inner| call(inner, request.clone())).await
+    }
+
     /// Records one event; ACCEPTED or DUPLICATE (`response.outcome()`) once it is durably
     /// stored.
     pub async fn record_event(
         &self,
         request: impl Into<v1::RecordEventRequest>,
     ) -> Result<v1::RecordEventResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.record_event(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.record_event(r).await }).await
     }
 
     /// Records events: each call of up to [`MAX_BATCH`] events lands whole or not at all; a
@@ -98,12 +102,8 @@ impl RankingClient {
         let events = request.into().events;
         let mut all = v1::RecordEventsResponse::default();
         for batch in chunks(events, MAX_BATCH) {
-            let answer = self
-                .retrying(|mut c| {
-                    let events = batch.clone();
-                    async move { c.record_events(v1::RecordEventsRequest { events }).await }
-                })
-                .await?;
+            let request = v1::RecordEventsRequest { events: batch };
+            let answer = self.unary(request, |mut c, r| async move { c.record_events(r).await }).await?;
             all.outcomes.extend(answer.outcomes);
             all.accepted += answer.accepted;
             all.duplicates += answer.duplicates;
@@ -113,23 +113,13 @@ impl RankingClient {
 
     /// A page of a ranking.
     pub async fn top_n(&self, request: impl Into<v1::GetTopNRequest>) -> Result<v1::GetTopNResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.get_top_n(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.get_top_n(r).await }).await
     }
 
     /// One product's entry (and, with `neighbors` 1-50, the entries around it, from one
     /// version); NOT_FOUND when it is not ranked.
     pub async fn rank(&self, request: impl Into<v1::GetRankRequest>) -> Result<v1::GetRankResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.get_rank(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.get_rank(r).await }).await
     }
 
     /// Several products' entries, from one version: ranked ones in request order, the
@@ -140,10 +130,7 @@ impl RankingClient {
         let request = request.into();
         let read = |ids: Vec<i64>| {
             let request = v1::GetRanksRequest { product_ids: ids, ..request.clone() };
-            self.retrying(move |mut c| {
-                let request = request.clone();
-                async move { c.get_ranks(request).await }
-            })
+            self.unary(request, |mut c, r| async move { c.get_ranks(r).await })
         };
         if request.product_ids.len() <= MAX_PRODUCT_IDS {
             return read(request.product_ids.clone()).await;
@@ -168,12 +155,7 @@ impl RankingClient {
     /// The products that moved most since the previous period (RISING by default; set
     /// `within_top` to ignore moves far down the ranking).
     pub async fn movers(&self, request: impl Into<v1::ListMoversRequest>) -> Result<v1::ListMoversResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.list_movers(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.list_movers(r).await }).await
     }
 
     /// Why a product holds its place in a daily ranking (a product id alone: today's whole
@@ -183,12 +165,7 @@ impl RankingClient {
         &self,
         request: impl Into<v1::ExplainRankRequest>,
     ) -> Result<v1::ExplainRankResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.explain_rank(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.explain_rank(r).await }).await
     }
 
     /// Sets products' segments and hidden flags (a write: `RANKING_WRITE_TOKEN`). Hidden
@@ -200,12 +177,8 @@ impl RankingClient {
     ) -> Result<v1::UpdateCatalogResponse, Status> {
         let mut all = v1::UpdateCatalogResponse::default();
         for products in chunks(request.into().products, MAX_BATCH) {
-            let answer = self
-                .retrying(|mut c| {
-                    let products = products.clone();
-                    async move { c.update_catalog(v1::UpdateCatalogRequest { products }).await }
-                })
-                .await?;
+            let request = v1::UpdateCatalogRequest { products };
+            let answer = self.unary(request, |mut c, r| async move { c.update_catalog(r).await }).await?;
             all.updated += answer.updated;
         }
         Ok(all)
@@ -213,12 +186,7 @@ impl RankingClient {
 
     /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
     pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
-        let request = request.into();
-        self.retrying(|mut c| {
-            let request = request.clone();
-            async move { c.recompute(request).await }
-        })
-        .await
+        self.unary(request.into(), |mut c, r| async move { c.recompute(r).await }).await
     }
 }
 

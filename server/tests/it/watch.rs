@@ -223,14 +223,15 @@ async fn the_client_watch_resumes_by_itself_when_its_replica_restarts() {
 
 #[tokio::test]
 async fn a_watch_outlives_the_unary_request_timeout() {
-    // No unary call is made here: only the watch, which the 100 ms timeout must not cut.
-    let mut app = TestApp::spawn(&["--request-timeout=100ms"]).await;
+    // The request timeout bounds unary calls; it must not cut a watch. It is long enough for
+    // the two unary calls that change the top, which come after it has passed.
+    let mut app = TestApp::spawn(&["--request-timeout=3s"]).await;
     let mut stream = app.client.watch_top_n(v1::WatchTopNRequest::default()).await.expect("watch").into_inner();
     let first = stream.message().await.expect("first").expect("state");
     assert_eq!(first.total, 0);
     // Well past the request timeout, a change of the top: the next thing on the stream is
     // that change, neither its end nor anything sent before it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
     app.record(views("a", 7, 3, Utc::now() - Age::seconds(1))).await;
     let version = app.recompute("").await.version;
     let next = stream.message().await.expect("still open").expect("a state");

@@ -79,24 +79,32 @@ mod slow_reader {
 
     use super::tests_support::*;
     use super::*;
+    use crate::adapters::memory::MemoryRankingStore;
     use crate::ports::{RankingStore, Scored, VersionLife};
+
+    /// An in-process store and a hub over it, at the real time (the paused clock follows).
+    fn today_hub() -> (Arc<MemoryRankingStore>, WatchHub, Arc<Snapshots>) {
+        let store = Arc::new(MemoryRankingStore::new());
+        let (hub, snapshots) = hub_and_snapshots(&store, Utc::now());
+        (store, hub, snapshots)
+    }
+
+    /// Publishes and installs today's daily top of two led by `lead`; its version.
+    async fn publish_top(store: &MemoryRankingStore, snapshots: &Snapshots, lead: i64) -> u64 {
+        let key = RankingKey::Daily(Utc::now().date_naive());
+        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
+        let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
+        let version = store.publish(key, &entries, life).await.expect("published");
+        snapshots.install(key, version, entries).await;
+        version
+    }
 
     /// A watcher that reads nothing while the top changes many times holds one frame, the
     /// latest, never the ones in between: old frames are freed as soon as they are replaced.
     #[tokio::test(start_paused = true)]
     async fn a_watcher_that_does_not_read_holds_only_the_latest_frame() {
-        let store = Arc::new(crate::adapters::memory::MemoryRankingStore::new());
-        let (hub, snapshots) = hub_and_snapshots(&store, Utc::now());
-        let key = RankingKey::Daily(Utc::now().date_naive());
-        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
-        let publish = |lead: i64| {
-            let (store, snapshots) = (store.clone(), snapshots.clone());
-            async move {
-                let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
-                let version = store.publish(key, &entries, life).await.expect("published");
-                snapshots.install(key, version, entries).await;
-            }
-        };
+        let (store, hub, snapshots) = today_hub();
+        let publish = |lead: i64| publish_top(&store, &snapshots, lead);
         publish(1).await;
         let mut watcher = hub.watch(WatchQuery { selector: Selector::default(), limit: 2 }).expect("watch");
         let first = watcher.next().await.expect("open").expect("frame");
@@ -116,19 +124,8 @@ mod slow_reader {
     /// the next change, numbered right after the first.
     #[tokio::test(start_paused = true)]
     async fn an_unchanged_version_makes_no_frame() {
-        let store = Arc::new(crate::adapters::memory::MemoryRankingStore::new());
-        let (hub, snapshots) = hub_and_snapshots(&store, Utc::now());
-        let key = RankingKey::Daily(Utc::now().date_naive());
-        let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
-        let publish = |lead: i64| {
-            let (store, snapshots) = (store.clone(), snapshots.clone());
-            async move {
-                let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
-                let version = store.publish(key, &entries, life).await.expect("published");
-                snapshots.install(key, version, entries).await;
-                version
-            }
-        };
+        let (store, hub, snapshots) = today_hub();
+        let publish = |lead: i64| publish_top(&store, &snapshots, lead);
         publish(1).await;
         let mut watcher = hub.watch(WatchQuery { selector: Selector::default(), limit: 2 }).expect("watch");
         let first = watcher.next().await.expect("open").expect("frame");

@@ -20,6 +20,102 @@ pub struct RpcLabels {
     pub code: &'static str,
 }
 
+/// Labels of the go-grpc-prometheus families without a code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    /// `unary`, `server_stream`, `bidi_stream` (`unknown` for a path that is no RPC).
+    pub grpc_type: &'static str,
+    /// The full service name, `ranking.v1.RankingService`.
+    pub grpc_service: &'static str,
+    /// The method, `GetTopN`.
+    pub grpc_method: &'static str,
+}
+
+/// Labels of `grpc_server_handled_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcCodeLabels {
+    /// As [`GrpcLabels::grpc_type`].
+    pub grpc_type: &'static str,
+    /// As [`GrpcLabels::grpc_service`].
+    pub grpc_service: &'static str,
+    /// As [`GrpcLabels::grpc_method`].
+    pub grpc_method: &'static str,
+    /// The status code in Go's names: `OK`, `Canceled`, `InvalidArgument`, …
+    pub grpc_code: &'static str,
+}
+
+/// The go-grpc-prometheus server families (SPEC §10.4), unprefixed, so that existing gRPC
+/// dashboards and alerts read this service as they read any Go gRPC server.
+pub struct GrpcServerMetrics {
+    /// `grpc_server_started_total`: calls started.
+    pub started: Family<GrpcLabels, Counter>,
+    /// `grpc_server_handled_total`: calls finished, by code.
+    pub handled: Family<GrpcCodeLabels, Counter>,
+    /// `grpc_server_msg_received_total`: request messages read.
+    pub msg_received: Family<GrpcLabels, Counter>,
+    /// `grpc_server_msg_sent_total`: response messages sent.
+    pub msg_sent: Family<GrpcLabels, Counter>,
+    /// `grpc_server_handling_seconds`: from the call's start to its end.
+    pub handling_seconds: Family<GrpcLabels, Histogram>,
+}
+
+impl GrpcServerMetrics {
+    /// The families registered in `registry`, with a zero series for every RPC of the
+    /// table (and `handled` with code OK), so that rates and dashboards show every method
+    /// from the first scrape on, as go-grpc-prometheus's `InitializeMetrics` does.
+    fn registered(registry: &mut Registry, rpcs: &[GrpcLabels]) -> Self {
+        let metrics = Self {
+            started: Family::default(),
+            handled: Family::default(),
+            msg_received: Family::default(),
+            msg_sent: Family::default(),
+            // go-grpc-prometheus's default buckets (Prometheus's DefBuckets).
+            handling_seconds: Family::new_with_constructor(|| {
+                Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            }),
+        };
+        for labels in rpcs {
+            drop(metrics.started.get_or_create(labels));
+            drop(metrics.msg_received.get_or_create(labels));
+            drop(metrics.msg_sent.get_or_create(labels));
+            drop(metrics.handling_seconds.get_or_create(labels));
+            let ok = GrpcCodeLabels {
+                grpc_type: labels.grpc_type,
+                grpc_service: labels.grpc_service,
+                grpc_method: labels.grpc_method,
+                grpc_code: "OK",
+            };
+            drop(metrics.handled.get_or_create(&ok));
+        }
+        registry.register(
+            "grpc_server_started",
+            "Total number of RPCs started on the server.",
+            metrics.started.clone(),
+        );
+        registry.register(
+            "grpc_server_handled",
+            "Total number of RPCs completed on the server, regardless of success or failure.",
+            metrics.handled.clone(),
+        );
+        registry.register(
+            "grpc_server_msg_received",
+            "Total number of RPC stream messages received on the server.",
+            metrics.msg_received.clone(),
+        );
+        registry.register(
+            "grpc_server_msg_sent",
+            "Total number of gRPC stream messages sent by the server.",
+            metrics.msg_sent.clone(),
+        );
+        registry.register(
+            "grpc_server_handling_seconds",
+            "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+            metrics.handling_seconds.clone(),
+        );
+        metrics
+    }
+}
+
 /// Labels of the recompute's phases.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
@@ -30,6 +126,10 @@ pub struct PhaseLabels {
 /// Every metric the service exports.
 pub struct Metrics {
     registry: Registry,
+    /// The unprefixed registry of the standard families ([`Metrics::grpc`]).
+    standard: Registry,
+    /// The go-grpc-prometheus families.
+    pub grpc: GrpcServerMetrics,
     /// Events stored for the first time.
     pub events_accepted: Counter,
     /// Events whose id was already stored.
@@ -87,8 +187,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A registry with every metric registered.
-    pub fn new() -> Self {
+    /// A registry with every metric registered; the standard gRPC families get a zero series
+    /// for each of `rpcs`.
+    pub fn with_rpcs(rpcs: &[GrpcLabels]) -> Self {
+        let mut standard = Registry::default();
+        let grpc = GrpcServerMetrics::registered(&mut standard, rpcs);
         let mut registry = Registry::with_prefix("ranking");
         let events_accepted = Counter::default();
         let events_duplicate = Counter::default();
@@ -181,6 +284,8 @@ impl Metrics {
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
             registry,
+            standard,
+            grpc,
             events_accepted,
             events_duplicate,
             events_rejected,
@@ -208,7 +313,12 @@ impl Metrics {
         }
     }
 
-    /// Records a successful recompute.
+    /// A registry with every metric registered, the standard gRPC families without series
+    /// until calls come (the server uses [`Metrics::with_rpcs`]).
+    pub fn new() -> Self {
+        Self::with_rpcs(&[])
+    }
+
     /// Records the phases of a successful recompute.
     pub fn recompute_phases(&self, phases: &[(&'static str, f64)]) {
         for (phase, seconds) in phases {
@@ -216,6 +326,7 @@ impl Metrics {
         }
     }
 
+    /// Records a successful recompute.
     pub fn recompute_succeeded(&self, seconds: f64, products: u64) {
         self.recompute_seconds.observe(seconds);
         self.recompute_products.set(i64::try_from(products).unwrap_or(i64::MAX));
@@ -246,9 +357,18 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text;
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = text::encode_registry(&mut out, &self.registry);
+        let _ = text::encode_registry(&mut out, &self.standard);
+        if let Some(bytes) = resident_bytes() {
+            out.push_str(&format!(
+                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+                 # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {bytes}\n"
+            ));
+        }
+        let _ = text::encode_eof(&mut out);
         let since = self.seconds_since_last_recompute().unwrap_or(-1);
         out.insert_str(
             0,
@@ -281,4 +401,12 @@ impl Metrics {
         }
         out
     }
+}
+
+/// This process's resident memory (Linux: `/proc/self/statm`, in pages of 4 KiB), the
+/// standard `process_resident_memory_bytes` of Prometheus clients.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }

@@ -71,7 +71,7 @@ impl Application {
             SqlMetricsStore::connect(&settings.database.options()).await.context("failed to open the SQL database")?;
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
 
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         // Every background task of the service, joined by `run_until_stopped`.
         let tasks = TaskTracker::new();
         let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match settings.redis.options() {

@@ -14,6 +14,7 @@ mod client;
 mod client_calls;
 mod cluster;
 mod explain;
+mod grpc_metrics;
 mod hardening;
 mod helpers;
 mod operations;

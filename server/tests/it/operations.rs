@@ -99,6 +99,15 @@ async fn a_flood_beyond_the_limit_is_refused_fast_while_admitted_calls_succeed()
     // on the machine's speed and is not asserted beyond "at least the limit got through".
     assert!(ok >= 4, "admitted calls succeed: {ok}");
     assert_eq!(ok + refused, 64);
+    // The standard families count the refused calls too, under Go's code names.
+    let metrics = app.scrape_metrics().await;
+    let handled = |code: &str| {
+        let series = format!(
+            "grpc_server_handled_total{{grpc_type=\"unary\",grpc_service=\"ranking.v1.RankingService\",grpc_method=\"RecordEvents\",grpc_code=\"{code}\"}}"
+        );
+        value(&metrics, &series)
+    };
+    assert_eq!((handled("OK"), handled("ResourceExhausted")), (ok as f64, refused as f64), "{metrics}");
     app.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! Tower layers of the gRPC server, outermost first:
 //!
-//! - [`ObserveLayer`] ([`observe`]): one span per RPC and the RPC metrics.
+//! - [`ObserveLayer`] ([`observe`]): one span per RPC and the RPC metrics, the standard
+//!   gRPC families among them ([`standard`]).
 //! - [`HygieneLayer`] ([`hygiene`]): the call counted on its connection; a unary request
 //!   received whole, within time, size and buffer budgets, before it may take a slot.
 //! - [`AdmissionLayer`] ([`admission`]): a bound on calls in progress, refusing at once.
@@ -10,6 +11,7 @@
 pub mod admission;
 pub mod hygiene;
 pub mod observe;
+pub mod standard;
 
 pub use admission::AdmissionLayer;
 pub use hygiene::HygieneLayer;

@@ -1,6 +1,7 @@
 //! [`ObserveLayer`]: one tracing span per RPC (continuing the caller's W3C trace context)
-//! with method, status code and latency, and the RPC metrics. Names come from the RPC table,
-//! never from the request path.
+//! with method, status code and latency, and the RPC metrics: the service's own
+//! (`ranking_rpc_*`) and the standard go-grpc-prometheus families ([`super::standard`]).
+//! Names come from the RPC table, never from the request path.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +14,7 @@ use tower::{Layer, Service};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::ready;
+use super::{ready, standard};
 use crate::grpc::rpcs;
 use crate::metrics::Metrics;
 
@@ -70,11 +71,10 @@ fn status_of<B>(response: &http::Response<B>) -> tonic::Code {
         .unwrap_or(tonic::Code::Ok)
 }
 
-impl<S, B, RB> Service<http::Request<B>> for Observe<S>
+impl<S> Service<http::Request<tonic::body::Body>> for Observe<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S: Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -84,10 +84,12 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let mut inner = ready(&mut self.inner);
         let metrics = self.metrics.clone();
         let (service, method) = rpcs::names(request.uri().path());
+        let call = Arc::new(standard::Call::start(metrics.clone(), request.uri().path()));
+        let request = request.map(|body| tonic::body::Body::new(standard::CountedRequest::new(body, call.clone())));
         let span = tracing::info_span!(
             "rpc",
             rpc.system = "grpc",
@@ -113,7 +115,7 @@ where
                 span.record("latency_ms", seconds * 1e3);
                 tracing::debug!(code = code_name(code), latency_ms = seconds * 1e3, "rpc finished");
                 metrics.rpc_finished(method, code_name(code), seconds);
-                result
+                result.map(|response| standard::CountedResponse::wrap(response, call))
             }
             .instrument(span),
         )

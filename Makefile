@@ -10,7 +10,7 @@ REDIS_CLUSTER_TEST ?=
 CLUSTER_SEEDS = $(or $(REDIS_CLUSTER_TEST),$$(./scripts/redis-cluster.sh start 7001 /tmp/ranking-test-cluster))
 BUF        := .tools/node_modules/.bin/buf
 
-.PHONY: run run-release test test-unit lint fmt migrate bench load buf
+.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
 ## Built with the very command `make test` builds with: a package-only build resolves crate
@@ -26,7 +26,7 @@ run-release:
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
 ## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
 ## PostgreSQL + Redis Cluster (servers are started when none answers).
-test:
+test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
@@ -34,6 +34,16 @@ test:
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
 	  $(CARGO) test -p ranking-server --tests
+
+## The deploy/ artefacts against the real tools: Prometheus rules checked and unit-tested by
+## promtool, the Kubernetes manifests validated against the API schemas (strict: unknown
+## fields refused). The variables the manifests set are checked by a unit test of config.
+KUBE_MANIFESTS = configmap deployment service pdb hpa
+test-deploy:
+	@kube_validate=$$(./scripts/ops-tools.sh) && \
+	  promtool check rules deploy/prometheus/ranking-service.rules.yml && \
+	  promtool test rules deploy/prometheus/ranking-service.rules.test.yml && \
+	  $$kube_validate --strict --quiet $(addprefix deploy/kubernetes/,$(addsuffix .yaml,$(KUBE_MANIFESTS)))
 
 test-unit:
 	$(CARGO) test --workspace --lib --bins

@@ -116,6 +116,13 @@ impl GrpcServerMetrics {
     }
 }
 
+/// Labels of a store's reachability.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    /// `ranking` (Redis, or the in-process store).
+    pub store: &'static str,
+}
+
 /// Labels of the recompute's phases.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
@@ -174,6 +181,8 @@ pub struct Metrics {
     pub snapshot_oversize: Counter,
     /// The version of today's snapshot per window (rendered with its age).
     snapshot_versions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    /// 1 while this replica's last poll of a store succeeded, 0 after it failed.
+    pub store_reachable: Family<StoreLabels, Gauge>,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -214,6 +223,7 @@ impl Metrics {
         let connections_timed_out = Counter::default();
         let snapshot_loads = Counter::default();
         let snapshot_oversize = Counter::default();
+        let store_reachable = Family::<StoreLabels, Gauge>::default();
         let rpc_calls = Family::<RpcLabels, Counter>::default();
         let rpc_seconds = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -280,6 +290,11 @@ impl Metrics {
             "Ranking versions read from Redis because they exceed RANKING_SNAPSHOT_MAX_ENTRIES",
             snapshot_oversize.clone(),
         );
+        registry.register(
+            "store_reachable",
+            "1 while this replica's last poll of the store succeeded (the ranking store: every 500 ms), 0 after it failed",
+            store_reachable.clone(),
+        );
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -308,6 +323,7 @@ impl Metrics {
             snapshot_loads,
             snapshot_oversize,
             snapshot_versions: Default::default(),
+            store_reachable,
             rpc_calls,
             rpc_seconds,
         }

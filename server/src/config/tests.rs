@@ -56,3 +56,39 @@ fn cross_field_rules_are_checked() {
     let s = Settings::try_parse_from(["x", "--keepalive-timeout", "2m"]).expect("parses");
     assert!(s.validate().is_err());
 }
+
+/// Every variable the Kubernetes manifests set (`deploy/kubernetes/`: ConfigMap keys,
+/// container `env` names, Secret keys) is one the server reads: its settings are the list.
+#[test]
+fn the_kubernetes_manifests_set_only_variables_the_server_reads() {
+    use clap::CommandFactory;
+    let known: std::collections::HashSet<String> = Settings::command()
+        .get_arguments()
+        .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+        .collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes");
+    let mut set = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("deploy/kubernetes") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("manifest");
+        for line in text.lines() {
+            // What a comment says is not set.
+            let line = line.split(" #").next().unwrap_or_default();
+            if line.trim_start().starts_with('#') {
+                continue;
+            }
+            let words = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            set.extend(
+                words
+                    .filter(|w| w.starts_with("RANKING_") || *w == "DATABASE_URL" || *w == "REDIS_URL")
+                    .map(str::to_owned),
+            );
+        }
+    }
+    assert!(set.len() >= 10, "the manifests set the service's variables: {set:?}");
+    let unknown: Vec<&String> = set.iter().filter(|v| !known.contains(*v)).collect();
+    assert!(unknown.is_empty(), "set in deploy/kubernetes but not read by the server: {unknown:?}");
+}

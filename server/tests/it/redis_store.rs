@@ -385,6 +385,13 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
     // SQL is the source of truth: a write commits; only its hourly increment is lost.
     let written = app.record(vec![event("during-7", 7, EventType::View, 0, now)]).await;
     assert_eq!(written.accepted, 1);
+    // The replica's own poll of Redis says so, whatever the traffic (the alert's signal).
+    let reachable = "ranking_store_reachable{store=\"ranking\"}";
+    ranking_server::test_support::eventually("the poll finds Redis down", || {
+        let app = &app;
+        async move { crate::helpers::metric_value(&app.scrape_metrics().await, reachable) == 0.0 }
+    })
+    .await;
 
     let _redis = crate::helpers::throwaway_redis::ThrowawayRedis::start(redis.port);
     // The service reconnects by itself; the first calls may still find the old connection
@@ -400,6 +407,11 @@ async fn a_redis_outage_means_unavailable_and_the_service_recovers_by_itself() {
         }
     };
     assert_eq!(restored.products, 2);
+    ranking_server::test_support::eventually("the poll finds Redis back", || {
+        let app = &app;
+        async move { crate::helpers::metric_value(&app.scrape_metrics().await, reachable) == 1.0 }
+    })
+    .await;
     assert!(restored.version > top.version, "a new version, although Redis lost the old one");
     let top = app.top("", 10).await;
     assert_eq!(top.version, restored.version, "served by this replica when Recompute returns");

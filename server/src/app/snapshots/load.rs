@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Snapshots;
 use crate::domain::snapshot::{Snapshot, SnapshotError};
+use crate::metrics::StoreLabels;
 use crate::ports::{Announcement, Announcements, RankingKey, Scored, StoreError};
 
 /// Entries per read while loading a version (4 MB of packed entries from Redis).
@@ -236,6 +237,8 @@ impl Snapshots {
                     }
                 },
             };
+            let reachable = i64::from(result.is_ok());
+            self.metrics.store_reachable.get_or_create(&StoreLabels { store: "ranking" }).set(reachable);
             match result {
                 Ok(()) if failing => {
                     failing = false;

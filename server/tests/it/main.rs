@@ -13,6 +13,7 @@ mod catalog;
 mod client;
 mod client_calls;
 mod cluster;
+mod dashboard;
 mod explain;
 mod grpc_metrics;
 mod hardening;

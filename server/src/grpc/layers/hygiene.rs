@@ -13,6 +13,7 @@ use tonic::codegen::http;
 use tower::{Layer, Service};
 
 use super::ready;
+use super::tapped::{Tap, Tapped};
 use crate::grpc::rpcs::{self, Kind};
 
 /// Where the calls of a connection are counted and how long and large a request message
@@ -108,31 +109,8 @@ impl Drop for CallGuard {
     }
 }
 
-/// A response body that holds its call's [`CallGuard`] until it is finished or dropped.
-struct GuardedBody {
-    inner: tonic::body::Body,
-    _guard: CallGuard,
-}
-
-impl http_body::Body for GuardedBody {
-    type Data = bytes::Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
+/// The guard rides along the response body until it is finished or dropped.
+impl Tap for CallGuard {}
 
 /// Why a request message was not taken.
 enum BodyRefusal {
@@ -229,7 +207,7 @@ where
             // The handler has decoded (and dropped) the message by the time it answers.
             drop(share);
             let response = response?;
-            Ok(response.map(|body| tonic::body::Body::new(GuardedBody { inner: body, _guard: guard })))
+            Ok(response.map(|body| Tapped::body(body, guard)))
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod admission;
 pub mod hygiene;
 pub mod observe;
 pub mod standard;
+pub mod tapped;
 
 pub use admission::AdmissionLayer;
 pub use hygiene::HygieneLayer;

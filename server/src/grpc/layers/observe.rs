@@ -89,7 +89,7 @@ where
         let metrics = self.metrics.clone();
         let (service, method) = rpcs::names(request.uri().path());
         let call = Arc::new(standard::Call::start(metrics.clone(), request.uri().path()));
-        let request = request.map(|body| tonic::body::Body::new(standard::CountedRequest::new(body, call.clone())));
+        let request = request.map(|body| standard::RequestTap::wrap(body, call.clone()));
         let span = tracing::info_span!(
             "rpc",
             rpc.system = "grpc",
@@ -115,7 +115,7 @@ where
                 span.record("latency_ms", seconds * 1e3);
                 tracing::debug!(code = code_name(code), latency_ms = seconds * 1e3, "rpc finished");
                 metrics.rpc_finished(method, code_name(code), seconds);
-                result.map(|response| standard::CountedResponse::wrap(response, call))
+                result.map(|response| standard::ResponseTap::wrap(response, call))
             }
             .instrument(span),
         )

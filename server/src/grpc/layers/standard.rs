@@ -7,13 +7,13 @@
 //! ended. Label
 //! values come from the RPC table.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Instant;
 
 use tonic::codegen::http;
 
+use super::tapped::{Polled, Tap, Tapped};
 use crate::grpc::rpcs::{self, Kind};
 use crate::metrics::{GrpcCodeLabels, GrpcLabels, Metrics};
 
@@ -136,51 +136,32 @@ fn status_in(headers: &http::HeaderMap) -> Option<tonic::Code> {
     Some(tonic::Code::from(value))
 }
 
-/// A request body counting the messages the server reads from it.
-pub struct CountedRequest {
-    inner: tonic::body::Body,
+/// Rides along a request body: counts the messages the server reads from it.
+pub struct RequestTap {
     counter: MessageCounter,
     call: Arc<Call>,
 }
 
-impl CountedRequest {
-    /// `inner`, counted into `call`.
-    pub fn new(inner: tonic::body::Body, call: Arc<Call>) -> Self {
-        Self { inner, counter: MessageCounter::default(), call }
+impl RequestTap {
+    /// `body`, counted into `call`.
+    pub fn wrap(body: tonic::body::Body, call: Arc<Call>) -> tonic::body::Body {
+        Tapped::body(body, Self { counter: MessageCounter::default(), call })
     }
 }
 
-impl http_body::Body for CountedRequest {
-    type Data = bytes::Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled
+impl Tap for RequestTap {
+    fn polled(&mut self, polled: &Polled) {
+        if let Poll::Ready(Some(Ok(frame))) = polled
             && let Some(data) = frame.data_ref()
         {
-            let messages = self.counter.feed(data);
-            self.call.received(messages);
+            self.call.received(self.counter.feed(data));
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 
-/// A response body counting the messages sent and recording the call handled when it ends
-/// (or `Canceled` when it is dropped first).
-pub struct CountedResponse {
-    inner: tonic::body::Body,
+/// Rides along a response body: counts the messages sent and records the call handled when
+/// the body ends (or `Canceled` when it is dropped first).
+pub struct ResponseTap {
     counter: MessageCounter,
     call: Arc<Call>,
     /// The code of a trailers-only response (its headers carry it), else OK until the
@@ -189,7 +170,7 @@ pub struct CountedResponse {
     done: bool,
 }
 
-impl CountedResponse {
+impl ResponseTap {
     /// The body of `response`, counted into `call`. A trailers-only response (a refusal, an
     /// error) is complete with its headers: handled now, with the code they carry.
     pub fn wrap(response: http::Response<tonic::body::Body>, call: Arc<Call>) -> http::Response<tonic::body::Body> {
@@ -198,8 +179,7 @@ impl CountedResponse {
             call.handled(code);
         }
         let (code, done) = (trailers_only.unwrap_or(tonic::Code::Ok), trailers_only.is_some());
-        response
-            .map(|inner| tonic::body::Body::new(Self { inner, counter: MessageCounter::default(), call, code, done }))
+        response.map(|body| Tapped::body(body, Self { counter: MessageCounter::default(), call, code, done }))
     }
 
     fn finish(&mut self, code: tonic::Code) {
@@ -210,48 +190,24 @@ impl CountedResponse {
     }
 }
 
-impl http_body::Body for CountedResponse {
-    type Data = bytes::Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
+impl Tap for ResponseTap {
+    fn polled(&mut self, polled: &Polled) {
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    let messages = self.counter.feed(data);
-                    self.call.sent(messages);
+                    self.call.sent(self.counter.feed(data));
                 } else if let Some(trailers) = frame.trailers_ref() {
-                    let code = status_in(trailers).unwrap_or(self.code);
-                    self.finish(code);
+                    self.finish(status_in(trailers).unwrap_or(self.code));
                 }
             }
-            Poll::Ready(None) => {
-                let code = self.code;
-                self.finish(code);
-            }
-            Poll::Ready(Some(Err(status))) => {
-                let code = status.code();
-                self.finish(code);
-            }
+            Poll::Ready(None) => self.finish(self.code),
+            Poll::Ready(Some(Err(status))) => self.finish(status.code()),
             Poll::Pending => {}
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 
-impl Drop for CountedResponse {
+impl Drop for ResponseTap {
     fn drop(&mut self) {
         // Dropped before its end: the peer went away (or the server stopped) mid-call.
         self.finish(tonic::Code::Cancelled);

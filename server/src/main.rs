@@ -10,9 +10,31 @@ use ranking_server::startup::Application;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let settings = Settings::parse();
+    if let Some(path) = &settings.check_profile {
+        return Ok(check_profile(path));
+    }
+    serve(settings)?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `--check-profile FILE`: the profile's layout, or its problems (exit code 2).
+fn check_profile(path: &std::path::Path) -> std::process::ExitCode {
+    match ranking_server::config::profile::load(path) {
+        Ok(profile) => {
+            print!("{}", ranking_server::config::profile::describe(&profile));
+            std::process::ExitCode::SUCCESS
+        }
+        Err(problem) => {
+            eprintln!("invalid scoring profile: {problem}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+#[tokio::main]
+async fn serve(settings: Settings) -> anyhow::Result<()> {
     let _telemetry = ranking_server::telemetry::init("info");
     let app = Application::build(settings).await?;
     app.run_until_stopped(shutdown_signal()).await

@@ -38,6 +38,10 @@ pub struct Settings {
     pub access: AccessSettings,
     #[command(flatten, next_help_heading = "Observability")]
     pub observability: ObservabilitySettings,
+    /// Checks the scoring profile in FILE (TOML, SPEC §10.3), prints its signals, terms and
+    /// encoding, and exits: 0 when it is valid, 2 with the problems when not.
+    #[arg(long, value_name = "FILE")]
+    pub check_profile: Option<std::path::PathBuf>,
 }
 
 /// The gRPC server: address, limits, connection hygiene, TLS.
@@ -392,6 +396,8 @@ impl Settings {
         Ok(())
     }
 }
+
+pub mod profile;
 
 #[cfg(test)]
 mod tests;

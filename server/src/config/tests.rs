@@ -92,3 +92,17 @@ fn the_kubernetes_manifests_set_only_variables_the_server_reads() {
     let unknown: Vec<&String> = set.iter().filter(|v| !known.contains(*v)).collect();
     assert!(unknown.is_empty(), "set in deploy/kubernetes but not read by the server: {unknown:?}");
 }
+
+/// The profile the ConfigMap carries is a valid profile (the built-in one written out).
+#[test]
+fn the_configmaps_profile_is_the_built_in_profile() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/configmap.yaml");
+    let manifest = std::fs::read_to_string(path).expect("configmap");
+    let (_, block) = manifest.split_once("  profile.toml: |\n").expect("a profile.toml key");
+    let toml: String = block
+        .lines()
+        .map_while(|l| l.strip_prefix("    ").or((l.is_empty()).then_some("")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(super::profile::parse(&toml), Ok(crate::domain::profile::ScoringProfile::built_in()));
+}

@@ -10,6 +10,8 @@
 //! - [`score`]: the main score, carry-over and its chain back through previous days.
 //! - [`normalize`]: z-score → sigmoid → 0…999 normalisation of the tie-break axes.
 //! - [`encoding`]: packing the four dimensions into one `f64` and back.
+//! - [`layout`]: the same packing for any scoring profile's axes (1–4 axes, up to 12 digits).
+//! - [`profile`]: scoring profiles: signals, main-score terms, tie-break axes; the built-in one.
 //! - [`ranking`]: one day's population turned into encoded scores.
 //! - [`explain`]: a product's daily score taken apart (ExplainRank).
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
@@ -20,7 +22,9 @@ pub mod delta;
 pub mod encoding;
 pub mod event;
 pub mod explain;
+pub mod layout;
 pub mod normalize;
+pub mod profile;
 pub mod ranking;
 pub mod score;
 pub mod snapshot;

@@ -21,3 +21,25 @@ async fn sigterm_turns_health_off_and_exits_with_code_0() {
     server.terminate();
     assert_eq!(server.wait().await.code(), Some(0), "clean exit");
 }
+
+#[test]
+fn check_profile_prints_the_layout_or_names_the_problem() {
+    let bin = env!("CARGO_BIN_EXE_ranking-server");
+    let built_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/profiles/built-in.toml");
+    let ok = std::process::Command::new(bin).arg("--check-profile").arg(&built_in).output().expect("ran");
+    let printed = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("axis 3: recency, 3 digits") && printed.contains("clamped below 2^22 = 4194304"),
+        "{printed}"
+    );
+
+    let bad = std::env::temp_dir().join(format!("profile-{:x}.toml", crate::helpers::rand_u64()));
+    let text = std::fs::read_to_string(&built_in).expect("profile").replace("digits = 3", "digits = 5");
+    std::fs::write(&bad, text).expect("written");
+    let refused = std::process::Command::new(bin).arg("--check-profile").arg(&bad).output().expect("ran");
+    let _ = std::fs::remove_file(&bad);
+    let problem = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{problem}");
+    assert!(problem.contains("axes[0].digits must be 1-4, got 5"), "{problem}");
+}

@@ -1,0 +1,185 @@
+//! `RANKING_PROFILE`: a scoring profile written as TOML (SPEC §10.3), read into the domain's
+//! [`ScoringProfile`]. Unknown keys are refused (`deny_unknown_fields`), and every rule of a
+//! profile is the domain's; a refusal names the file and the problem.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::domain::profile::{AxisSource, ProfileSpec, RECENCY, ScoringProfile, SignalKind, Term, Transform};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    carry_over: f64,
+    carry_days: u32,
+    #[serde(default)]
+    signals: BTreeMap<String, SignalFile>,
+    main: Vec<TermFile>,
+    axes: Vec<AxisFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalFile {
+    kind: KindFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum KindFile {
+    Count,
+    Amount,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TermFile {
+    signal: String,
+    weight: f64,
+    #[serde(default)]
+    transform: TransformFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TransformFile {
+    #[default]
+    Linear,
+    Log1p,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxisFile {
+    signal: String,
+    digits: u8,
+}
+
+/// The profile `text` (TOML) describes, or what is wrong with it.
+pub fn parse(text: &str) -> Result<ScoringProfile, String> {
+    let file: File = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    let spec = ProfileSpec {
+        carry_over: file.carry_over,
+        carry_days: file.carry_days,
+        signals: file
+            .signals
+            .into_iter()
+            .map(|(name, s)| {
+                let kind = match s.kind {
+                    KindFile::Count => SignalKind::Count,
+                    KindFile::Amount => SignalKind::Amount,
+                };
+                (name, kind)
+            })
+            .collect(),
+        main: file
+            .main
+            .into_iter()
+            .map(|t| Term {
+                signal: t.signal,
+                weight: t.weight,
+                transform: match t.transform {
+                    TransformFile::Linear => Transform::Linear,
+                    TransformFile::Log1p => Transform::Log1p,
+                },
+            })
+            .collect(),
+        axes: file
+            .axes
+            .into_iter()
+            .map(|a| {
+                let source = if a.signal == RECENCY { AxisSource::Recency } else { AxisSource::Signal(a.signal) };
+                (source, a.digits)
+            })
+            .collect(),
+    };
+    ScoringProfile::new(spec).map_err(|e| e.to_string())
+}
+
+/// The profile in the file at `path`.
+pub fn load(path: &Path) -> Result<ScoringProfile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// What `ranking-server --check-profile FILE` prints for a valid profile: its signals,
+/// terms and the encoding its axes give.
+pub fn describe(profile: &ScoringProfile) -> String {
+    let spec = profile.spec();
+    let layout = profile.layout();
+    let mut out = String::new();
+    let custom: Vec<String> = spec.signals.iter().map(|(n, k)| format!("{n} ({k:?})")).collect();
+    out.push_str(&format!(
+        "signals: views, likes, orders, order_amount{}\n",
+        custom.iter().map(|c| format!(", {c}")).collect::<String>()
+    ));
+    out.push_str("main = ");
+    let terms: Vec<String> = spec
+        .main
+        .iter()
+        .map(|t| match t.transform {
+            Transform::Linear => format!("{}·{}", t.weight, t.signal),
+            Transform::Log1p => format!("{}·ln(1 + {})", t.weight, t.signal),
+        })
+        .collect();
+    out.push_str(&terms.join(" + "));
+    out.push_str(&format!(" + {}·floor(main of the day before), back {} days\n", spec.carry_over, spec.carry_days));
+    for (i, ((source, digits), max)) in
+        spec.axes.iter().zip((0..spec.axes.len()).map(|i| layout.max_norm(i))).enumerate()
+    {
+        let name = match source {
+            AxisSource::Signal(s) => s.as_str(),
+            AxisSource::Recency => RECENCY,
+        };
+        out.push_str(&format!("axis {}: {name}, {digits} digits (norms 0-{max})\n", i + 1));
+    }
+    out.push_str(&format!(
+        "encoding: {} digits after the point; the main score's integer part is clamped below 2^{} = {}\nfingerprint: {}\n",
+        layout.total_digits(),
+        layout.bound().ilog2(),
+        layout.bound(),
+        profile.fingerprint()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-in profile written out, as SPEC §10.3 shows it.
+    const BUILT_IN: &str = include_str!("../../../deploy/profiles/built-in.toml");
+
+    #[test]
+    fn the_built_in_profile_written_out_is_the_built_in_profile() {
+        assert_eq!(parse(BUILT_IN).expect("valid"), ScoringProfile::built_in());
+    }
+
+    #[test]
+    fn a_worked_profile_with_a_custom_signal_parses() {
+        let text = format!(
+            "{BUILT_IN}\n[signals.cart_adds]\nkind = \"count\"\n[[main]]\nsignal = \"cart_adds\"\nweight = 0.3\ntransform = \"log1p\"\n"
+        );
+        let p = parse(&text).expect("valid");
+        assert_eq!(p.spec().signals.get("cart_adds"), Some(&SignalKind::Count));
+        let described = describe(&p);
+        assert!(described.contains("0.3·ln(1 + cart_adds)"), "{described}");
+        assert!(described.contains("clamped below 2^22 = 4194304"), "{described}");
+    }
+
+    #[test]
+    fn refusals_name_the_problem() {
+        let unknown_key = format!("{BUILT_IN}\nbogus = 1\n");
+        assert!(parse(&unknown_key).expect_err("unknown key").contains("bogus"));
+        let bad_transform = BUILT_IN.replace("transform = \"log1p\"", "transform = \"sqrt\"");
+        assert!(parse(&bad_transform).expect_err("transform").contains("sqrt"));
+        let unknown_signal = BUILT_IN.replace("signal = \"likes\"\nweight", "signal = \"cart_adds\"\nweight");
+        assert_eq!(parse(&unknown_signal).expect_err("signal"), "main[1].signal: unknown signal \"cart_adds\"");
+        let wide = BUILT_IN.replace("digits = 3", "digits = 4") + "[[axes]]\nsignal = \"orders\"\ndigits = 1\n";
+        assert_eq!(parse(&wide).expect_err("digits"), "the axes have 13 digits in all, more than 12");
+        let missing = std::path::Path::new("/nonexistent/profile.toml");
+        assert!(load(missing).expect_err("no file").starts_with("/nonexistent/profile.toml: "));
+    }
+}

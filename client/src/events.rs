@@ -18,6 +18,7 @@ fn event(product_id: i64, kind: v1::EventType, amount: i64) -> v1::Event {
         r#type: kind.into(),
         amount,
         occurred_at: Some(now()),
+        signal: String::new(),
     }
 }
 
@@ -34,6 +35,11 @@ pub fn like(product_id: i64) -> v1::Event {
 /// A like taken back.
 pub fn unlike(product_id: i64) -> v1::Event {
     event(product_id, v1::EventType::Unlike, 0)
+}
+
+/// An event of the scoring profile's custom signal `name` (`amount` 0 for a count signal).
+pub fn signal(product_id: i64, name: &str, amount: i64) -> v1::Event {
+    v1::Event { signal: name.into(), ..event(product_id, v1::EventType::Signal, amount) }
 }
 
 /// An order of `amount` in the currency's minor unit.

@@ -59,6 +59,7 @@ fn workload(size: usize, total: usize, run: &str) -> Vec<Vec<v1::Event>> {
                     r#type: kind.into(),
                     amount,
                     occurred_at: Some(at),
+                    signal: String::new(),
                 };
                 sent.push(e.clone());
                 e
@@ -157,6 +158,7 @@ async fn ingest_on(target: &str, partitioned: bool) {
                     r#type: v1::EventType::View.into(),
                     amount: 0,
                     occurred_at: Some(ts()),
+                    signal: String::new(),
                 };
                 c.record_event(v1::RecordEventRequest { event: Some(e) }).await.expect("RecordEvent");
                 n += 1;

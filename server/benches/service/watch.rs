@@ -36,6 +36,7 @@ pub async fn bench_watch(redis: &str) {
             r#type: v1::EventType::View.into(),
             amount: 0,
             occurred_at: Some(now),
+            signal: String::new(),
         })
         .collect();
     admin.record_events(v1::RecordEventsRequest { events }).await.expect("events");
@@ -81,6 +82,7 @@ pub async fn bench_watch(redis: &str) {
             r#type: v1::EventType::View.into(),
             amount: 0,
             occurred_at: Some(now),
+            signal: String::new(),
         };
         let burst: Vec<v1::Event> =
             (0..50).map(|i| v1::Event { event_id: format!("{}-{i}", event.event_id), ..event.clone() }).collect();

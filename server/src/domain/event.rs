@@ -46,6 +46,18 @@ impl EventKind {
     }
 }
 
+/// The type an event was sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawKind {
+    /// One of the four built-in events.
+    Event(EventKind),
+    /// A profile's custom signal (`EVENT_TYPE_SIGNAL`), named by the event's `signal`.
+    Signal,
+}
+
+/// The most of a rejected signal name a message repeats.
+const QUOTED_SIGNAL: usize = 64;
+
 /// An event as received, before validation. `kind` is `None` for UNSPECIFIED or an unknown
 /// wire value.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +67,9 @@ pub struct RawEvent {
     /// Product the event is about.
     pub product_id: i64,
     /// What happened, when known.
-    pub kind: Option<EventKind>,
+    pub kind: Option<RawKind>,
+    /// The custom signal of a SIGNAL event; empty for the others.
+    pub signal: String,
     /// Order amount (ORDER) or 0.
     pub amount: i64,
     /// When it happened; `None` when the caller left it out.
@@ -104,7 +118,8 @@ pub struct AcceptWindow {
 impl RawEvent {
     /// Checks every rule of an event (id 1–128 printable ASCII, product ≥ 1, a known type,
     /// an amount only on ORDER and within 0…10^12, a time at most 5 minutes ahead and at most
-    /// the accept days old); the first broken rule is reported.
+    /// the accept days old); the first broken rule is reported. A SIGNAL event names a custom
+    /// signal of the scoring profile; the built-in profile has none, so every name is unknown.
     pub fn validate(self, window: AcceptWindow) -> Result<Event, FieldError> {
         let err = |field, reason: String| Err(FieldError { field, reason });
         if self.event_id.is_empty() || self.event_id.len() > MAX_EVENT_ID_LEN {
@@ -116,8 +131,20 @@ impl RawEvent {
         if self.product_id < 1 {
             return err("product_id", format!("must be >= 1, got {}", self.product_id));
         }
-        let Some(kind) = self.kind else {
-            return err("type", "must be VIEW, LIKE, UNLIKE or ORDER".into());
+        let kind = match self.kind {
+            None => return err("type", "must be VIEW, LIKE, UNLIKE, ORDER or SIGNAL".into()),
+            Some(RawKind::Signal) if self.signal.is_empty() => {
+                return err("signal", "is required for SIGNAL".into());
+            }
+            Some(RawKind::Signal) => {
+                let name: String = self.signal.chars().take(QUOTED_SIGNAL).collect();
+                let more = if name.len() < self.signal.len() { "…" } else { "" };
+                return err("signal", format!("unknown {name:?}{more}"));
+            }
+            Some(RawKind::Event(kind)) if !self.signal.is_empty() => {
+                return err("signal", format!("must be empty for {}", kind.name()));
+            }
+            Some(RawKind::Event(kind)) => kind,
         };
         match kind {
             EventKind::Order if !(0..=MAX_ORDER_AMOUNT).contains(&self.amount) => {
@@ -155,9 +182,10 @@ mod tests {
         RawEvent {
             event_id: "e-1".into(),
             product_id: 7,
-            kind: Some(EventKind::View),
+            kind: Some(RawKind::Event(EventKind::View)),
             amount: 0,
             occurred_at: Some("2026-04-09T11:00:00Z".parse().expect("valid")),
+            signal: String::new(),
         }
     }
 
@@ -169,7 +197,7 @@ mod tests {
     fn a_well_formed_event_passes() {
         let e = raw().validate(window()).expect("valid");
         assert_eq!((e.product_id, e.kind), (7, EventKind::View));
-        let order = RawEvent { kind: Some(EventKind::Order), amount: MAX_ORDER_AMOUNT, ..raw() };
+        let order = RawEvent { kind: Some(RawKind::Event(EventKind::Order)), amount: MAX_ORDER_AMOUNT, ..raw() };
         assert!(order.validate(window()).is_ok());
         let id = RawEvent { event_id: "x".repeat(128), ..raw() };
         assert!(id.validate(window()).is_ok());
@@ -186,9 +214,9 @@ mod tests {
         assert_eq!(field_of(RawEvent { kind: None, ..raw() }), "type");
         assert_eq!(field_of(RawEvent { amount: 1, ..raw() }), "amount");
         for kind in [EventKind::Like, EventKind::Unlike] {
-            assert_eq!(field_of(RawEvent { kind: Some(kind), amount: 3, ..raw() }), "amount");
+            assert_eq!(field_of(RawEvent { kind: Some(RawKind::Event(kind)), amount: 3, ..raw() }), "amount");
         }
-        let order = |amount| RawEvent { kind: Some(EventKind::Order), amount, ..raw() };
+        let order = |amount| RawEvent { kind: Some(RawKind::Event(EventKind::Order)), amount, ..raw() };
         assert_eq!(field_of(order(-1)), "amount");
         assert_eq!(field_of(order(MAX_ORDER_AMOUNT + 1)), "amount");
         assert_eq!(field_of(RawEvent { occurred_at: None, ..raw() }), "occurred_at");
@@ -197,6 +225,16 @@ mod tests {
         assert!(at("2026-04-09T12:05:00Z").validate(window()).is_ok());
         assert_eq!(field_of(at("2026-04-02T11:59:59Z")), "occurred_at");
         assert!(at("2026-04-02T12:00:00Z").validate(window()).is_ok());
+    }
+
+    #[test]
+    fn signals_are_checked_against_the_profile() {
+        let signal = |name: &str| RawEvent { kind: Some(RawKind::Signal), signal: name.into(), ..raw() };
+        let refused = |r: RawEvent| r.validate(window()).expect_err("rejected").to_string();
+        assert_eq!(refused(signal("cart_adds")), "signal: unknown \"cart_adds\"");
+        assert_eq!(refused(signal("")), "signal: is required for SIGNAL");
+        assert_eq!(refused(signal(&"x".repeat(10_000))), format!("signal: unknown {:?}…", "x".repeat(64)));
+        assert_eq!(refused(RawEvent { signal: "cart_adds".into(), ..raw() }), "signal: must be empty for VIEW");
     }
 
     #[test]

@@ -10,21 +10,23 @@ use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
 use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
-use crate::domain::event::{EventKind, RawEvent};
+use crate::domain::event::{EventKind, RawEvent, RawKind};
 use crate::domain::explain::Axis;
 use crate::ports::Outcome;
 
 /// The wire event as a raw domain event (its rules are checked by ingest).
 pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
     let kind = match pb::EventType::try_from(e.r#type) {
-        Ok(pb::EventType::View) => Some(EventKind::View),
-        Ok(pb::EventType::Like) => Some(EventKind::Like),
-        Ok(pb::EventType::Unlike) => Some(EventKind::Unlike),
-        Ok(pb::EventType::Order) => Some(EventKind::Order),
+        Ok(pb::EventType::View) => Some(RawKind::Event(EventKind::View)),
+        Ok(pb::EventType::Like) => Some(RawKind::Event(EventKind::Like)),
+        Ok(pb::EventType::Unlike) => Some(RawKind::Event(EventKind::Unlike)),
+        Ok(pb::EventType::Order) => Some(RawKind::Event(EventKind::Order)),
+        Ok(pb::EventType::Signal) => Some(RawKind::Signal),
         Ok(pb::EventType::Unspecified) | Err(_) => None,
     };
     let occurred_at = e.occurred_at.map(timestamp).transpose()?;
-    Ok(RawEvent { event_id: e.event_id, product_id: e.product_id, kind, amount: e.amount, occurred_at })
+    let (event_id, product_id, amount, signal) = (e.event_id, e.product_id, e.amount, e.signal);
+    Ok(RawEvent { event_id, product_id, kind, amount, occurred_at, signal })
 }
 
 /// The wire events of a batch, with the index of a malformed one in its error.
@@ -110,6 +112,7 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
             view_norm: u32::from(b.view_norm),
             like_norm: u32::from(b.like_norm),
             recency_norm: u32::from(b.recency_norm),
+            axis_norms: vec![u32::from(b.view_norm), u32::from(b.like_norm), u32::from(b.recency_norm)],
         }),
         previous_rank: e.previous_rank,
         rank_change: e.rank_change,
@@ -140,8 +143,8 @@ pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
     }
 }
 
-fn axis(a: &Axis) -> pb::AxisExplanation {
-    pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: u32::from(a.norm) }
+fn axis(name: &str, a: &Axis) -> pb::AxisExplanation {
+    pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: u32::from(a.norm), axis: name.into() }
 }
 
 /// A wire catalog entry (its rules are checked by the catalog service).
@@ -165,9 +168,9 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         order_points: e.order_points,
         carry_points: e.carry_points,
         main_score: e.main,
-        views_axis: Some(axis(&e.views)),
-        likes_axis: Some(axis(&e.likes)),
-        recency_axis: Some(axis(&e.recency)),
+        views_axis: Some(axis("views", &e.views)),
+        likes_axis: Some(axis("likes", &e.likes)),
+        recency_axis: Some(axis("recency", &e.recency)),
         above: a.above.as_ref().map(ranked),
         points_to_overtake: a.points_to_overtake,
         version: a.version,

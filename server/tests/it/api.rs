@@ -33,9 +33,9 @@ async fn recorded_events_are_ranked_with_the_spec_score() {
     let ids: Vec<_> = top.products.iter().map(|p| (p.rank, p.product_id)).collect();
     assert_eq!(ids, vec![(1, 101), (2, 202)]);
     // 30·0.1 + 0.6·ln_1p(10,000) = 8.526… → main floor 8; 0.2 + 0.6·ln_1p(1,000) = 4.345… → 4.
-    let first = top.products[0].breakdown.expect("daily entries carry a breakdown");
+    let first = top.products[0].breakdown.clone().expect("daily entries carry a breakdown");
     assert_eq!(first.main_floor, 8);
-    assert_eq!(top.products[1].breakdown.expect("breakdown").main_floor, 4);
+    assert_eq!(top.products[1].breakdown.clone().expect("breakdown").main_floor, 4);
     assert!(first.view_norm > 500, "more views than the mean");
 
     let rank = app
@@ -82,7 +82,7 @@ async fn the_same_id_counts_once_across_calls_and_within_a_batch() {
     app.recompute("").await;
     let top = app.top("", 10).await;
     // 3 views counted, the LIKE under a reused id ignored: 0.3 → floor 0.
-    assert_eq!(top.products[0].breakdown.expect("breakdown").main_floor, 0);
+    assert_eq!(top.products[0].breakdown.clone().expect("breakdown").main_floor, 0);
     let sql = app_views(&app).await;
     assert_eq!(sql, (3, 0));
     app.stop().await;
@@ -192,7 +192,7 @@ async fn carry_over_10_then_1_then_0_1_then_gone() {
     app.record(views("d3", 55, 100, days_ago_noon(3))).await;
     let day = |n: u64| (Utc::now().date_naive() - Days::new(n)).to_string();
     let floor_on = |top: &v1::GetTopNResponse| {
-        top.products.iter().find(|p| p.product_id == 55).map(|p| (p.score, p.breakdown.expect("b").main_floor))
+        top.products.iter().find(|p| p.product_id == 55).map(|p| (p.score, p.breakdown.clone().expect("b").main_floor))
     };
 
     for n in [3, 2, 1, 0] {
@@ -213,7 +213,7 @@ async fn carry_over_10_then_1_then_0_1_then_gone() {
     app.record(views("d2b", 55, 25, days_ago_noon(2))).await;
     app.recompute(&day(2)).await;
     let d2 = app.top(&day(2), 10).await;
-    let ids: Vec<_> = d2.products.iter().map(|p| (p.product_id, p.breakdown.expect("b").main_floor)).collect();
+    let ids: Vec<_> = d2.products.iter().map(|p| (p.product_id, p.breakdown.clone().expect("b").main_floor)).collect();
     assert_eq!(ids, vec![(55, 3), (56, 2)], "2.5 + 1.0 carried vs 2.5");
     app.stop().await;
 }

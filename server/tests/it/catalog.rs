@@ -34,7 +34,7 @@ fn norm(values: &[f64], x: f64) -> u32 {
 
 async fn view_norm(app: &mut TestApp, product_id: i64) -> u32 {
     let rank = app.rank(product_id, "").await.expect("ranked").product.expect("entry");
-    rank.breakdown.expect("breakdown").view_norm
+    rank.breakdown.clone().expect("breakdown").view_norm
 }
 
 #[tokio::test]

@@ -80,7 +80,7 @@ async fn explanations_reproduce_the_served_scores() {
     for p in population {
         let e = client.explain_rank(p.product_id).await.expect("explained");
         let served = e.product.expect("entry");
-        let b = served.breakdown.expect("breakdown");
+        let b = served.breakdown.clone().expect("breakdown");
         assert_eq!(served.product_id, p.product_id);
         assert_eq!((e.views as f64, e.likes as f64, e.order_amount as f64), (p.views, p.likes, p.order_amount));
         assert_eq!(e.orders, u64::from(p.order_amount > 0.0));
@@ -106,7 +106,7 @@ async fn explanations_reproduce_the_served_scores() {
             None => assert_eq!((served.rank, e.points_to_overtake), (1, 0.0)),
             Some(above) => {
                 assert_eq!(above.rank + 1, served.rank);
-                let floor = above.breakdown.expect("breakdown").main_floor as f64;
+                let floor = above.breakdown.clone().expect("breakdown").main_floor as f64;
                 assert_eq!(e.points_to_overtake, floor + 1.0 - main);
             }
         }

@@ -20,6 +20,7 @@ mod hardening;
 mod helpers;
 mod operations;
 mod otel;
+mod profiles;
 mod rankctl;
 mod redis_store;
 mod scheduler;

@@ -5,6 +5,7 @@ use ranking_client::v1;
 pub fn entry_json(p: &v1::RankedProduct) -> String {
     let breakdown = p
         .breakdown
+        .as_ref()
         .map(|b| {
             format!(
                 r#","breakdown":{{"main_floor":{},"view_norm":{},"like_norm":{},"recency_norm":{}}}"#,
@@ -35,7 +36,7 @@ pub fn table(products: &[v1::RankedProduct]) {
     );
     for p in products {
         let head = format!("{:>6}  {:>6}  {:>6}  {:>7.3}", p.rank, p.tied_rank, change(p), p.top_percent);
-        match p.breakdown {
+        match &p.breakdown {
             Some(b) => println!(
                 "{head}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
                 p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
@@ -46,7 +47,7 @@ pub fn table(products: &[v1::RankedProduct]) {
 }
 
 fn axis_json(a: Option<&v1::AxisExplanation>) -> String {
-    let a = a.copied().unwrap_or_default();
+    let a = a.cloned().unwrap_or_default();
     format!(r#"{{"raw":{},"mean":{},"std":{},"z":{},"norm":{}}}"#, a.raw, a.mean, a.std, a.z, a.norm)
 }
 
@@ -60,7 +61,7 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         r.date,
         r.version,
         r.stale,
-        entry_json(&r.product.unwrap_or_default()),
+        entry_json(&r.product.clone().unwrap_or_default()),
         r.views,
         r.likes,
         r.orders,
@@ -79,7 +80,7 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
 }
 
 pub fn explain_table(r: &v1::ExplainRankResponse) {
-    let p = r.product.unwrap_or_default();
+    let p = r.product.clone().unwrap_or_default();
     println!("product {} on {} (version {}): rank {}", p.product_id, r.date, r.version, p.rank);
     table(std::slice::from_ref(&p));
     println!();
@@ -92,7 +93,7 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
     println!();
     println!("{:<8}  {:>14}  {:>14}  {:>14}  {:>8}  {:>4}", "AXIS", "RAW", "MEAN", "STD", "Z", "NORM");
     for (name, a) in [("views", &r.views_axis), ("likes", &r.likes_axis), ("recency", &r.recency_axis)] {
-        let a = a.unwrap_or_default();
+        let a = a.clone().unwrap_or_default();
         println!("{name:<8}  {:>14.3}  {:>14.3}  {:>14.3}  {:>8.3}  {:>4}", a.raw, a.mean, a.std, a.z, a.norm);
     }
     println!();
@@ -101,7 +102,7 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
             "rank {} above: product {} (main {}); {:.9} more main points to pass it",
             above.rank,
             above.product_id,
-            above.breakdown.map_or(0, |b| b.main_floor),
+            above.breakdown.as_ref().map_or(0, |b| b.main_floor),
             r.points_to_overtake
         ),
         None => println!("ranked first"),

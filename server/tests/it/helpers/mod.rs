@@ -262,7 +262,14 @@ pub fn ts(at: DateTime<Utc>) -> prost_types::Timestamp {
 }
 
 pub fn event(id: &str, product_id: i64, kind: v1::EventType, amount: i64, at: DateTime<Utc>) -> v1::Event {
-    v1::Event { event_id: id.into(), product_id, r#type: kind.into(), amount, occurred_at: Some(ts(at)) }
+    v1::Event {
+        event_id: id.into(),
+        product_id,
+        r#type: kind.into(),
+        amount,
+        occurred_at: Some(ts(at)),
+        signal: String::new(),
+    }
 }
 
 /// `n` VIEW events for a product at `at`, with ids `{prefix}-{i}`.

@@ -57,6 +57,12 @@ impl Prometheus {
         Self { child, port, _dir: TempDir(dir) }
     }
 
+    /// The value of the first series an instant query returns.
+    async fn scalar(&self, expr: &str) -> Option<f64> {
+        let series = self.query(expr).await?.ok()?;
+        series.first()?["value"][1].as_str()?.parse().ok()
+    }
+
     /// The result vector of an instant query, `None` while Prometheus is not answering.
     async fn query(&self, expr: &str) -> Option<Result<Vec<Value>, String>> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -124,28 +130,14 @@ async fn every_panel_of_the_dashboard_shows_a_scraped_server() {
     workload().await;
     // Two scrapes at least inside the 30 s window the rates are taken over, with calls
     // between them.
-    eventually("Prometheus scrapes the server", || {
-        let prometheus = &prometheus;
-        async move {
-            let scrapes = prometheus.query("count_over_time(up{job=\"ranking\"}[30s])").await;
-            scrapes
-                .and_then(Result::ok)
-                .and_then(|r| r.first().cloned())
-                .is_some_and(|s| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()).is_some_and(|n| n >= 2.0))
-        }
+    eventually("Prometheus scrapes the server", || async {
+        prometheus.scalar("count_over_time(up{job=\"ranking\"}[30s])").await.is_some_and(|n| n >= 2.0)
     })
     .await;
     workload().await;
     // Scraped after the second round of calls, so that the rates show them.
-    eventually("Prometheus scrapes the second round", || {
-        let prometheus = &prometheus;
-        async move {
-            let started = prometheus.query("sum(grpc_server_started_total{grpc_method=\"GetTopN\"})").await;
-            started
-                .and_then(Result::ok)
-                .and_then(|r| r.first().cloned())
-                .is_some_and(|s| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()).is_some_and(|n| n >= 2.0))
-        }
+    eventually("Prometheus scrapes the second round", || async {
+        prometheus.scalar("sum(grpc_server_started_total{grpc_method=\"GetTopN\"})").await.is_some_and(|n| n >= 2.0)
     })
     .await;
     let mut empty = Vec::new();

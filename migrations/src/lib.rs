@@ -14,6 +14,7 @@ mod m20261130_000001_create_tables;
 mod m20261201_000001_create_ranking_runs;
 mod m20261201_000002_create_product_catalog;
 mod m20261201_000003_partition_events;
+mod m20261201_000004_ranking_runs_profile;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000001_create_ranking_runs::Migration),
             Box::new(m20261201_000002_create_product_catalog::Migration),
             Box::new(m20261201_000003_partition_events::Migration),
+            Box::new(m20261201_000004_ranking_runs_profile::Migration),
         ]
     }
 }

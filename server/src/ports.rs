@@ -85,7 +85,7 @@ pub struct DailyRow {
 }
 
 /// What the last recompute of a day published, kept in SQL for ExplainRank.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RankingRun {
     /// The ranking day.
     pub date: NaiveDate,
@@ -97,6 +97,9 @@ pub struct RankingRun {
     pub clock: RecencyClock,
     /// When the recompute ran, Unix microseconds.
     pub computed_at_us: i64,
+    /// The fingerprint of the scoring profile the version was computed with (empty for a
+    /// version recorded before fingerprints were: the built-in profile, the only one then).
+    pub profile: String,
 }
 
 /// The SQL single source of truth.

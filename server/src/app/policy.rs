@@ -85,6 +85,9 @@ pub struct Policy {
     pub clock: Clock,
     /// Most distinct segments a recompute publishes rankings for (`RANKING_MAX_SEGMENTS`).
     pub max_segments: usize,
+    /// The scoring profile (SPEC §10.3): the built-in one, §4, until `RANKING_PROFILE` is
+    /// read; its fingerprint is recorded with every version.
+    pub profile: std::sync::Arc<crate::domain::profile::ScoringProfile>,
 }
 
 impl Policy {
@@ -113,6 +116,7 @@ impl Policy {
             snapshot_poll: Duration::from_millis(500),
             clock: Clock::System,
             max_segments: 10_000,
+            profile: std::sync::Arc::new(crate::domain::profile::ScoringProfile::built_in()),
         }
     }
 
@@ -237,7 +241,7 @@ mod tests {
         assert_eq!(p.hourly_expiry(h).to_rfc3339(), "2026-04-10T02:00:00+00:00");
         assert_eq!(p.carry_start(day("2026-04-09")), day("2026-04-02"));
         assert_eq!(p.scheduler_slot(), Duration::from_secs(300));
-        let off = Policy { recompute_interval: Duration::ZERO, ..p };
+        let off = Policy { recompute_interval: Duration::ZERO, ..p.clone() };
         assert_eq!(off.scheduler_slot(), Duration::from_millis(100));
         assert_eq!(
             (p.scheduler_claim_ttl(), off.scheduler_claim_ttl()),

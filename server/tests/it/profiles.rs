@@ -52,3 +52,27 @@ async fn entries_carry_their_axis_norms_in_profile_order_and_axes_their_names() 
     assert_eq!(names, ["views", "likes", "recency"].map(String::from));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn each_recorded_version_names_the_profile_it_was_computed_with() {
+    use sea_orm::{ConnectionTrait, Database, Statement};
+    let db = TestDb::create().await;
+    let mut app = TestApp::spawn_on(settings(&db.url, &[])).await;
+    app.record(views("a", 1, 3, Utc::now() - chrono::Duration::seconds(5))).await;
+    app.recompute("").await;
+    let version = app.top("", 10).await.version;
+    let sql = Database::connect(&db.url).await.expect("connect");
+    // The start-up run recorded yesterday too: the latest record is today's.
+    let select = "SELECT version, profile_fingerprint FROM ranking_runs ORDER BY version DESC";
+    let row = sql
+        .query_one_raw(Statement::from_string(sql.get_database_backend(), select))
+        .await
+        .expect("query")
+        .expect("a run recorded");
+    let (recorded, fingerprint): (i64, String) =
+        (row.try_get_by_index(0).expect("version"), row.try_get_by_index(1).expect("fingerprint"));
+    assert_eq!(recorded as u64, version, "the record of the daily version served");
+    assert_eq!(fingerprint, ranking_server::domain::profile::ScoringProfile::built_in().fingerprint());
+    app.stop().await;
+    db.drop_db().await;
+}

@@ -10,7 +10,7 @@ use crate::domain::ranking::PopulationStats;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{ProductDay, RankingRun, RecencyClock, StoreError};
 
-const RUN_COLUMNS: [&str; 12] = [
+const RUN_COLUMNS: [&str; 13] = [
     "metric_date",
     "version",
     "products",
@@ -23,6 +23,7 @@ const RUN_COLUMNS: [&str; 12] = [
     "recency_origin_at",
     "recency_reference_at",
     "computed_at",
+    "profile_fingerprint",
 ];
 
 fn columns<const N: usize>(names: [&str; N]) -> [Alias; N] {
@@ -54,6 +55,7 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
             run.clock.day_start_us.into(),
             run.clock.reference_us.into(),
             run.computed_at_us.into(),
+            run.profile.as_str().into(),
         ])
         .to_owned();
     let txn = db.begin().await.map_err(StoreError::database)?;
@@ -81,6 +83,7 @@ pub async fn ranking_run(db: &impl ConnectionTrait, date: NaiveDate) -> Result<O
         stats: PopulationStats { views: axis(3, 4)?, likes: axis(5, 6)?, recency: axis(7, 8)? },
         clock: RecencyClock { day_start_us: int(9)?, reference_us: int(10)? },
         computed_at_us: int(11)?,
+        profile: row.try_get_by_index::<String>(12).map_err(StoreError::database)?,
     }))
 }
 

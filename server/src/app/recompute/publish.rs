@@ -50,8 +50,14 @@ impl Recompute {
                 // What ExplainRank reproduces norms from. Written after the publication, so a
                 // reader may briefly see the new version with the previous record; it checks
                 // the version.
-                let run =
-                    RankingRun { date, version, stats, clock, computed_at_us: self.policy.now().timestamp_micros() };
+                let run = RankingRun {
+                    date,
+                    version,
+                    stats,
+                    clock,
+                    computed_at_us: self.policy.now().timestamp_micros(),
+                    profile: self.policy.profile.fingerprint(),
+                };
                 self.store.record_run(&run).await?;
                 Ok(version)
             };

@@ -78,12 +78,6 @@ pub fn of(path: &str) -> Option<&'static Rpc> {
     RPCS.iter().find(|r| r.service == service && r.method == method)
 }
 
-/// `(service, method)` names of a path for spans and labels: `("unknown", "unknown")` for a
-/// path that is not an RPC of this server.
-pub fn names(path: &str) -> (&'static str, &'static str) {
-    of(path).map_or(("unknown", "unknown"), |r| (r.service, r.method))
-}
-
 #[cfg(test)]
 mod tests {
     use prost::Message;
@@ -124,10 +118,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_paths_share_one_name() {
-        assert_eq!(names("/ranking.v1.RankingService/Nope"), ("unknown", "unknown"));
-        assert_eq!(names("/x.Y/GetTopN"), ("unknown", "unknown"));
-        assert_eq!(names("garbage"), ("unknown", "unknown"));
-        assert_eq!(names("/grpc.health.v1.Health/Check"), ("grpc.health.v1.Health", "Check"));
+    fn only_the_tables_paths_are_rpcs() {
+        // Every other path is named `unknown` by the layers (`layers::standard::labels`).
+        for path in ["/ranking.v1.RankingService/Nope", "/x.Y/GetTopN", "garbage", "/grpc.health.v1.Health/Check/x"] {
+            assert_eq!(of(path), None, "{path}");
+        }
+        let check = of("/grpc.health.v1.Health/Check").expect("health");
+        assert_eq!((check.service, check.method, check.class), ("grpc.health.v1.Health", "Check", Class::Health));
     }
 }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::invalid::Invalid;
 use super::page_token::PageToken;
 use super::policy::Policy;
 use super::recompute::Recompute;
@@ -180,12 +181,10 @@ impl Queries {
 
 /// The entries of a page read at `offset`, their competition ranks still to be found
 /// ([`Ties::Consecutive`]).
-fn consecutive(resolved: &Resolved, offset: u64, page: &Page) -> Vec<crate::app::queries::RankedEntry> {
+fn consecutive(resolved: &Resolved, offset: u64, page: &Page) -> Vec<RankedEntry> {
     let at = |i: usize| offset + i as u64;
     page.entries.iter().enumerate().map(|(i, e)| resolved.entry(at(i), e.product_id, e.score, at(i))).collect()
 }
-
-use super::invalid::Invalid;
 
 #[cfg(test)]
 mod tests;

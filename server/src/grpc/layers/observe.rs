@@ -15,7 +15,6 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::{ready, standard};
-use crate::grpc::rpcs;
 use crate::metrics::Metrics;
 
 /// Adds [`Observe`] around every call.
@@ -59,18 +58,6 @@ impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
     }
 }
 
-/// The gRPC status of a response: from the headers of a trailers-only (error) response, OK
-/// otherwise (unary successes put `grpc-status: 0` in the trailers).
-fn status_of<B>(response: &http::Response<B>) -> tonic::Code {
-    response
-        .headers()
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<i32>().ok())
-        .map(tonic::Code::from)
-        .unwrap_or(tonic::Code::Ok)
-}
-
 impl<S> Service<http::Request<tonic::body::Body>> for Observe<S>
 where
     S: Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
@@ -87,8 +74,10 @@ where
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let mut inner = ready(&mut self.inner);
         let metrics = self.metrics.clone();
-        let (service, method) = rpcs::names(request.uri().path());
+        // One look-up of the RPC table names the span, the service's own metrics and the
+        // standard families.
         let call = Arc::new(standard::Call::start(metrics.clone(), request.uri().path()));
+        let (service, method) = call.names();
         let request = request.map(|body| standard::RequestTap::wrap(body, call.clone()));
         let span = tracing::info_span!(
             "rpc",
@@ -106,7 +95,9 @@ where
                 let started = Instant::now();
                 let result = inner.call(request).await;
                 let code = match &result {
-                    Ok(response) => status_of(response),
+                    // The headers of a trailers-only (error) response carry its status; an
+                    // answer's comes in the trailers, and OK is what it will say here.
+                    Ok(response) => standard::status_in(response.headers()).unwrap_or(tonic::Code::Ok),
                     Err(_) => tonic::Code::Unknown,
                 };
                 let seconds = started.elapsed().as_secs_f64();

@@ -105,6 +105,12 @@ impl Call {
         Self { metrics, labels, started: Instant::now() }
     }
 
+    /// `(service, method)` of the call, as the RPC table names them (`unknown` for any other
+    /// path).
+    pub fn names(&self) -> (&'static str, &'static str) {
+        (self.labels.grpc_service, self.labels.grpc_method)
+    }
+
     fn received(&self, messages: u64) {
         if messages > 0 {
             self.metrics.grpc.msg_received.get_or_create(&self.labels).inc_by(messages);
@@ -131,7 +137,7 @@ impl Call {
 }
 
 /// The status in a header map (`grpc-status`), if any.
-fn status_in(headers: &http::HeaderMap) -> Option<tonic::Code> {
+pub fn status_in(headers: &http::HeaderMap) -> Option<tonic::Code> {
     let value = headers.get("grpc-status")?.to_str().ok()?.parse::<i32>().ok()?;
     Some(tonic::Code::from(value))
 }
@@ -245,8 +251,13 @@ mod tests {
             (l.grpc_type, l.grpc_service, l.grpc_method),
             ("server_stream", "ranking.v1.RankingService", "WatchTopN")
         );
-        let unknown = labels("/evil/path?x=1");
-        assert_eq!((unknown.grpc_type, unknown.grpc_method), ("unknown", "unknown"));
+        for path in ["/evil/path?x=1", "/ranking.v1.RankingService/Nope", "garbage"] {
+            let unknown = labels(path);
+            assert_eq!(
+                (unknown.grpc_type, unknown.grpc_service, unknown.grpc_method),
+                ("unknown", "unknown", "unknown")
+            );
+        }
         assert_eq!(go_code_name(tonic::Code::Ok), "OK");
         assert_eq!(go_code_name(tonic::Code::Cancelled), "Canceled");
         assert_eq!(go_code_name(tonic::Code::ResourceExhausted), "ResourceExhausted");

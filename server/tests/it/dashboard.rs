@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
 
 use chrono::Utc;
-use ranking_client::v1;
+use ranking_client::{RankingClient, v1};
 use ranking_server::test_support::eventually;
 use serde_json::Value;
 
@@ -118,14 +118,18 @@ fn dashboard() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_panel_of_the_dashboard_shows_a_scraped_server() {
     let dashboard = dashboard();
-    let mut app = TestApp::spawn(&[]).await;
+    let app = TestApp::spawn(&[]).await;
     let prometheus = Prometheus::scraping(app.metrics_addr.expect("metrics endpoint"));
+    // The typed client retries what a busy machine makes UNAVAILABLE (a database pool wait
+    // running out while every test runs at once), as a sibling service would.
+    let client = RankingClient::builder(format!("http://{}", app.addr)).connect().await.expect("client");
     let at = Utc::now() - chrono::Duration::seconds(5);
-    let mut workload = async || {
-        app.record(views("w", 1, 5, at)).await;
-        app.recompute("").await;
-        app.top("", 10).await;
-        let _ = app.client.get_rank(v1::GetRankRequest::default()).await; // InvalidArgument
+    let workload = async || {
+        client.record_events(views("w", 1, 5, at)).await.expect("recorded");
+        client.recompute("").await.expect("recomputed");
+        client.top_n(v1::GetTopNRequest::default()).await.expect("read");
+        let invalid = client.rank(v1::GetRankRequest::default()).await.expect_err("product 0");
+        assert_eq!(invalid.code(), ranking_client::tonic::Code::InvalidArgument);
     };
     workload().await;
     // Two scrapes at least inside the 30 s window the rates are taken over, with calls

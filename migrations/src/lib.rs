@@ -15,6 +15,7 @@ mod m20261201_000001_create_ranking_runs;
 mod m20261201_000002_create_product_catalog;
 mod m20261201_000003_partition_events;
 mod m20261201_000004_ranking_runs_profile;
+mod m20261201_000005_custom_signals;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000002_create_product_catalog::Migration),
             Box::new(m20261201_000003_partition_events::Migration),
             Box::new(m20261201_000004_ranking_runs_profile::Migration),
+            Box::new(m20261201_000005_custom_signals::Migration),
         ]
     }
 }

@@ -110,8 +110,14 @@ pub trait MetricsStore: Send + Sync + 'static {
     async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError>;
 
     /// Visits every metrics row of `date` in ascending product order, streaming (the rows are
-    /// never all in memory). Returns how many rows were visited.
-    async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError>;
+    /// never all in memory), with the values of the custom `signals` in their slots. Returns
+    /// how many rows were visited.
+    async fn scan_day(
+        &self,
+        date: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError>;
 
     /// Visits every product with a metrics row in `first ..= last`, in ascending product
     /// order, with its counters summed over those days and its latest `last_event_at`
@@ -120,6 +126,7 @@ pub trait MetricsStore: Send + Sync + 'static {
         &self,
         first: NaiveDate,
         last: NaiveDate,
+        signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError>;
 
@@ -147,7 +154,18 @@ pub trait MetricsStore: Send + Sync + 'static {
 
     /// One product's rows of the given days (days without a row are left out), by point
     /// lookups of the primary key.
-    async fn product_days(&self, product_id: i64, days: &[NaiveDate]) -> Result<Vec<ProductDay>, StoreError>;
+    async fn product_days(
+        &self,
+        product_id: i64,
+        days: &[NaiveDate],
+        signals: &[String],
+    ) -> Result<Vec<ProductDay>, StoreError>;
+
+    /// Keeps the canonical text of the profile of `fingerprint` (once per fingerprint).
+    async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;
+
+    /// The canonical text of the profile of `fingerprint`, when it was recorded.
+    async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// Which ranking to read or write.

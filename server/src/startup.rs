@@ -66,10 +66,18 @@ impl Application {
     /// Connects the stores (applying migrations), builds the services and binds the ports.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
-        let policy = Arc::new(settings.ranking.policy());
+        let policy = Arc::new(settings.ranking.policy().map_err(anyhow::Error::msg)?);
         let sql =
             SqlMetricsStore::connect(&settings.database.options()).await.context("failed to open the SQL database")?;
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
+        // Every version records its profile's fingerprint; the profile itself is kept once
+        // so that ExplainRank explains a version with its own profile after a change.
+        let profile = &policy.profile;
+        store
+            .record_profile(&profile.fingerprint(), &crate::config::profile::to_toml(profile))
+            .await
+            .context("failed to record the scoring profile")?;
+        tracing::info!(fingerprint = %profile.fingerprint(), custom_signals = profile.custom_names().len(), "scoring profile");
 
         let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         // Every background task of the service, joined by `run_until_stopped`.

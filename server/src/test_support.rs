@@ -68,6 +68,7 @@ impl crate::ports::MetricsStore for NoEvents {
     async fn scan_day(
         &self,
         _: NaiveDate,
+        _: &[String],
         _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
     ) -> Result<u64, StoreError> {
         Ok(0)
@@ -76,6 +77,7 @@ impl crate::ports::MetricsStore for NoEvents {
         &self,
         _: chrono::NaiveDate,
         _: chrono::NaiveDate,
+        _: &[String],
         _: &mut (dyn FnMut(crate::ports::DailyRow) + Send),
     ) -> Result<u64, crate::ports::StoreError> {
         Ok(0)
@@ -111,8 +113,15 @@ impl crate::ports::MetricsStore for NoEvents {
         &self,
         _: i64,
         _: &[chrono::NaiveDate],
+        _: &[String],
     ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
         Ok(Vec::new())
+    }
+    async fn record_profile(&self, _: &str, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn stored_profile(&self, _: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
     }
 }
 

@@ -158,8 +158,9 @@ fn current_rss_mb() -> f64 {
 async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::NaiveDate) -> f64 {
     use ranking_server::adapters::redis::{RedisOptions, RedisRankingStore};
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
+    use ranking_server::domain::profile::ScoringProfile;
     use ranking_server::domain::ranking::{Contender, rank_population};
-    use ranking_server::domain::score::{CarryLedger, DailyMetrics, Weights};
+    use ranking_server::domain::score::{CarryLedger, DailyMetrics};
     use ranking_server::ports::{MetricsStore, RankingKey, RankingStore, Scored, VersionLife};
 
     let store = SqlMetricsStore::connect(&SqlOptions::new(pg_url)).await.expect("sql");
@@ -167,28 +168,33 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     options.prefix = format!("{prefix}-daily-only");
     let rankings = RedisRankingStore::connect(&options).expect("redis");
     let started = Instant::now();
-    let mut ledger = CarryLedger::new(Weights::default());
+    let profile = std::sync::Arc::new(ScoringProfile::built_in());
+    let mut ledger = CarryLedger::new(profile.clone());
     for back in (1..=7u64).rev() {
         let mut rows: Vec<(i64, DailyMetrics)> = Vec::new();
         store
-            .scan_day(date - chrono::Days::new(back), &mut |r| rows.push((r.product_id, r.metrics)))
+            .scan_day(date - chrono::Days::new(back), &[], &mut |r| rows.push((r.product_id, r.metrics)))
             .await
             .expect("scan");
         ledger = ledger.close_day(rows);
     }
     let mut contenders = Vec::new();
     store
-        .scan_day(date, &mut |r| {
-            contenders.push(Contender::new(r.product_id, ledger.take(r.product_id, r.metrics), Some(r.last_event_us)))
+        .scan_day(date, &[], &mut |r| {
+            let standing = ledger.take(r.product_id, r.metrics);
+            contenders.push(Contender::new(&profile, r.product_id, standing, Some(r.last_event_us)))
         })
         .await
         .expect("scan");
-    contenders.extend(ledger.carry_only().map(|(product_id, standing)| Contender::new(product_id, standing, None)));
+    contenders
+        .extend(ledger.carry_only().map(|(product_id, standing)| Contender::new(&profile, product_id, standing, None)));
     contenders.sort_unstable_by_key(|c| c.product_id);
     let start = date.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_micros();
-    let (mut entries, ..) = rank_population(&contenders, start, start + 86_400_000_000, |product_id, _, score| {
-        Scored { product_id, score: score.0 }
-    });
+    let (mut entries, ..) =
+        rank_population(&profile, &contenders, start, start + 86_400_000_000, |product_id, _, score| Scored {
+            product_id,
+            score,
+        });
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };
     rankings.publish(RankingKey::Daily(date), &entries, life).await.expect("publish");

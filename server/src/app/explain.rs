@@ -9,7 +9,8 @@ use chrono::{Days, NaiveDate};
 use super::policy::Policy;
 use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::explain::{Explanation, explain};
-use crate::ports::{MetricsStore, Segment};
+use crate::domain::profile::ScoringProfile;
+use crate::ports::{MetricsStore, Segment, StoreError};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -88,15 +89,15 @@ impl Explainer {
                     let days: Vec<NaiveDate> = (0..=(date - first).num_days().max(0) as u64)
                         .filter_map(|n| first.checked_add_days(Days::new(n)))
                         .collect();
-                    let history = self.store.product_days(query.product_id, &days).await?;
+                    let profile = self.profile_of(&run.profile).await?;
+                    let history = self.store.product_days(query.product_id, &days, profile.custom_names()).await?;
                     let explanation =
-                        explain(self.policy.weights, query.product_id, (first, date), &history, &run.stats, run.clock);
+                        explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
                     let above = served.above.last().copied();
-                    let points_to_overtake = above
-                        .and_then(|a| a.breakdown)
-                        .map_or(0.0, |b| f64::from(b.main_floor) + 1.0 - explanation.main);
+                    let points_to_overtake =
+                        above.and_then(|a| a.breakdown).map_or(0.0, |b| b.main_floor as f64 + 1.0 - explanation.main);
                     return Ok(ExplainAnswer {
-                        stale: explanation.score.0.to_bits() != served.entry.score.to_bits(),
+                        stale: explanation.score.to_bits() != served.entry.score.to_bits(),
                         entry: served.entry,
                         date,
                         version,
@@ -110,6 +111,28 @@ impl Explainer {
                     tokio::time::sleep(self.policy.snapshot_poll).await;
                 }
                 _ => return Err(QueryError::Unexplained { date, version }),
+            }
+        }
+    }
+
+    /// The profile a version was computed with, by the fingerprint its run recorded: the
+    /// current one, or one recorded in SQL before the profile changed. A run recorded
+    /// before fingerprints were (`""`) was computed with the built-in profile, the only one
+    /// then, which the current policy holds unless a profile file replaced it.
+    async fn profile_of(&self, fingerprint: &str) -> Result<Arc<ScoringProfile>, StoreError> {
+        let current = &self.policy.profile;
+        if fingerprint.is_empty() || fingerprint == current.fingerprint() {
+            return Ok(Arc::clone(current));
+        }
+        let text = self.store.stored_profile(fingerprint).await?;
+        match text.map(|t| crate::config::profile::parse(&t)) {
+            Some(Ok(profile)) => Ok(Arc::new(profile)),
+            other => {
+                let problem = match other {
+                    Some(Err(e)) => e,
+                    _ => "not recorded".into(),
+                };
+                Err(StoreError::Corrupt(format!("the scoring profile {fingerprint} of the version: {problem}")))
             }
         }
     }

@@ -15,8 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::invalid::Invalid;
 use super::policy::Policy;
 use crate::domain::calendar::RankingHour;
-use crate::domain::event::{AcceptWindow, Event, EventKind, RawEvent};
-use crate::domain::score::Weights;
+use crate::domain::event::{AcceptWindow, Event, RawEvent};
 use crate::metrics::Metrics;
 use crate::ports::{DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, StoreError};
 
@@ -79,7 +78,7 @@ impl Ingest {
 
     fn validate(&self, raw: RawEvent) -> Result<DatedEvent, Invalid> {
         let window = AcceptWindow { now: self.policy.now(), accept_days: self.policy.accept_days };
-        let event = raw.validate(window)?;
+        let event = raw.validate(window, &self.policy.profile)?;
         let date = self.policy.calendar.day_of(event.occurred_at);
         Ok(DatedEvent { event, date })
     }
@@ -153,7 +152,7 @@ impl Ingest {
         let mut sums: BTreeMap<(RankingHour, i64), f64> = BTreeMap::new();
         for e in accepted.iter().filter(|e| !hidden.contains(&e.product_id)) {
             let hour = self.policy.calendar.hour_of(e.occurred_at);
-            *sums.entry((hour, e.product_id)).or_default() += hourly_points(&self.policy.weights, e);
+            *sums.entry((hour, e.product_id)).or_default() += self.policy.profile.hourly_points(e);
         }
         let increments: Vec<HourlyIncrement> = sums
             .into_iter()
@@ -168,16 +167,6 @@ impl Ingest {
             self.metrics.hourly_increment_failures.inc_by(increments.len() as u64);
             tracing::warn!(error = %e, increments = increments.len(), "hourly increment failed; the daily ranking is unaffected");
         }
-    }
-}
-
-/// Points one fresh event adds to its hourly ranking.
-fn hourly_points(weights: &Weights, e: &Event) -> f64 {
-    match e.kind {
-        EventKind::View => weights.view,
-        EventKind::Like => weights.like,
-        EventKind::Unlike => -weights.like,
-        EventKind::Order => weights.order_points(e.amount),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The one policy every component reads: the ranking calendar, the score weights, the
+//! The one policy every component reads: the ranking calendar, the scoring profile, the
 //! windows of days (accept, retention, carry-over) and every time constant of the
 //! application (recompute wait and lease, scheduler markers, staging and hourly expiry).
 //!
@@ -10,6 +10,9 @@ use std::time::Duration;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 
 use crate::domain::calendar::{RankingCalendar, RankingHour};
+use std::sync::Arc;
+
+use crate::domain::profile::ScoringProfile;
 use crate::domain::score::Weights;
 
 /// Rows deleted per statement by retention.
@@ -53,14 +56,10 @@ impl Clock {
 pub struct Policy {
     /// Cuts time into ranking days and hours (`RANKING_TZ`).
     pub calendar: RankingCalendar,
-    /// Main-score weights and carry-over factor.
-    pub weights: Weights,
     /// Oldest accepted event age in days.
     pub accept_days: u32,
     /// Days events, daily metrics and daily rankings are kept (> `accept_days`).
     pub retention_days: u32,
-    /// How far back carry-over follows the chain of previous days.
-    pub carry_days: u32,
     /// Period of the scheduler; zero runs only the start-up recompute.
     pub recompute_interval: Duration,
     /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
@@ -85,13 +84,19 @@ pub struct Policy {
     pub clock: Clock,
     /// Most distinct segments a recompute publishes rankings for (`RANKING_MAX_SEGMENTS`).
     pub max_segments: usize,
-    /// The scoring profile (SPEC §10.3): the built-in one, §4, until `RANKING_PROFILE` is
-    /// read; its fingerprint is recorded with every version.
-    pub profile: std::sync::Arc<crate::domain::profile::ScoringProfile>,
+    /// The scoring profile (SPEC §10.3): signals, main score, carry-over and tie-break axes;
+    /// its fingerprint is recorded with every version.
+    pub profile: Arc<ScoringProfile>,
 }
 
 impl Policy {
-    /// A policy with the fixed time constants of the service.
+    /// A policy with the fixed time constants of the service and the built-in profile with
+    /// `weights` and `carry_days` (the first wave's variables; a profile of the caller's is
+    /// set with [`Policy::with_profile`]).
+    ///
+    /// # Panics
+    /// When a weight is negative or not finite, or `carry_days` above 365: configuration
+    /// refuses both before a policy is made.
     pub fn new(
         calendar: RankingCalendar,
         weights: Weights,
@@ -100,12 +105,12 @@ impl Policy {
         carry_days: u32,
         recompute_interval: Duration,
     ) -> Self {
+        let profile = ScoringProfile::built_in_with(weights, carry_days)
+            .unwrap_or_else(|e| panic!("the first wave's weights make a valid profile: {e}"));
         Self {
             calendar,
-            weights,
             accept_days,
             retention_days,
-            carry_days,
             recompute_interval,
             recompute_wait: Duration::from_secs(30),
             recompute_lease: Duration::from_secs(30),
@@ -116,8 +121,14 @@ impl Policy {
             snapshot_poll: Duration::from_millis(500),
             clock: Clock::System,
             max_segments: 10_000,
-            profile: std::sync::Arc::new(crate::domain::profile::ScoringProfile::built_in()),
+            profile: Arc::new(profile),
         }
+    }
+
+    /// The same policy scoring with `profile`.
+    pub fn with_profile(mut self, profile: Arc<ScoringProfile>) -> Self {
+        self.profile = profile;
+        self
     }
 
     /// The same policy publishing at most `max` segments' rankings per recompute.
@@ -182,7 +193,7 @@ impl Policy {
 
     /// The first day whose metrics the carry-over of `date` reads.
     pub fn carry_start(&self, date: NaiveDate) -> NaiveDate {
-        date.checked_sub_days(Days::new(u64::from(self.carry_days))).unwrap_or(date)
+        date.checked_sub_days(Days::new(u64::from(self.profile.carry_days()))).unwrap_or(date)
     }
 
     /// Length of one scheduler slot: the periodic work of a slot is claimed by one replica.

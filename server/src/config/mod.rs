@@ -209,6 +209,12 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_RETENTION_DAYS", value_name = "RANKING_RETENTION_DAYS", default_value_t = 8)]
     pub retention_days: u32,
 
+    /// TOML file of the scoring profile (SPEC §10.3): signals, main-score terms, carry-over
+    /// and tie-break axes; its weights and carry-over replace `RANKING_WEIGHT_*`,
+    /// `RANKING_CARRY_OVER` and `RANKING_CARRY_DAYS`. Unset: the built-in profile with those.
+    #[arg(long, env = "RANKING_PROFILE", value_name = "RANKING_PROFILE")]
+    pub profile: Option<std::path::PathBuf>,
+
     /// How many days back carry-over follows the chain of previous days.
     #[arg(long, env = "RANKING_CARRY_DAYS", value_name = "RANKING_CARRY_DAYS", default_value_t = 7)]
     pub carry_days: u32,
@@ -273,9 +279,11 @@ impl RankingSettings {
         }
     }
 
-    /// The one policy every component reads.
-    pub fn policy(&self) -> Policy {
-        Policy::new(
+    /// The one policy every component reads, with the profile of `RANKING_PROFILE` when it
+    /// is set (a file that cannot be read or is not a valid profile is refused, naming the
+    /// file and the problem).
+    pub fn policy(&self) -> Result<Policy, String> {
+        let policy = Policy::new(
             RankingCalendar::new(self.tz),
             self.weights(),
             self.accept_days,
@@ -285,7 +293,14 @@ impl RankingSettings {
         )
         .with_snapshot_ttl(self.snapshot_ttl)
         .with_max_segments(self.max_segments)
-        .with_recompute_lease(self.recompute_lease)
+        .with_recompute_lease(self.recompute_lease);
+        match &self.profile {
+            None => Ok(policy),
+            Some(path) => {
+                let profile = profile::load(path).map_err(|e| format!("RANKING_PROFILE: {e}"))?;
+                Ok(policy.with_profile(std::sync::Arc::new(profile)))
+            }
+        }
     }
 }
 

@@ -145,6 +145,39 @@ pub fn describe(profile: &ScoringProfile) -> String {
     out
 }
 
+/// The canonical TOML text of `profile`: what `scoring_profiles` keeps for ExplainRank of a
+/// version computed with it, and parses back into the same profile (weights in their
+/// shortest exact decimal form).
+pub fn to_toml(profile: &ScoringProfile) -> String {
+    let spec = profile.spec();
+    let mut out = format!("carry_over = {:?}\ncarry_days = {}\n", spec.carry_over, spec.carry_days);
+    for (name, kind) in &spec.signals {
+        let kind = match kind {
+            SignalKind::Count => "count",
+            SignalKind::Amount => "amount",
+        };
+        out.push_str(&format!("\n[signals.{name}]\nkind = \"{kind}\"\n"));
+    }
+    for t in &spec.main {
+        let transform = match t.transform {
+            Transform::Linear => "linear",
+            Transform::Log1p => "log1p",
+        };
+        out.push_str(&format!(
+            "\n[[main]]\nsignal = \"{}\"\nweight = {:?}\ntransform = \"{transform}\"\n",
+            t.signal, t.weight
+        ));
+    }
+    for (source, digits) in &spec.axes {
+        let name = match source {
+            AxisSource::Signal(s) => s.as_str(),
+            AxisSource::Recency => RECENCY,
+        };
+        out.push_str(&format!("\n[[axes]]\nsignal = \"{name}\"\ndigits = {digits}\n"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +200,19 @@ mod tests {
         let described = describe(&p);
         assert!(described.contains("0.3·ln(1 + cart_adds)"), "{described}");
         assert!(described.contains("clamped below 2^22 = 4194304"), "{described}");
+    }
+
+    #[test]
+    fn the_canonical_text_parses_back_into_the_same_profile() {
+        let text = format!(
+            "{BUILT_IN}\n[signals.cart_adds]\nkind = \"count\"\n[signals.refunds]\nkind = \"amount\"\n\
+             [[main]]\nsignal = \"cart_adds\"\nweight = 0.30000000000000004\ntransform = \"log1p\"\n"
+        );
+        for profile in [ScoringProfile::built_in(), parse(&text).expect("valid")] {
+            let again = parse(&to_toml(&profile)).expect("the canonical text is valid");
+            assert_eq!(again, profile);
+            assert_eq!(again.fingerprint(), profile.fingerprint());
+        }
     }
 
     #[test]

@@ -67,6 +67,9 @@ impl MetricsDelta {
                 self.orders += 1;
                 self.order_amount = self.order_amount.saturating_add(event.amount);
             }
+            // A custom signal has tables of its own; here it only makes the day's row exist
+            // and moves its latest event (the recency axis).
+            EventKind::Signal(_) => {}
         }
         self.last_event_us = self.last_event_us.max(event.occurred_at.timestamp_micros());
     }

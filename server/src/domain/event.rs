@@ -4,6 +4,8 @@ use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 
+use super::profile::{ScoringProfile, SignalKind};
+
 /// Longest accepted event id.
 pub const MAX_EVENT_ID_LEN: usize = 128;
 /// Largest accepted order amount, in the currency's minor unit.
@@ -22,6 +24,8 @@ pub enum EventKind {
     Unlike,
     /// Ordered the product.
     Order,
+    /// A custom signal of the scoring profile (named by [`Event::signal`]), of this kind.
+    Signal(SignalKind),
 }
 
 impl EventKind {
@@ -32,6 +36,7 @@ impl EventKind {
             Self::Like => 2,
             Self::Unlike => 3,
             Self::Order => 4,
+            Self::Signal(_) => 5,
         }
     }
 
@@ -42,6 +47,7 @@ impl EventKind {
             Self::Like => "LIKE",
             Self::Unlike => "UNLIKE",
             Self::Order => "ORDER",
+            Self::Signal(_) => "SIGNAL",
         }
     }
 }
@@ -85,7 +91,9 @@ pub struct Event {
     pub product_id: i64,
     /// What happened.
     pub kind: EventKind,
-    /// Order amount for ORDER, otherwise 0.
+    /// The custom signal of a SIGNAL event, empty for the others.
+    pub signal: String,
+    /// Order amount for ORDER, a SIGNAL's amount for an amount signal, otherwise 0.
     pub amount: i64,
     /// When it happened.
     pub occurred_at: DateTime<Utc>,
@@ -119,8 +127,9 @@ impl RawEvent {
     /// Checks every rule of an event (id 1–128 printable ASCII, product ≥ 1, a known type,
     /// an amount only on ORDER and within 0…10^12, a time at most 5 minutes ahead and at most
     /// the accept days old); the first broken rule is reported. A SIGNAL event names a custom
-    /// signal of the scoring profile; the built-in profile has none, so every name is unknown.
-    pub fn validate(self, window: AcceptWindow) -> Result<Event, FieldError> {
+    /// signal of `profile` (the built-in profile has none, so every name is unknown): a count
+    /// signal takes amount 0, an amount signal 0…10^12.
+    pub fn validate(self, window: AcceptWindow, profile: &ScoringProfile) -> Result<Event, FieldError> {
         let err = |field, reason: String| Err(FieldError { field, reason });
         if self.event_id.is_empty() || self.event_id.len() > MAX_EVENT_ID_LEN {
             return err("event_id", format!("must be 1-{MAX_EVENT_ID_LEN} characters, got {}", self.event_id.len()));
@@ -136,11 +145,14 @@ impl RawEvent {
             Some(RawKind::Signal) if self.signal.is_empty() => {
                 return err("signal", "is required for SIGNAL".into());
             }
-            Some(RawKind::Signal) => {
-                let name: String = self.signal.chars().take(QUOTED_SIGNAL).collect();
-                let more = if name.len() < self.signal.len() { "…" } else { "" };
-                return err("signal", format!("unknown {name:?}{more}"));
-            }
+            Some(RawKind::Signal) => match profile.custom_signal(&self.signal) {
+                Some((_, kind)) => EventKind::Signal(kind),
+                None => {
+                    let name: String = self.signal.chars().take(QUOTED_SIGNAL).collect();
+                    let more = if name.len() < self.signal.len() { "…" } else { "" };
+                    return err("signal", format!("unknown {name:?}{more}"));
+                }
+            },
             Some(RawKind::Event(kind)) if !self.signal.is_empty() => {
                 return err("signal", format!("must be empty for {}", kind.name()));
             }
@@ -151,6 +163,17 @@ impl RawEvent {
                 return err("amount", format!("must be 0..={MAX_ORDER_AMOUNT} for ORDER, got {}", self.amount));
             }
             EventKind::Order => {}
+            EventKind::Signal(SignalKind::Amount) if !(0..=MAX_ORDER_AMOUNT).contains(&self.amount) => {
+                let signal = &self.signal;
+                return err(
+                    "amount",
+                    format!("must be 0..={MAX_ORDER_AMOUNT} for signal {signal:?}, got {}", self.amount),
+                );
+            }
+            EventKind::Signal(SignalKind::Amount) => {}
+            EventKind::Signal(SignalKind::Count) if self.amount != 0 => {
+                return err("amount", format!("must be 0 for count signal {:?}", self.signal));
+            }
             other if self.amount != 0 => {
                 return err("amount", format!("must be 0 for {}", other.name()));
             }
@@ -166,7 +189,14 @@ impl RawEvent {
         if occurred_at < oldest {
             return err("occurred_at", format!("{occurred_at} is older than {} days", window.accept_days));
         }
-        Ok(Event { event_id: self.event_id, product_id: self.product_id, kind, amount: self.amount, occurred_at })
+        Ok(Event {
+            event_id: self.event_id,
+            product_id: self.product_id,
+            kind,
+            signal: self.signal,
+            amount: self.amount,
+            occurred_at,
+        })
     }
 }
 
@@ -176,6 +206,18 @@ mod tests {
 
     fn window() -> AcceptWindow {
         AcceptWindow { now: "2026-04-09T12:00:00Z".parse().expect("valid"), accept_days: 7 }
+    }
+
+    fn built_in() -> ScoringProfile {
+        ScoringProfile::built_in()
+    }
+
+    /// The built-in profile with a count and an amount signal declared.
+    fn with_signals() -> ScoringProfile {
+        let mut spec = ScoringProfile::built_in().spec().clone();
+        spec.signals.insert("cart_adds".into(), SignalKind::Count);
+        spec.signals.insert("refunds".into(), SignalKind::Amount);
+        ScoringProfile::new(spec).expect("valid")
     }
 
     fn raw() -> RawEvent {
@@ -190,17 +232,17 @@ mod tests {
     }
 
     fn field_of(r: RawEvent) -> &'static str {
-        r.validate(window()).expect_err("must be rejected").field
+        r.validate(window(), &built_in()).expect_err("must be rejected").field
     }
 
     #[test]
     fn a_well_formed_event_passes() {
-        let e = raw().validate(window()).expect("valid");
+        let e = raw().validate(window(), &built_in()).expect("valid");
         assert_eq!((e.product_id, e.kind), (7, EventKind::View));
         let order = RawEvent { kind: Some(RawKind::Event(EventKind::Order)), amount: MAX_ORDER_AMOUNT, ..raw() };
-        assert!(order.validate(window()).is_ok());
+        assert!(order.validate(window(), &built_in()).is_ok());
         let id = RawEvent { event_id: "x".repeat(128), ..raw() };
-        assert!(id.validate(window()).is_ok());
+        assert!(id.validate(window(), &built_in()).is_ok());
     }
 
     #[test]
@@ -222,30 +264,55 @@ mod tests {
         assert_eq!(field_of(RawEvent { occurred_at: None, ..raw() }), "occurred_at");
         let at = |s: &str| RawEvent { occurred_at: Some(s.parse().expect("valid")), ..raw() };
         assert_eq!(field_of(at("2026-04-09T12:05:01Z")), "occurred_at");
-        assert!(at("2026-04-09T12:05:00Z").validate(window()).is_ok());
+        assert!(at("2026-04-09T12:05:00Z").validate(window(), &built_in()).is_ok());
         assert_eq!(field_of(at("2026-04-02T11:59:59Z")), "occurred_at");
-        assert!(at("2026-04-02T12:00:00Z").validate(window()).is_ok());
+        assert!(at("2026-04-02T12:00:00Z").validate(window(), &built_in()).is_ok());
     }
 
     #[test]
     fn signals_are_checked_against_the_profile() {
         let signal = |name: &str| RawEvent { kind: Some(RawKind::Signal), signal: name.into(), ..raw() };
-        let refused = |r: RawEvent| r.validate(window()).expect_err("rejected").to_string();
+        let refused = |r: RawEvent| r.validate(window(), &built_in()).expect_err("rejected").to_string();
         assert_eq!(refused(signal("cart_adds")), "signal: unknown \"cart_adds\"");
         assert_eq!(refused(signal("")), "signal: is required for SIGNAL");
         assert_eq!(refused(signal(&"x".repeat(10_000))), format!("signal: unknown {:?}…", "x".repeat(64)));
         assert_eq!(refused(RawEvent { signal: "cart_adds".into(), ..raw() }), "signal: must be empty for VIEW");
+
+        let declared = with_signals();
+        let checked = |r: RawEvent| r.validate(window(), &declared);
+        let cart = checked(signal("cart_adds")).expect("a declared count signal");
+        assert_eq!(
+            (cart.kind, cart.signal.as_str(), cart.kind.code()),
+            (EventKind::Signal(SignalKind::Count), "cart_adds", 5)
+        );
+        let refund = |amount| RawEvent { amount, ..signal("refunds") };
+        assert_eq!(checked(refund(MAX_ORDER_AMOUNT)).expect("in range").kind, EventKind::Signal(SignalKind::Amount));
+        let reason = |r: RawEvent| checked(r).expect_err("rejected").to_string();
+        assert_eq!(
+            reason(RawEvent { amount: 1, ..signal("cart_adds") }),
+            "amount: must be 0 for count signal \"cart_adds\""
+        );
+        assert!(reason(refund(-1)).starts_with("amount: must be 0..=1000000000000 for signal \"refunds\""));
+        assert!(reason(refund(MAX_ORDER_AMOUNT + 1)).starts_with("amount:"));
+        assert_eq!(reason(signal("wishlist")), "signal: unknown \"wishlist\"");
     }
 
     #[test]
     fn messages_say_what_to_fix() {
-        let e = RawEvent { amount: 3, ..raw() }.validate(window()).expect_err("rejected");
+        let e = RawEvent { amount: 3, ..raw() }.validate(window(), &built_in()).expect_err("rejected");
         assert_eq!(e.to_string(), "amount: must be 0 for VIEW");
     }
 
     #[test]
     fn stored_codes_are_the_wire_numbers() {
-        let codes = [EventKind::View, EventKind::Like, EventKind::Unlike, EventKind::Order].map(EventKind::code);
-        assert_eq!(codes, [1, 2, 3, 4]);
+        let codes = [
+            EventKind::View,
+            EventKind::Like,
+            EventKind::Unlike,
+            EventKind::Order,
+            EventKind::Signal(SignalKind::Count),
+        ]
+        .map(EventKind::code);
+        assert_eq!(codes, [1, 2, 3, 4, 5]);
     }
 }

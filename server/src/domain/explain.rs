@@ -1,27 +1,28 @@
-//! Why a product has its daily score: the day's counts, each weighted contribution, the
-//! carry-over, and each tie-break axis against the population statistics it was normalised
-//! with.
+//! Why a product has its daily score: the day's value of every signal of the profile, each
+//! term's points, the carry-over, and each tie-break axis against the population statistics
+//! it was normalised with.
 //!
 //! Every number is computed by the same functions, in the same order, as the recompute's,
 //! so the explanation reproduces the served score bit for bit whenever the counts have not
 //! changed since the version was computed.
 
+use std::sync::Arc;
+
 use chrono::NaiveDate;
 
-use super::encoding::{EncodedScore, ScoreBreakdown};
+use super::layout::{Breakdown, MAX_AXES};
 use super::normalize::AxisStats;
-use super::ranking::{PopulationStats, elapsed_seconds, main_floor};
-use super::score::{CarryLedger, DailyMetrics, Weights};
+use super::profile::{AxisRef, ScoringProfile, SignalRef};
+use super::ranking::{PopulationStats, axis_norm, elapsed_seconds, main_floor};
+use super::score::{CarryLedger, DailyMetrics};
 
 /// One product's counters on one day, as the explanation needs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProductDay {
     /// The day.
     pub date: NaiveDate,
-    /// Views, likes and order amount.
+    /// Every signal's value that day.
     pub metrics: DailyMetrics,
-    /// Orders that day.
-    pub orders: i64,
     /// Latest `occurred_at` that day, Unix microseconds.
     pub last_event_us: i64,
 }
@@ -29,7 +30,9 @@ pub struct ProductDay {
 /// One tie-break axis of one product.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Axis {
-    /// The product's raw value.
+    /// What the axis ranks by.
+    pub axis: AxisRef,
+    /// The product's raw value (recency: elapsed seconds to the reference).
     pub raw: f64,
     /// The population's mean.
     pub mean: f64,
@@ -37,43 +40,52 @@ pub struct Axis {
     pub std: f64,
     /// `(raw - mean) / std` (0 when the axis carries no information).
     pub z: f64,
-    /// The norm stored in the score (for recency: `999 - norm(raw)`, newer is higher).
-    pub norm: u16,
+    /// The norm stored in the score (for recency: `max - norm(raw)`, newer is higher).
+    pub norm: u32,
 }
 
-impl Axis {
-    fn of(stats: &AxisStats, raw: f64) -> Self {
-        Self { raw, mean: stats.mean, std: stats.std, z: stats.z(raw), norm: stats.norm(raw) }
-    }
+/// One term of the main score for one product.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TermPoints {
+    /// The term's signal.
+    pub signal: SignalRef,
+    /// Its value that day.
+    pub value: i64,
+    /// `weight · transform(value)`.
+    pub points: f64,
 }
 
 /// A product's daily score taken apart.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Explanation {
+    /// The profile the score was computed with.
+    pub profile: Arc<ScoringProfile>,
     /// The day's counters (zeros for a product ranked through carry-over alone).
     pub metrics: DailyMetrics,
-    /// Orders that day.
-    pub orders: i64,
-    /// `views * w_view`.
-    pub view_points: f64,
-    /// `likes * w_like`.
-    pub like_points: f64,
-    /// `ln_1p(order_amount) * w_order`.
-    pub order_points: f64,
+    /// The main score's terms, in the profile's order.
+    pub terms: Vec<TermPoints>,
     /// `floor(main of the day before) * carry_over`.
     pub carry_points: f64,
-    /// The main score: the four contributions added left to right.
+    /// The main score: the terms and the carry added left to right.
     pub main: f64,
-    /// Views against the population.
-    pub views: Axis,
-    /// Likes against the population.
-    pub likes: Axis,
-    /// Recency (raw = elapsed seconds) against the population.
-    pub recency: Axis,
-    /// The four dimensions as the encoding receives them.
-    pub breakdown: ScoreBreakdown,
+    /// Every axis against the population, in the profile's order.
+    pub axes: Vec<Axis>,
+    /// The integer part and norms as the encoding receives them.
+    pub breakdown: Breakdown,
     /// The encoded score these numbers give.
-    pub score: EncodedScore,
+    pub score: f64,
+}
+
+impl Explanation {
+    /// The points of the term of `signal` (0 when the profile has no such term).
+    pub fn points_of(&self, signal: SignalRef) -> f64 {
+        self.terms.iter().find(|t| t.signal == signal).map_or(0.0, |t| t.points)
+    }
+
+    /// The axis ranking by `axis`, when the profile has it.
+    pub fn axis(&self, axis: AxisRef) -> Option<&Axis> {
+        self.axes.iter().find(|a| a.axis == axis)
+    }
 }
 
 /// Where recency is measured from and to, as in [`super::ranking::rank_day`].
@@ -85,14 +97,14 @@ pub struct RecencyClock {
     pub reference_us: i64,
 }
 
-/// Explains `product_id`'s score on `date`.
+/// Explains `product_id`'s score on `date` under `profile`.
 ///
 /// `history` holds the product's rows of the days `first ..= date` (any subset, any order):
 /// `first` is where the carry-over chain starts, as in the recompute. `stats` are the
 /// statistics of the population the served version was normalised over, measured with
 /// `clock`.
 pub fn explain(
-    weights: Weights,
+    profile: Arc<ScoringProfile>,
     product_id: i64,
     (first, date): (NaiveDate, NaiveDate),
     history: &[ProductDay],
@@ -100,7 +112,7 @@ pub fn explain(
     clock: RecencyClock,
 ) -> Explanation {
     let row = |day: NaiveDate| history.iter().find(|d| d.date == day);
-    let mut ledger = CarryLedger::new(weights);
+    let mut ledger = CarryLedger::new(Arc::clone(&profile));
     let mut day = first;
     while day < date {
         ledger = ledger.close_day(row(day).map(|d| (product_id, d.metrics)));
@@ -111,34 +123,43 @@ pub fn explain(
     let today = row(date);
     let metrics = today.map(|d| d.metrics).unwrap_or_default();
 
-    let view_points = metrics.views as f64 * weights.view;
-    let like_points = metrics.likes as f64 * weights.like;
-    let order_points = weights.order_points(metrics.order_amount);
-    let carry_points = carried.0 as f64 * weights.carry_over;
-    let main = weights.main_score(&metrics, carried);
+    let terms = profile
+        .terms()
+        .iter()
+        .map(|t| {
+            let value = t.signal.value(&metrics);
+            TermPoints { signal: t.signal, value, points: t.points(value) }
+        })
+        .collect();
+    let carry_points = carried.0 as f64 * profile.carry_over();
+    let main = profile.main_score(&metrics, carried);
 
-    let views = Axis::of(&stats.views, metrics.views as f64);
-    let likes = Axis::of(&stats.likes, metrics.likes as f64);
-    let mut recency = Axis::of(
-        &stats.recency,
-        elapsed_seconds(today.map(|d| d.last_event_us), clock.day_start_us, clock.reference_us),
-    );
-    recency.norm = 999 - recency.norm;
-    let (breakdown, _) = ScoreBreakdown::clamped(main_floor(main), views.norm, likes.norm, recency.norm);
-    Explanation {
-        metrics,
-        orders: today.map_or(0, |d| d.orders),
-        view_points,
-        like_points,
-        order_points,
-        carry_points,
-        main,
-        views,
-        likes,
-        recency,
-        breakdown,
-        score: breakdown.encode(),
+    let layout = profile.layout();
+    let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
+    let axes: Vec<Axis> = profile
+        .axes()
+        .iter()
+        .enumerate()
+        .map(|(i, axis)| {
+            let s = stats.axes.get(i).copied().unwrap_or(empty);
+            let raw = match axis {
+                AxisRef::Signal(signal) => signal.value(&metrics) as f64,
+                AxisRef::Recency => {
+                    elapsed_seconds(today.map(|d| d.last_event_us), clock.day_start_us, clock.reference_us)
+                }
+            };
+            let norm = axis_norm(*axis, &s, raw, layout.max_norm(i));
+            Axis { axis: *axis, raw, mean: s.mean, std: s.std, z: s.z(raw), norm }
+        })
+        .collect();
+    let mut norms = [0u32; MAX_AXES];
+    for (n, a) in norms.iter_mut().zip(&axes) {
+        *n = a.norm;
     }
+    let (floor, _) = layout.clamp(main_floor(main));
+    let breakdown = Breakdown::new(floor, &norms[..axes.len()]);
+    let score = layout.encode_breakdown(&breakdown);
+    Explanation { profile, metrics, terms, carry_points, main, axes, breakdown, score }
 }
 
 #[cfg(test)]
@@ -155,15 +176,10 @@ mod tests {
     #[test]
     fn carry_only_product_is_explained_by_its_carry_alone() {
         // Day 1: 10 views and 100 likes = 21.0 → carries 2 on day 2 (no events) → 0.2.
-        let history = [ProductDay {
-            date: day(1),
-            metrics: DailyMetrics { views: 10, likes: 100, order_amount: 0 },
-            orders: 0,
-            last_event_us: 5,
-        }];
+        let history = [ProductDay { date: day(1), metrics: DailyMetrics::counts(10, 100, 0, 0), last_event_us: 5 }];
         let stats = PopulationStats::default();
         let e = explain(
-            Weights::default(),
+            Arc::new(ScoringProfile::built_in()),
             7,
             (day(1), day(3)),
             &history,
@@ -171,10 +187,10 @@ mod tests {
             RecencyClock { day_start_us: 0, reference_us: 86_400_000_000 },
         );
         assert_eq!(e.metrics, DailyMetrics::default());
-        assert_eq!((e.view_points, e.like_points, e.order_points), (0.0, 0.0, 0.0));
+        assert_eq!(e.terms.iter().map(|t| t.points).collect::<Vec<_>>(), vec![0.0, 0.0, 0.0]);
         // 21 → floor 21 * 0.1 = 2.1 on day 2 → floor 2 * 0.1 on day 3.
         assert_eq!(e.carry_points, 2.0 * 0.1);
-        assert_eq!(e.recency.raw, 86_400.0);
+        assert_eq!(e.axis(AxisRef::Recency).map(|a| a.raw), Some(86_400.0));
     }
 
     proptest! {
@@ -186,7 +202,7 @@ mod tests {
                 1..40,
             ),
         ) {
-            let weights = Weights::default();
+            let weights = Arc::new(ScoringProfile::built_in());
             let clock = RecencyClock { day_start_us: 0, reference_us: 86_400_000_000 };
             // Day 1 gives product i `10 * carry` views, so its main is `carry` (give or take
             // the rounding of `n * 0.1`) and day 2 inherits its floor.
@@ -196,14 +212,12 @@ mod tests {
                     [
                         ProductDay {
                             date: day(1),
-                            metrics: DailyMetrics { views: carry * 10, likes: 0, order_amount: 0 },
-                            orders: 0,
+                            metrics: DailyMetrics::counts(carry * 10, 0, 0, 0),
                             last_event_us: 0,
                         },
                         ProductDay {
                             date: day(2),
-                            metrics: DailyMetrics { views: *views, likes: *likes, order_amount: *amount },
-                            orders: 1,
+                            metrics: DailyMetrics::counts(*views, *likes, 1, *amount),
                             last_event_us: *last,
                         },
                     ]
@@ -213,18 +227,20 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, [before, today])| {
-                    let carried = CarryLedger::new(weights).close_day([(1, before.metrics)]).carried(1);
+                    let carried = CarryLedger::new(weights.clone()).close_day([(1, before.metrics)]).carried(1);
                     Contender::new(
+                        &weights,
                         i as i64 + 1,
                         DayStanding { main: weights.main_score(&today.metrics, carried), metrics: today.metrics },
                         Some(today.last_event_us),
                     )
                 })
                 .collect();
-            let ranking = rank_day(&contenders, clock.day_start_us, clock.reference_us);
+            let ranking = rank_day(&weights, &contenders, clock.day_start_us, clock.reference_us);
             for ((c, entry), days) in contenders.iter().zip(&ranking.entries).zip(&history) {
-                let e = explain(weights, c.product_id, (day(1), day(2)), days, &ranking.stats, clock);
-                prop_assert_eq!(e.view_points + e.like_points + e.order_points + e.carry_points, e.main);
+                let e = explain(weights.clone(), c.product_id, (day(1), day(2)), days, &ranking.stats, clock);
+                let points: Vec<f64> = e.terms.iter().map(|t| t.points).collect();
+                prop_assert_eq!(points[0] + points[1] + points[2] + e.carry_points, e.main);
                 prop_assert_eq!(e.main, c.main);
                 prop_assert_eq!(e.score, entry.score);
                 prop_assert_eq!(e.breakdown, entry.breakdown);

@@ -36,6 +36,34 @@ pub enum LayoutError {
     TooManyDigits(u32),
 }
 
+/// A score taken apart: the clamped integer part of the main score and the norm of each
+/// axis, most significant first. `Copy` and allocation-free: every entry of a page has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Breakdown {
+    /// `floor(main)`, below the layout's bound.
+    pub main_floor: u64,
+    norms: [u32; MAX_AXES],
+    axes: u8,
+    /// The norms are the built-in profile's views, likes and recency (the first wave's
+    /// three named norms); set by whoever knows the profile, not by the encoding.
+    pub built_in_axes: bool,
+}
+
+impl Breakdown {
+    /// A breakdown of `norms` (at most [`MAX_AXES`]; more are dropped).
+    pub fn new(main_floor: u64, norms: &[u32]) -> Self {
+        let mut all = [0; MAX_AXES];
+        let axes = norms.len().min(MAX_AXES);
+        all[..axes].copy_from_slice(&norms[..axes]);
+        Self { main_floor, norms: all, axes: axes as u8, built_in_axes: false }
+    }
+
+    /// The norms, most significant first.
+    pub fn norms(&self) -> &[u32] {
+        &self.norms[..usize::from(self.axes)]
+    }
+}
+
 /// Digits per axis, most significant first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
@@ -114,6 +142,11 @@ impl Layout {
         floor * self.scale + parts.map(|(i, (n, place))| u64::from((*n).min(self.max_norm(i))) * place).sum::<u64>()
     }
 
+    /// [`Layout::encode`] of a breakdown.
+    pub fn encode_breakdown(&self, b: &Breakdown) -> f64 {
+        self.encode(b.main_floor, b.norms())
+    }
+
     /// The packed score: the numerator, below 2^53 and so exact as an `f64`, divided once.
     pub fn encode(&self, main_floor: u64, norms: &[u32]) -> f64 {
         self.numerator(main_floor, norms) as f64 / self.scale as f64
@@ -123,7 +156,7 @@ impl Layout {
     ///
     /// `round(score·10^D)` can be off by one because the multiplication rounds a second
     /// time; the neighbours are checked against the encoding itself.
-    pub fn decode(&self, score: f64) -> Option<(u64, Vec<u32>)> {
+    pub fn decode(&self, score: f64) -> Option<Breakdown> {
         if !score.is_finite() || score < 0.0 {
             return None;
         }
@@ -136,13 +169,11 @@ impl Layout {
         let n = [guess, guess.wrapping_sub(1), guess + 1]
             .into_iter()
             .find(|n| *n < limit && *n as f64 / self.scale as f64 == score)?;
-        let norms = self
-            .places
-            .iter()
-            .zip(&self.digits)
-            .map(|(place, d)| u32::try_from((n / place) % 10u64.pow(u32::from(*d))).unwrap_or(0))
-            .collect();
-        Some((n / self.scale, norms))
+        let mut norms = [0; MAX_AXES];
+        for (i, (place, d)) in self.places.iter().zip(&self.digits).enumerate() {
+            norms[i] = u32::try_from((n / place) % 10u64.pow(u32::from(*d))).unwrap_or(0);
+        }
+        Some(Breakdown { main_floor: n / self.scale, norms, axes: self.digits.len() as u8, built_in_axes: false })
     }
 }
 
@@ -209,7 +240,7 @@ mod tests {
         #[test]
         fn any_layout_decodes_exactly_up_to_its_clamp((layout, floor, norms) in layout_and_value()) {
             let score = layout.encode(floor, &norms);
-            prop_assert_eq!(layout.decode(score), Some((floor, norms)));
+            prop_assert_eq!(layout.decode(score), Some(Breakdown::new(floor, &norms)));
         }
 
         #[test]

@@ -39,6 +39,21 @@ impl AxisStats {
     }
 }
 
+/// `round(max / (1 + e^(−z)))` with ties rounded away from zero: the norm of an axis of
+/// `max + 1` steps (`10^digits − 1`). For 999 the same bits as [`sigmoid_999`].
+pub fn sigmoid_steps(z: f64, max: u32) -> u32 {
+    let scaled = (f64::from(max) / (1.0 + (-z).exp())).round();
+    // Within 0…max as for `sigmoid_999`; the saturating cast maps NaN to 0.
+    scaled as u32
+}
+
+impl AxisStats {
+    /// The norm of `x` on an axis of `max + 1` steps, 0…max.
+    pub fn norm_to(&self, x: f64, max: u32) -> u32 {
+        sigmoid_steps(self.z(x), max)
+    }
+}
+
 /// `round(999 / (1 + e^(−z)))` with ties rounded away from zero.
 pub fn sigmoid_999(z: f64) -> u16 {
     let scaled = (999.0 / (1.0 + (-z).exp())).round();
@@ -81,6 +96,12 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn steps_of_999_are_the_first_waves_norm(z in -40.0f64..40.0) {
+            prop_assert_eq!(sigmoid_steps(z, 999), u32::from(sigmoid_999(z)));
+            prop_assert!(sigmoid_steps(z, 9) <= 9 && sigmoid_steps(z, 9_999) <= 9_999);
+        }
+
         #[test]
         fn norm_is_monotone_and_bounded(values in prop::collection::vec(0.0f64..1e9, 1..200)) {
             let stats = AxisStats::of(values.iter().copied());

@@ -1,13 +1,19 @@
-//! The main score of a product on a day, and carry-over from the previous day.
+//! A product's counters of a day, carry-over from the previous day and its chain back
+//! through the days before.
 //!
+//! The main score is the scoring profile's ([`super::profile`]): for the built-in one
 //! `main(p, D) = views·w_view + likes·w_like + ln_1p(order_amount)·w_order + floor(main(p, D−1))·carry`,
 //! evaluated left to right in `f64` exactly as written, so every replica and every rebuild
 //! produces the same bits.
 
-use super::encoding::MAX_MAIN_FLOOR;
+use std::sync::Arc;
 
-/// Weights of the main score; the defaults are 0.1 per view, 0.2 per like, 0.6 per
-/// ln(1 + order amount), and 0.1 of yesterday's integer part carried over.
+use super::profile::{MAX_CUSTOM_SIGNALS, ScoringProfile};
+
+/// The first wave's weights of the main score (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`),
+/// which make the built-in profile when no `RANKING_PROFILE` is set; the defaults are 0.1
+/// per view, 0.2 per like, 0.6 per ln(1 + order amount), and 0.1 of yesterday's integer
+/// part carried over.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weights {
     /// Weight of one view.
@@ -26,29 +32,26 @@ impl Default for Weights {
     }
 }
 
-/// One product's counters for one day, as stored in `product_daily_metrics`.
+/// One product's counters for one day (or summed over a week), as stored in
+/// `product_daily_metrics` and, for the profile's custom signals, `product_daily_signals`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DailyMetrics {
     /// Views that day.
     pub views: i64,
     /// Likes that day (never below zero).
     pub likes: i64,
+    /// Orders that day.
+    pub orders: i64,
     /// Sum of order amounts that day, in the currency's minor unit.
     pub order_amount: i64,
+    /// The profile's custom signals by slot (0 for a slot the profile does not declare).
+    pub custom: [i64; MAX_CUSTOM_SIGNALS],
 }
 
-impl Weights {
-    /// `0.6·ln_1p(amount)` with the configured weight: the ORDER contribution.
-    pub fn order_points(&self, amount: i64) -> f64 {
-        (amount as f64).ln_1p() * self.order
-    }
-
-    /// The main score from the day's metrics and the carried integer part of yesterday.
-    pub fn main_score(&self, metrics: &DailyMetrics, carried_floor: CarryOver) -> f64 {
-        metrics.views as f64 * self.view
-            + metrics.likes as f64 * self.like
-            + (metrics.order_amount as f64).ln_1p() * self.order
-            + carried_floor.0 as f64 * self.carry_over
+impl DailyMetrics {
+    /// Built-in counters only.
+    pub fn counts(views: i64, likes: i64, orders: i64, order_amount: i64) -> Self {
+        Self { views, likes, orders, order_amount, custom: [0; MAX_CUSTOM_SIGNALS] }
     }
 }
 
@@ -59,9 +62,10 @@ pub struct CarryOver(pub i64);
 impl CarryOver {
     /// `floor(main)`, clamped to the range the encoding represents exactly, so that what is
     /// carried is what yesterday's breakdown showed.
-    pub fn of(main: f64) -> Self {
+    pub fn of(main: f64, profile: &ScoringProfile) -> Self {
         let floor = main.floor();
-        if floor.is_nan() || floor <= 0.0 { Self(0) } else { Self((floor as i64).min(i64::from(MAX_MAIN_FLOOR))) }
+        let largest = i64::try_from(profile.layout().bound() - 1).unwrap_or(i64::MAX);
+        if floor.is_nan() || floor <= 0.0 { Self(0) } else { Self((floor as i64).min(largest)) }
     }
 
     /// A product with no event on a day is still ranked when it inherits at least 1.
@@ -82,7 +86,7 @@ impl CarryOver {
 /// search.
 #[derive(Debug, Clone)]
 pub struct CarryLedger {
-    weights: Weights,
+    profile: Arc<ScoringProfile>,
     /// `(product, carried)` in ascending product order; a product taken on the current day
     /// holds [`TAKEN`].
     carried: Vec<(i64, CarryOver)>,
@@ -103,9 +107,9 @@ pub struct DayStanding {
 }
 
 impl CarryLedger {
-    /// An empty ledger: nothing carried.
-    pub fn new(weights: Weights) -> Self {
-        Self { weights, carried: Vec::new(), cursor: 0 }
+    /// An empty ledger of `profile`'s main score: nothing carried.
+    pub fn new(profile: Arc<ScoringProfile>) -> Self {
+        Self { profile, carried: Vec::new(), cursor: 0 }
     }
 
     /// Products carried into the current day (taken ones included).
@@ -143,7 +147,7 @@ impl CarryLedger {
             (
                 *id,
                 DayStanding {
-                    main: self.weights.main_score(&DailyMetrics::default(), *c),
+                    main: self.profile.main_score(&DailyMetrics::default(), *c),
                     metrics: DailyMetrics::default(),
                 },
             )
@@ -163,7 +167,7 @@ impl CarryLedger {
     /// Removes a product from the ledger and returns its standing with the day's metrics.
     pub fn take(&mut self, product_id: i64, metrics: DailyMetrics) -> DayStanding {
         let carried = self.take_carry(product_id);
-        DayStanding { main: self.weights.main_score(&metrics, carried), metrics }
+        DayStanding { main: self.profile.main_score(&metrics, carried), metrics }
     }
 
     /// The product's carry, marked taken (0 when it has none or was taken already).
@@ -210,7 +214,8 @@ impl ClosingDay {
     /// One metrics row of the day being closed.
     pub fn add(&mut self, product_id: i64, metrics: DailyMetrics) {
         let carried = self.ledger.take_carry(product_id);
-        let inherited = CarryOver::of(self.ledger.weights.main_score(&metrics, carried));
+        let profile = &self.ledger.profile;
+        let inherited = CarryOver::of(profile.main_score(&metrics, carried), profile);
         if inherited.keeps_ranked() {
             self.ascending &= self.next.last().is_none_or(|(last, _)| *last < product_id);
             self.next.push((product_id, inherited));
@@ -225,9 +230,9 @@ impl ClosingDay {
         let decayed: Vec<(i64, CarryOver)> = ledger
             .carry_only()
             .filter(|(_, s)| s.keeps_ranked_tomorrow())
-            .map(|(id, s)| (id, CarryOver::of(s.main)))
+            .map(|(id, s)| (id, CarryOver::of(s.main, &ledger.profile)))
             .collect();
-        let weights = ledger.weights;
+        let profile = Arc::clone(&ledger.profile);
         drop(ledger);
         if ascending {
             merge_ascending(&mut next, decayed);
@@ -239,7 +244,7 @@ impl ClosingDay {
             next.sort_by_key(|(id, _)| *id);
             next.dedup_by_key(|(id, _)| *id);
         }
-        CarryLedger { weights, carried: next, cursor: 0 }
+        CarryLedger { profile, carried: next, cursor: 0 }
     }
 }
 
@@ -261,8 +266,9 @@ fn merge_ascending(list: &mut Vec<(i64, CarryOver)>, more: Vec<(i64, CarryOver)>
 }
 
 impl DayStanding {
+    /// Whether the product inherits at least 1 (the clamp of the layout cannot matter here).
     fn keeps_ranked_tomorrow(&self) -> bool {
-        CarryOver::of(self.main).keeps_ranked()
+        self.main.floor() >= 1.0
     }
 }
 
@@ -273,6 +279,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::domain::encoding::MAX_MAIN_FLOOR;
+
+    fn profile() -> Arc<ScoringProfile> {
+        Arc::new(ScoringProfile::built_in())
+    }
 
     /// What `product_id` inherits from the day before the ledger's current day.
     fn carried(ledger: &CarryLedger, product_id: i64) -> CarryOver {
@@ -280,7 +291,7 @@ mod tests {
     }
 
     /// Ranks `day` (index into `days`) by folding the ledger through the earlier days.
-    fn standings(w: Weights, days: &[Vec<(i64, DailyMetrics)>]) -> Vec<(i64, DayStanding)> {
+    fn standings(w: Arc<ScoringProfile>, days: &[Vec<(i64, DailyMetrics)>]) -> Vec<(i64, DayStanding)> {
         let (today, past) = days.split_last().expect("at least the ranking day");
         let mut ledger = past.iter().fold(CarryLedger::new(w), |l, rows| l.close_day(rows.iter().copied()));
         let mut out: Vec<_> = today.iter().map(|(id, m)| (*id, ledger.take(*id, *m))).collect();
@@ -295,44 +306,44 @@ mod tests {
 
     #[test]
     fn carry_over_of_10_is_1_then_0_1_then_0() {
-        let w = Weights::default();
+        let w = profile();
         let day0 = vec![(1, views(100))];
         assert_eq!(
-            standings(w, std::slice::from_ref(&day0)),
+            standings(w.clone(), std::slice::from_ref(&day0)),
             vec![(1, DayStanding { main: 10.0, metrics: views(100) })]
         );
-        let d1 = standings(w, &[day0.clone(), vec![]]);
+        let d1 = standings(w.clone(), &[day0.clone(), vec![]]);
         assert_eq!(d1, vec![(1, DayStanding { main: 1.0, metrics: DailyMetrics::default() })]);
-        let d2 = standings(w, &[day0.clone(), vec![], vec![]]);
+        let d2 = standings(w.clone(), &[day0.clone(), vec![], vec![]]);
         assert_eq!(d2.len(), 1, "still ranked on day 2: floor(1.0) = 1");
         assert_eq!(d2[0].1.main.floor(), 0.0);
         assert!((d2[0].1.main - 0.1).abs() < 1e-12);
-        assert!(standings(w, &[day0, vec![], vec![], vec![]]).is_empty(), "floor(0.1) = 0 carries nothing");
+        assert!(standings(w.clone(), &[day0, vec![], vec![], vec![]]).is_empty(), "floor(0.1) = 0 carries nothing");
     }
 
     #[test]
     fn carried_points_add_to_the_days_own() {
-        let w = Weights::default();
-        let s = standings(w, &[vec![(1, views(100))], vec![(1, views(20)), (2, views(5))]]);
+        let w = profile();
+        let s = standings(w.clone(), &[vec![(1, views(100))], vec![(1, views(20)), (2, views(5))]]);
         assert_eq!(s[0].1.main, 20.0 * 0.1 + 10.0 * 0.1);
         assert_eq!(s[1].1.main, 5.0 * 0.1);
     }
 
     #[test]
     fn gaps_decay_the_carry_day_by_day() {
-        let w = Weights::default();
+        let w = profile();
         // 1000 (d0) → 100 (d1) → 10 (d2) → 1 (d3) → d4: 10·0.1 + 1·0.1 = 1.1
         let mut days = vec![vec![(1, views(10_000))], vec![], vec![], vec![], vec![(1, views(10))]];
-        assert_eq!(standings(w, &days)[0].1.main, 10.0 * 0.1 + 1.0 * 0.1);
+        assert_eq!(standings(w.clone(), &days)[0].1.main, 10.0 * 0.1 + 1.0 * 0.1);
         days.push(vec![]);
-        assert_eq!(standings(w, &days)[0].1.main, 0.1);
+        assert_eq!(standings(w.clone(), &days)[0].1.main, 0.1);
         days.push(vec![]);
-        assert!(standings(w, &days).is_empty());
+        assert!(standings(w.clone(), &days).is_empty());
     }
 
     #[test]
     fn a_fresh_ledger_carries_nothing() {
-        let ledger = CarryLedger::new(Weights::default());
+        let ledger = CarryLedger::new(profile());
         assert!(ledger.carried.is_empty());
         assert_eq!(carried(&ledger, 1), CarryOver(0));
         let ledger = ledger.close_day([(1, views(1)), (2, views(35))]);
@@ -341,14 +352,15 @@ mod tests {
 
     #[test]
     fn carry_is_clamped_to_the_encodable_range() {
-        assert_eq!(CarryOver::of(1e12), CarryOver(i64::from(MAX_MAIN_FLOOR)));
-        assert_eq!(CarryOver::of(-3.0), CarryOver(0));
-        assert_eq!(CarryOver::of(f64::NAN), CarryOver(0));
+        let p = profile();
+        assert_eq!(CarryOver::of(1e12, &p), CarryOver(i64::from(MAX_MAIN_FLOOR)));
+        assert_eq!(CarryOver::of(-3.0, &p), CarryOver(0));
+        assert_eq!(CarryOver::of(f64::NAN, &p), CarryOver(0));
     }
 
     /// The ledger as a map, the way it was first written: the reference the list must match.
     fn model_close(
-        w: Weights,
+        w: &ScoringProfile,
         carried: &HashMap<i64, CarryOver>,
         rows: &[(i64, DailyMetrics)],
     ) -> HashMap<i64, CarryOver> {
@@ -356,13 +368,13 @@ mod tests {
         let mut next = HashMap::new();
         for (id, m) in rows {
             let c = left.remove(id).unwrap_or_default();
-            let inherited = CarryOver::of(w.main_score(m, c));
+            let inherited = CarryOver::of(w.main_score(m, c), w);
             if inherited.keeps_ranked() {
                 next.insert(*id, inherited);
             }
         }
         for (id, c) in left {
-            let decayed = CarryOver::of(w.main_score(&DailyMetrics::default(), c));
+            let decayed = CarryOver::of(w.main_score(&DailyMetrics::default(), c), w);
             if decayed.keeps_ranked() {
                 next.insert(id, decayed);
             }
@@ -384,15 +396,15 @@ mod tests {
             today in day(),
             probes in prop::collection::vec(0i64..60, 0..20),
         ) {
-            let w = Weights::default();
-            let mut ledger = CarryLedger::new(w);
+            let w = profile();
+            let mut ledger = CarryLedger::new(w.clone());
             let mut model: HashMap<i64, CarryOver> = HashMap::new();
             for (mut rows, ascending) in days {
                 if ascending {
                     rows.sort_by_key(|(id, _)| *id);
                     rows.dedup_by_key(|(id, _)| *id);
                 }
-                model = model_close(w, &model, &rows);
+                model = model_close(&w, &model, &rows);
                 ledger = ledger.close_day(rows);
                 for id in 0..60 {
                     prop_assert_eq!(ledger.carried(id), model.get(&id).copied().unwrap_or_default(), "carry of {}", id);

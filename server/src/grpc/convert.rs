@@ -12,6 +12,8 @@ use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
 use crate::domain::event::{EventKind, RawEvent, RawKind};
 use crate::domain::explain::Axis;
+use crate::domain::layout::Breakdown;
+use crate::domain::profile::{AxisRef, RECENCY, SignalRef};
 use crate::ports::Outcome;
 
 /// The wire event as a raw domain event (its rules are checked by ingest).
@@ -101,19 +103,27 @@ pub fn segment(value: &str) -> Result<Option<Segment>, Invalid> {
     Segment::parse(value).map(Some).map_err(|problem| Invalid::field("segment", format!("{} {problem}", quote(value))))
 }
 
+/// A score taken apart on the wire: every axis's norm, and the first wave's three named
+/// norms when the profile's axes are the built-in ones (views, likes, recency).
+fn breakdown(b: &Breakdown) -> pb::ScoreBreakdown {
+    let norms = b.norms();
+    let named = |i: usize| if b.built_in_axes { norms.get(i).copied().unwrap_or(0) } else { 0 };
+    pb::ScoreBreakdown {
+        main_floor: i64::try_from(b.main_floor).unwrap_or(i64::MAX),
+        view_norm: named(0),
+        like_norm: named(1),
+        recency_norm: named(2),
+        axis_norms: norms.to_vec(),
+    }
+}
+
 /// An entry on the wire.
 pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
     pb::RankedProduct {
         rank: e.rank,
         product_id: e.product_id,
         score: e.score,
-        breakdown: e.breakdown.map(|b| pb::ScoreBreakdown {
-            main_floor: i64::from(b.main_floor),
-            view_norm: u32::from(b.view_norm),
-            like_norm: u32::from(b.like_norm),
-            recency_norm: u32::from(b.recency_norm),
-            axis_norms: vec![u32::from(b.view_norm), u32::from(b.like_norm), u32::from(b.recency_norm)],
-        }),
+        breakdown: e.breakdown.map(|b| breakdown(&b)),
         previous_rank: e.previous_rank,
         rank_change: e.rank_change,
         tied_rank: e.tied_rank,
@@ -144,7 +154,7 @@ pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
 }
 
 fn axis(name: &str, a: &Axis) -> pb::AxisExplanation {
-    pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: u32::from(a.norm), axis: name.into() }
+    pb::AxisExplanation { raw: a.raw, mean: a.mean, std: a.std, z: a.z, norm: a.norm, axis: name.into() }
 }
 
 /// A wire catalog entry (its rules are checked by the catalog service).
@@ -155,26 +165,40 @@ pub fn catalog_entry(e: pb::CatalogEntry) -> CatalogEntry {
 /// An explanation on the wire.
 pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
     let e = &a.explanation;
+    let profile = &e.profile;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    // The first wave's fields name the built-in signals and axes; a profile without one of
+    // them leaves its field empty, and `signals` / `axes` hold every term and axis.
+    let named_axis = |name: &str, which: AxisRef| e.axis(which).map(|a| axis(name, a));
     pb::ExplainRankResponse {
         product: Some(ranked(&a.entry)),
         date: a.date.to_string(),
         views: count(e.metrics.views),
         likes: count(e.metrics.likes),
-        orders: count(e.orders),
+        orders: count(e.metrics.orders),
         order_amount: e.metrics.order_amount,
-        view_points: e.view_points,
-        like_points: e.like_points,
-        order_points: e.order_points,
+        view_points: e.points_of(SignalRef::Views),
+        like_points: e.points_of(SignalRef::Likes),
+        order_points: e.points_of(SignalRef::OrderAmount),
         carry_points: e.carry_points,
         main_score: e.main,
-        views_axis: Some(axis("views", &e.views)),
-        likes_axis: Some(axis("likes", &e.likes)),
-        recency_axis: Some(axis("recency", &e.recency)),
+        views_axis: named_axis("views", AxisRef::Signal(SignalRef::Views)),
+        likes_axis: named_axis("likes", AxisRef::Signal(SignalRef::Likes)),
+        recency_axis: named_axis(RECENCY, AxisRef::Recency),
         above: a.above.as_ref().map(ranked),
         points_to_overtake: a.points_to_overtake,
         version: a.version,
         stale: a.stale,
+        signals: e
+            .terms
+            .iter()
+            .map(|t| pb::SignalExplanation {
+                signal: profile.signal_name(t.signal).into(),
+                value: t.value as f64,
+                points: t.points,
+            })
+            .collect(),
+        axes: e.axes.iter().enumerate().map(|(i, a)| axis(profile.axis_name(i), a)).collect(),
     }
 }
 

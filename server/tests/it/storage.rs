@@ -320,6 +320,7 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
                 event_id: id.into(),
                 product_id: 1 + days_ago,
                 kind: EventKind::View,
+                signal: String::new(),
                 amount: 0,
                 occurred_at: at,
             },
@@ -386,7 +387,14 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     let dated = |id: &str, day: chrono::NaiveDate| {
         let at = day.and_hms_opt(12, 0, 0).expect("noon").and_utc();
         DatedEvent {
-            event: Event { event_id: id.into(), product_id: 7, kind: EventKind::View, amount: 0, occurred_at: at },
+            event: Event {
+                event_id: id.into(),
+                product_id: 7,
+                kind: EventKind::View,
+                signal: String::new(),
+                amount: 0,
+                occurred_at: at,
+            },
             date: day,
         }
     };

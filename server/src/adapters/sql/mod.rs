@@ -32,6 +32,7 @@ use tokio::sync::Mutex;
 use self::dialect::{Dialect, Read};
 use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
+use crate::domain::profile::MAX_CUSTOM_SIGNALS;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
 
@@ -125,17 +126,23 @@ impl SqlMetricsStore {
         }
     }
 
-    /// Streams the `(product_id, views, likes, order_amount, last_event_at)` rows of `read`
-    /// into `visit`, in a transaction of its own under the read's settings when it has any.
-    async fn stream_read(&self, read: Read, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
+    /// Streams the `(product_id, views, likes, orders, order_amount, last_event_at, custom
+    /// signals…)` rows of `read` into `visit` (`signals` custom columns), in a transaction of
+    /// its own under the read's settings when it has any.
+    async fn stream_read(
+        &self,
+        read: Read,
+        signals: usize,
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
         if read.settings.is_empty() {
-            return Self::stream_from(&self.db, self.statement(read.sql, read.values), visit).await;
+            return Self::stream_from(&self.db, self.statement(read.sql, read.values), signals, visit).await;
         }
         let txn = self.db.begin().await.map_err(StoreError::database)?;
         for setting in read.settings {
             txn.execute_unprepared(setting).await.map_err(StoreError::database)?;
         }
-        let count = Self::stream_from(&txn, self.statement(read.sql, read.values), visit).await?;
+        let count = Self::stream_from(&txn, self.statement(read.sql, read.values), signals, visit).await?;
         txn.commit().await.map_err(StoreError::database)?;
         Ok(count)
     }
@@ -143,6 +150,7 @@ impl SqlMetricsStore {
     async fn stream_from(
         db: &impl StreamTrait,
         statement: Statement,
+        row_signals: usize,
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
         let rows = db.stream_raw(statement).await.map_err(StoreError::database)?;
@@ -150,11 +158,11 @@ impl SqlMetricsStore {
         let mut count = 0;
         while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
             let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
-            visit(DailyRow {
-                product_id: get(0)?,
-                metrics: DailyMetrics { views: get(1)?, likes: get(2)?, order_amount: get(3)? },
-                last_event_us: get(4)?,
-            });
+            let mut metrics = DailyMetrics::counts(get(1)?, get(2)?, get(3)?, get(4)?);
+            for (slot, value) in metrics.custom.iter_mut().enumerate().take(row_signals) {
+                *value = get(6 + slot)?;
+            }
+            visit(DailyRow { product_id: get(0)?, metrics, last_event_us: get(5)? });
             count += 1;
         }
         Ok(count)
@@ -217,17 +225,25 @@ impl MetricsStore for SqlMetricsStore {
         Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())
     }
 
-    async fn scan_day(&self, date: NaiveDate, visit: &mut (dyn FnMut(DailyRow) + Send)) -> Result<u64, StoreError> {
-        self.stream_read(self.dialect.scan_day(date), visit).await
+    async fn scan_day(
+        &self,
+        date: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
+        self.stream_read(self.dialect.scan_day(date, signals), signals.len(), visit).await
     }
 
     async fn scan_days(
         &self,
         first: NaiveDate,
         last: NaiveDate,
+        signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        self.stream_read(self.dialect.scan_days(first, last), visit).await
+        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
+        self.stream_read(self.dialect.scan_days(first, last, signals), signals.len(), visit).await
     }
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
@@ -254,6 +270,15 @@ impl MetricsStore for SqlMetricsStore {
                 chunk,
             )
             .await?;
+        let signal_days = self
+            .delete_chunked(
+                "product_daily_signals",
+                "metric_date, product_id, signal_name",
+                "metric_date",
+                days_before.into(),
+                chunk,
+            )
+            .await?;
         let runs = {
             let _gate = self.write_turn().await;
             let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
@@ -263,7 +288,7 @@ impl MetricsStore for SqlMetricsStore {
                 .map_err(StoreError::database)?
                 .rows_affected()
         };
-        Ok(events + days + runs)
+        Ok(events + days + signal_days + runs)
     }
 
     async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
@@ -292,8 +317,22 @@ impl MetricsStore for SqlMetricsStore {
         runs::ranking_run(&self.db, date).await
     }
 
-    async fn product_days(&self, product_id: i64, days: &[NaiveDate]) -> Result<Vec<ProductDay>, StoreError> {
-        runs::product_days(&self.db, product_id, days).await
+    async fn product_days(
+        &self,
+        product_id: i64,
+        days: &[NaiveDate],
+        signals: &[String],
+    ) -> Result<Vec<ProductDay>, StoreError> {
+        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
+        runs::product_days(&self.db, product_id, days, signals).await
+    }
+
+    async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        runs::record_profile(&self.db, fingerprint, body).await
+    }
+
+    async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        runs::stored_profile(&self.db, fingerprint).await
     }
 }
 

@@ -1,5 +1,6 @@
 //! The reads and writes of ExplainRank's inputs: the record of each day's last recompute
-//! (`ranking_runs`) and one product's daily rows.
+//! (`ranking_runs`), the profiles versions were computed with (`scoring_profiles`) and one
+//! product's daily rows with its custom signals.
 
 use chrono::NaiveDate;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Order, Query};
@@ -10,7 +11,7 @@ use crate::domain::ranking::PopulationStats;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{ProductDay, RankingRun, RecencyClock, StoreError};
 
-const RUN_COLUMNS: [&str; 13] = [
+const RUN_COLUMNS: [&str; 14] = [
     "metric_date",
     "version",
     "products",
@@ -24,7 +25,32 @@ const RUN_COLUMNS: [&str; 13] = [
     "recency_reference_at",
     "computed_at",
     "profile_fingerprint",
+    "axis_stats",
 ];
+
+/// `mean std count` per axis, `;`-separated; `{:?}` of an `f64` is its shortest exact form.
+fn axis_stats_text(stats: &PopulationStats) -> String {
+    let axes: Vec<String> = stats.axes.iter().map(|a| format!("{:?} {:?} {}", a.mean, a.std, a.count)).collect();
+    axes.join(";")
+}
+
+fn parse_axis_stats(text: &str) -> Result<PopulationStats, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("ranking_runs.axis_stats {text:?}"));
+    let axes = text
+        .split(';')
+        .map(|axis| {
+            let mut parts = axis.split(' ');
+            let mut next = || parts.next().ok_or_else(corrupt);
+            let (mean, std, count) = (next()?, next()?, next()?);
+            Ok(AxisStats {
+                mean: mean.parse().map_err(|_| corrupt())?,
+                std: std.parse().map_err(|_| corrupt())?,
+                count: count.parse().map_err(|_| corrupt())?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(PopulationStats { axes })
+}
 
 fn columns<const N: usize>(names: [&str; N]) -> [Alias; N] {
     names.map(Alias::new)
@@ -39,23 +65,28 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
         .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
         .to_owned();
     let s = &run.stats;
+    // The first wave's columns hold the first three axes (the built-in profile's views,
+    // likes, recency); `axis_stats` holds every axis of any profile.
+    let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
+    let axis = |i: usize| s.axes.get(i).copied().unwrap_or(empty);
     let insert = Query::insert()
         .into_table(table)
         .columns(columns(RUN_COLUMNS))
         .values_panic([
             run.date.into(),
             (run.version as i64).into(),
-            (s.views.count as i64).into(),
-            s.views.mean.into(),
-            s.views.std.into(),
-            s.likes.mean.into(),
-            s.likes.std.into(),
-            s.recency.mean.into(),
-            s.recency.std.into(),
+            (s.population() as i64).into(),
+            axis(0).mean.into(),
+            axis(0).std.into(),
+            axis(1).mean.into(),
+            axis(1).std.into(),
+            axis(2).mean.into(),
+            axis(2).std.into(),
             run.clock.day_start_us.into(),
             run.clock.reference_us.into(),
             run.computed_at_us.into(),
             run.profile.as_str().into(),
+            axis_stats_text(s).into(),
         ])
         .to_owned();
     let txn = db.begin().await.map_err(StoreError::database)?;
@@ -77,22 +108,59 @@ pub async fn ranking_run(db: &impl ConnectionTrait, date: NaiveDate) -> Result<O
     let count = usize::try_from(int(2)?).map_err(|_| StoreError::Corrupt("negative population".into()))?;
     let axis =
         |mean, std| -> Result<AxisStats, StoreError> { Ok(AxisStats { mean: real(mean)?, std: real(std)?, count }) };
+    let text = row.try_get_by_index::<String>(13).map_err(StoreError::database)?;
+    let stats = if text.is_empty() {
+        PopulationStats { axes: vec![axis(3, 4)?, axis(5, 6)?, axis(7, 8)?] }
+    } else {
+        parse_axis_stats(&text)?
+    };
     Ok(Some(RankingRun {
         date,
         version: u64::try_from(int(1)?).map_err(|_| StoreError::Corrupt("negative version".into()))?,
-        stats: PopulationStats { views: axis(3, 4)?, likes: axis(5, 6)?, recency: axis(7, 8)? },
+        stats,
         clock: RecencyClock { day_start_us: int(9)?, reference_us: int(10)? },
         computed_at_us: int(11)?,
         profile: row.try_get_by_index::<String>(12).map_err(StoreError::database)?,
     }))
 }
 
+/// Stores `body`, the canonical text of the profile of `fingerprint`, once.
+pub async fn record_profile(db: &DatabaseConnection, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+    if stored_profile(db, fingerprint).await?.is_some() {
+        return Ok(());
+    }
+    let insert = Query::insert()
+        .into_table(Alias::new("scoring_profiles"))
+        .columns(columns(["fingerprint", "body"]))
+        .values_panic([fingerprint.into(), body.into()])
+        .to_owned();
+    match db.execute(&insert).await {
+        Ok(_) => Ok(()),
+        // Another replica stored the same profile between the look-up and the insert.
+        Err(_) if stored_profile(db, fingerprint).await?.is_some() => Ok(()),
+        Err(e) => Err(StoreError::database(e)),
+    }
+}
+
+/// The canonical text of the profile of `fingerprint`, when one was stored.
+pub async fn stored_profile(db: &impl ConnectionTrait, fingerprint: &str) -> Result<Option<String>, StoreError> {
+    let select = Query::select()
+        .column(Alias::new("body"))
+        .from(Alias::new("scoring_profiles"))
+        .and_where(Expr::col(Alias::new("fingerprint")).eq(fingerprint))
+        .to_owned();
+    let row = db.query_one(&select).await.map_err(StoreError::database)?;
+    row.map(|r| r.try_get_by_index::<String>(0).map_err(StoreError::database)).transpose()
+}
+
 /// One product's rows of `days`, by primary-key lookups (`metric_date IN (…)` on the key's
-/// first column, the product on its second: no scan of a day).
+/// first column, the product on its second: no scan of a day), with the values of the
+/// custom `signals` (in slot order) from `product_daily_signals`, looked up the same way.
 pub async fn product_days(
     db: &impl ConnectionTrait,
     product_id: i64,
     days: &[NaiveDate],
+    signals: &[String],
 ) -> Result<Vec<ProductDay>, StoreError> {
     if days.is_empty() {
         return Ok(Vec::new());
@@ -105,15 +173,34 @@ pub async fn product_days(
         .order_by(Alias::new("metric_date"), Order::Asc)
         .to_owned();
     let rows = db.query_all(&select).await.map_err(StoreError::database)?;
-    rows.iter().map(product_day).collect()
+    let mut product_days = rows.iter().map(product_day).collect::<Result<Vec<_>, _>>()?;
+    if signals.is_empty() || product_days.is_empty() {
+        return Ok(product_days);
+    }
+    let select = Query::select()
+        .columns(columns(["metric_date", "signal_name", "value"]))
+        .from(Alias::new("product_daily_signals"))
+        .and_where(Expr::col(Alias::new("metric_date")).is_in(days.iter().copied()))
+        .and_where(Expr::col(Alias::new("product_id")).eq(product_id))
+        .and_where(Expr::col(Alias::new("signal_name")).is_in(signals.iter().map(String::as_str)))
+        .to_owned();
+    for row in db.query_all(&select).await.map_err(StoreError::database)? {
+        let date = row.try_get_by_index::<NaiveDate>(0).map_err(StoreError::database)?;
+        let name = row.try_get_by_index::<String>(1).map_err(StoreError::database)?;
+        let value = row.try_get_by_index::<i64>(2).map_err(StoreError::database)?;
+        let slot = signals.iter().position(|s| *s == name);
+        if let (Some(slot), Some(day)) = (slot, product_days.iter_mut().find(|d| d.date == date)) {
+            day.metrics.custom[slot] = value;
+        }
+    }
+    Ok(product_days)
 }
 
 fn product_day(row: &QueryResult) -> Result<ProductDay, StoreError> {
     let int = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
     Ok(ProductDay {
         date: row.try_get_by_index::<NaiveDate>(0).map_err(StoreError::database)?,
-        metrics: DailyMetrics { views: int(1)?, likes: int(2)?, order_amount: int(3)? },
-        orders: int(4)?,
+        metrics: DailyMetrics::counts(int(1)?, int(2)?, int(4)?, int(3)?),
         last_event_us: int(5)?,
     })
 }

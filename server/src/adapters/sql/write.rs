@@ -8,6 +8,8 @@
 //!    order: likes and unlikes are order-sensitive), rows in ascending key order; plus one
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
+//! 4. When the batch holds custom signals (`EVENT_TYPE_SIGNAL`), one additive upsert per
+//!    signal table (per day, all-time), rows in ascending key order.
 //!
 //! An attempt that loses a race (an id another transaction committed after step 1) is
 //! reported as [`Attempt::Retry`], a refused statement as [`Attempt::Db`]; the store runs the
@@ -22,6 +24,8 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 use super::dialect::{Dialect, UpsertOp};
 use super::rows::{Column, Rows};
 use crate::domain::delta::MetricsDelta;
+use crate::domain::event::EventKind;
+use crate::domain::profile::SignalKind;
 use crate::ports::{DatedEvent, StoreError};
 
 /// Why one attempt of a transaction failed.
@@ -164,7 +168,54 @@ impl BatchWrite<'_> {
         self.apply_deltas(&DAILY_METRICS, &daily, daily_keys).await?;
         let product_keys = |rows: &[(&i64, &MetricsDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
         self.apply_deltas(&PRODUCT_METRICS, &all_time, product_keys).await?;
+        self.apply_signals(&fresh).await?;
         Ok(fresh.into_iter().collect())
+    }
+
+    /// Adds the custom signals of the fresh events: one upsert into `product_daily_signals`
+    /// and one into `product_signals`, each row once in ascending key order (none when the
+    /// batch has no SIGNAL event). A count signal counts 1, an amount signal its amount.
+    async fn apply_signals(&self, fresh: &[usize]) -> Result<(), Attempt> {
+        let mut daily: BTreeMap<(NaiveDate, i64, &str), i64> = BTreeMap::new();
+        let mut all_time: BTreeMap<(i64, &str), i64> = BTreeMap::new();
+        for e in fresh.iter().map(|i| &self.batch[*i]) {
+            let EventKind::Signal(kind) = e.event.kind else { continue };
+            let value = if kind == SignalKind::Count { 1 } else { e.event.amount };
+            let name = e.event.signal.as_str();
+            let day = daily.entry((e.date, e.event.product_id, name)).or_default();
+            *day = day.saturating_add(value);
+            let total = all_time.entry((e.event.product_id, name)).or_default();
+            *total = total.saturating_add(value);
+        }
+        if daily.is_empty() {
+            return Ok(());
+        }
+        let ops = [("value", UpsertOp::SaturatingAdd), ("updated_at", UpsertOp::Replace)];
+        let rows = Rows {
+            len: daily.len(),
+            columns: vec![
+                Column::Date(daily.keys().map(|(d, _, _)| *d).collect()),
+                Column::Int(daily.keys().map(|(_, p, _)| *p).collect()),
+                Column::Text(daily.keys().map(|(_, _, s)| (*s).to_owned()).collect()),
+                Column::Int(daily.values().copied().collect()),
+                Column::Int(vec![self.now_us; daily.len()]),
+            ],
+        };
+        let key = "metric_date, product_id, signal_name";
+        let tail = self.dialect.upsert_tail("product_daily_signals", key, &ops);
+        self.upsert(&format!("product_daily_signals ({key}, value, updated_at)"), &tail, &rows).await?;
+        let rows = Rows {
+            len: all_time.len(),
+            columns: vec![
+                Column::Int(all_time.keys().map(|(p, _)| *p).collect()),
+                Column::Text(all_time.keys().map(|(_, s)| (*s).to_owned()).collect()),
+                Column::Int(all_time.values().copied().collect()),
+                Column::Int(vec![self.now_us; all_time.len()]),
+            ],
+        };
+        let key = "product_id, signal_name";
+        let tail = self.dialect.upsert_tail("product_signals", key, &ops);
+        self.upsert(&format!("product_signals ({key}, value, updated_at)"), &tail, &rows).await
     }
 
     async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, StoredEvent>, Attempt> {
@@ -192,6 +243,7 @@ impl BatchWrite<'_> {
                 Column::Text(events().map(|e| e.event.event_id.clone()).collect()),
                 Column::Int(events().map(|e| e.event.product_id).collect()),
                 Column::SmallInt(events().map(|e| e.event.kind.code()).collect()),
+                Column::Text(events().map(|e| e.event.signal.clone()).collect()),
                 Column::Int(events().map(|e| e.event.amount).collect()),
                 Column::Int(events().map(|e| e.event.occurred_at.timestamp_micros()).collect()),
                 Column::Date(events().map(|e| e.date).collect()),
@@ -201,7 +253,7 @@ impl BatchWrite<'_> {
         let mut values = Vec::new();
         let source = self.dialect.row_source(&rows, &mut values);
         let sql = self.dialect.insert_or_ignore(
-            "events (event_id, product_id, event_type, amount, occurred_at, metric_date, recorded_at)",
+            "events (event_id, product_id, event_type, signal_name, amount, occurred_at, metric_date, recorded_at)",
             &source,
         );
         if self.dialect.returns_inserted() {

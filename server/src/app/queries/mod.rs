@@ -27,6 +27,7 @@ use super::page_token::PageToken;
 use super::policy::Policy;
 use super::recompute::Recompute;
 use super::snapshots::Snapshots;
+use crate::domain::profile::ScoringProfile;
 use crate::ports::{Page, RankingStore, StoreError};
 
 mod annotate;
@@ -109,7 +110,7 @@ impl Queries {
         let next = offset + page.entries.len() as u64;
         let next_page_token = (!page.entries.is_empty() && next < page.total)
             .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
-        let mut entries = consecutive(resolved, offset, &page);
+        let mut entries = consecutive(&self.policy.profile, resolved, offset, &page);
         self.annotate(resolved, page.version, page.total, &mut entries, Ties::Consecutive).await?;
         Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
     }
@@ -137,13 +138,14 @@ impl Queries {
         if k > 0 {
             let start = found.index.saturating_sub(k);
             let page = self.page_of(&resolved, version, start, found.index - start + 1 + k).await?;
-            window = consecutive(&resolved, start, &page);
+            window = consecutive(&self.policy.profile, &resolved, start, &page);
             self.annotate(&resolved, version, total, &mut window, Ties::Consecutive).await?;
         }
         // Without neighbours, or when an hourly ranking moved between the two reads and the
         // product is no longer in the window read, the answer is the product alone.
         let Some(at) = window.iter().position(|e| e.product_id == query.product_id) else {
-            let mut alone = [resolved.entry(found.index, query.product_id, found.score, found.above)];
+            let profile = &self.policy.profile;
+            let mut alone = [resolved.entry(profile, found.index, query.product_id, found.score, found.above)];
             self.annotate(&resolved, version, total, &mut alone, Ties::Placed).await?;
             return Ok(RankAnswer { entry: alone[0], above: Vec::new(), below: Vec::new(), total, version });
         };
@@ -170,7 +172,7 @@ impl Queries {
         let (mut entries, mut missing) = (Vec::new(), Vec::new());
         for (id, found) in ids.iter().zip(&placements.found) {
             match found {
-                Some(f) => entries.push(resolved.entry(f.index, *id, f.score, f.above)),
+                Some(f) => entries.push(resolved.entry(&self.policy.profile, f.index, *id, f.score, f.above)),
                 None => missing.push(*id),
             }
         }
@@ -181,9 +183,9 @@ impl Queries {
 
 /// The entries of a page read at `offset`, their competition ranks still to be found
 /// ([`Ties::Consecutive`]).
-fn consecutive(resolved: &Resolved, offset: u64, page: &Page) -> Vec<RankedEntry> {
+fn consecutive(profile: &ScoringProfile, resolved: &Resolved, offset: u64, page: &Page) -> Vec<RankedEntry> {
     let at = |i: usize| offset + i as u64;
-    page.entries.iter().enumerate().map(|(i, e)| resolved.entry(at(i), e.product_id, e.score, at(i))).collect()
+    page.entries.iter().enumerate().map(|(i, e)| resolved.entry(profile, at(i), e.product_id, e.score, at(i))).collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@ use chrono::NaiveDate;
 
 use crate::app::invalid::Invalid;
 use crate::app::recompute::RecomputeError;
-use crate::domain::encoding::{EncodedScore, ScoreBreakdown};
+use crate::domain::layout::Breakdown;
+use crate::domain::profile::ScoringProfile;
 use crate::ports::{RankingKey, Segment, StoreError};
 
 /// Largest page of a top-N read.
@@ -132,7 +133,7 @@ pub struct RankedEntry {
     /// Its encoded score.
     pub score: f64,
     /// The decoded score (daily rankings only).
-    pub breakdown: Option<ScoreBreakdown>,
+    pub breakdown: Option<Breakdown>,
     /// Competition rank: 1 + entries with a strictly greater score (equal scores share it).
     pub tied_rank: u64,
     /// `100 * rank / total`.
@@ -234,9 +235,20 @@ impl Resolved {
     /// The entry at `index` (0-based) with `above` entries of a strictly greater score;
     /// the facts relative to the whole ranking and the previous period are filled in by
     /// `annotate`.
-    pub(super) fn entry(&self, index: u64, product_id: i64, score: f64, above: u64) -> RankedEntry {
+    /// Exact rankings' scores are taken apart with the scoring profile's layout.
+    pub(super) fn entry(
+        &self,
+        profile: &ScoringProfile,
+        index: u64,
+        product_id: i64,
+        score: f64,
+        above: u64,
+    ) -> RankedEntry {
         let breakdown = match self.window {
-            Window::Daily | Window::Weekly => EncodedScore(score).decode(),
+            Window::Daily | Window::Weekly => profile.layout().decode(score).map(|mut b| {
+                b.built_in_axes = profile.has_built_in_axes();
+                b
+            }),
             Window::Hourly => None,
         };
         RankedEntry {

@@ -2,6 +2,8 @@
 //! before, the day's rows, the week's grouped rows, the ranking of a population without its
 //! hidden products.
 
+use std::sync::Arc;
+
 use chrono::NaiveDate;
 
 use super::{Computed, Recompute};
@@ -28,11 +30,13 @@ impl Recompute {
     /// only carry over.
     pub(super) async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
         let first = self.policy.carry_start(date);
-        let mut ledger = CarryLedger::new(self.policy.weights);
+        let profile = &self.policy.profile;
+        let signals = profile.custom_names();
+        let mut ledger = CarryLedger::new(Arc::clone(profile));
         let mut day = first;
         while day < date {
             let mut closing = ledger.closing();
-            self.store.scan_day(day, &mut |r| closing.add(r.product_id, r.metrics)).await?;
+            self.store.scan_day(day, signals, &mut |r| closing.add(r.product_id, r.metrics)).await?;
             ledger = closing.finish();
             day = day.succ_opt().unwrap_or(date);
         }
@@ -42,13 +46,14 @@ impl Recompute {
         // worth of memory at once.
         let mut contenders: Vec<Contender> = Vec::with_capacity(ledger.len());
         self.store
-            .scan_day(date, &mut |r| {
-                let contender =
-                    Contender::new(r.product_id, ledger.take(r.product_id, r.metrics), Some(r.last_event_us));
+            .scan_day(date, signals, &mut |r| {
+                let standing = ledger.take(r.product_id, r.metrics);
+                let contender = Contender::new(profile, r.product_id, standing, Some(r.last_event_us));
                 push_gently(&mut contenders, contender);
             })
             .await?;
-        let carry_only = ledger.carry_only().map(|(product_id, standing)| Contender::new(product_id, standing, None));
+        let carry_only =
+            ledger.carry_only().map(|(product_id, standing)| Contender::new(profile, product_id, standing, None));
         for contender in carry_only {
             push_gently(&mut contenders, contender);
         }
@@ -69,10 +74,10 @@ impl Recompute {
             hidden.peek() != Some(&&c.product_id)
         });
         let clock = self.clock(date);
+        let profile = &self.policy.profile;
         let (entries, clamped, stats) =
-            rank_population(contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| Scored {
-                product_id,
-                score: score.0,
+            rank_population(profile, contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| {
+                Scored { product_id, score }
             });
         contenders.clear();
         Computed { entries, clamped, stats, clock }
@@ -88,14 +93,14 @@ impl Recompute {
         date: NaiveDate,
         mut contenders: Vec<Contender>,
     ) -> Result<Vec<Contender>, StoreError> {
-        let weights = self.policy.weights;
+        let profile = &self.policy.profile;
         // Sized like this replica's copy of the week as well, when it has one.
         let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
         contenders.reserve_exact(held);
         self.store
-            .scan_days(self.policy.week_start(date), date, &mut |r| {
-                let standing = DayStanding { main: weights.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
-                let contender = Contender::new(r.product_id, standing, Some(r.last_event_us));
+            .scan_days(self.policy.week_start(date), date, profile.custom_names(), &mut |r| {
+                let standing = DayStanding { main: profile.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
+                let contender = Contender::new(profile, r.product_id, standing, Some(r.last_event_us));
                 push_gently(&mut contenders, contender);
             })
             .await?;

@@ -73,13 +73,14 @@ bench:
 	@command -v h2load >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q nghttp2-client >/dev/null; } \
 	  || echo "h2load not found: the reads table will have no h2load rows (Debian package nghttp2-client)"
 	@: > target/bench-report.md
-	$(BENCH) ingest throwaway-postgres | tee -a target/bench-report.md
+	$(BENCH) ingest-signals throwaway-postgres | tee -a target/bench-report.md
 	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md
 	$(BENCH) retention 1000000 | tee -a target/bench-report.md
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
+	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md

@@ -3,9 +3,11 @@
 //!
 //! - `events.signal_name`: the custom signal of an `EVENT_TYPE_SIGNAL` event (`''` for the
 //!   built-in types). `signal` itself is a reserved word of MySQL.
-//! - `product_daily_signals` (per ranking day) and `product_signals` (all-time): one row per
-//!   product and custom signal, keyed like the built-in tables so that a day is read as one
-//!   range of the primary key.
+//! - `signal_1` … `signal_8` on `product_daily_metrics` and `product_metrics`: the values of
+//!   custom signals beside the built-in counters, so that a day is still read as one range
+//!   of one table's primary key and a batch still writes one upsert per table.
+//!   `signal_slots` assigns each custom signal name its column once and for good (a profile
+//!   that drops a signal leaves its column to it; at most 8 names over the database's life).
 //! - `ranking_runs.axis_stats`: the statistics of every tie-break axis of the version, in the
 //!   profile's order (`mean std count` per axis, `;`-separated, each number in its shortest
 //!   exact decimal form); `''` for rows recorded before it, whose three axes are in the
@@ -31,23 +33,25 @@ enum Events {
 }
 
 #[derive(DeriveIden)]
-enum ProductDailySignals {
+enum ProductDailyMetrics {
     Table,
-    MetricDate,
-    ProductId,
-    SignalName,
-    Value,
-    UpdatedAt,
 }
 
 #[derive(DeriveIden)]
-enum ProductSignals {
+enum ProductMetrics {
     Table,
-    ProductId,
-    SignalName,
-    Value,
-    UpdatedAt,
 }
+
+#[derive(DeriveIden)]
+enum SignalSlots {
+    Table,
+    SignalName,
+    Slot,
+}
+
+/// Columns of custom signals per metrics table (the server's `adapters::sql::signals` holds
+/// the same number).
+const SIGNAL_COLUMNS: u8 = 8;
 
 #[derive(DeriveIden)]
 enum RankingRuns {
@@ -62,8 +66,8 @@ enum ScoringProfiles {
     Body,
 }
 
-fn signal_name<T: IntoIden>(name: T) -> ColumnDef {
-    ColumnDef::new(name).string_len(64).not_null().to_owned()
+fn signal_column(slot: u8) -> ColumnDef {
+    ColumnDef::new(Alias::new(format!("signal_{slot}"))).big_integer().not_null().default(0).to_owned()
 }
 
 #[async_trait::async_trait]
@@ -71,35 +75,20 @@ impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let column = ColumnDef::new(Events::SignalName).string_len(64).not_null().default("").to_owned();
         manager.alter_table(Table::alter().table(Events::Table).add_column(column).to_owned()).await?;
+        // One column per statement: SQLite alters a table one column at a time.
+        for table in [ProductDailyMetrics::Table.into_iden(), ProductMetrics::Table.into_iden()] {
+            for slot in 1..=SIGNAL_COLUMNS {
+                let alter = Table::alter().table(table.clone()).add_column(signal_column(slot)).to_owned();
+                manager.alter_table(alter).await?;
+            }
+        }
         manager
             .create_table(
                 Table::create()
-                    .table(ProductDailySignals::Table)
+                    .table(SignalSlots::Table)
                     .if_not_exists()
-                    .col(ColumnDef::new(ProductDailySignals::MetricDate).date().not_null())
-                    .col(ColumnDef::new(ProductDailySignals::ProductId).big_integer().not_null())
-                    .col(signal_name(ProductDailySignals::SignalName))
-                    .col(ColumnDef::new(ProductDailySignals::Value).big_integer().not_null().default(0))
-                    .col(ColumnDef::new(ProductDailySignals::UpdatedAt).big_integer().not_null())
-                    .primary_key(
-                        Index::create()
-                            .col(ProductDailySignals::MetricDate)
-                            .col(ProductDailySignals::ProductId)
-                            .col(ProductDailySignals::SignalName),
-                    )
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .create_table(
-                Table::create()
-                    .table(ProductSignals::Table)
-                    .if_not_exists()
-                    .col(ColumnDef::new(ProductSignals::ProductId).big_integer().not_null())
-                    .col(signal_name(ProductSignals::SignalName))
-                    .col(ColumnDef::new(ProductSignals::Value).big_integer().not_null().default(0))
-                    .col(ColumnDef::new(ProductSignals::UpdatedAt).big_integer().not_null())
-                    .primary_key(Index::create().col(ProductSignals::ProductId).col(ProductSignals::SignalName))
+                    .col(ColumnDef::new(SignalSlots::SignalName).string_len(64).not_null().primary_key())
+                    .col(ColumnDef::new(SignalSlots::Slot).small_integer().not_null().unique_key())
                     .to_owned(),
             )
             .await?;
@@ -121,8 +110,13 @@ impl MigrationTrait for Migration {
         manager.drop_table(Table::drop().table(ScoringProfiles::Table).if_exists().to_owned()).await?;
         let table = Table::alter().table(RankingRuns::Table).drop_column(RankingRuns::AxisStats).to_owned();
         manager.alter_table(table).await?;
-        manager.drop_table(Table::drop().table(ProductSignals::Table).if_exists().to_owned()).await?;
-        manager.drop_table(Table::drop().table(ProductDailySignals::Table).if_exists().to_owned()).await?;
+        manager.drop_table(Table::drop().table(SignalSlots::Table).if_exists().to_owned()).await?;
+        for table in [ProductDailyMetrics::Table.into_iden(), ProductMetrics::Table.into_iden()] {
+            for slot in 1..=SIGNAL_COLUMNS {
+                let column = Alias::new(format!("signal_{slot}"));
+                manager.alter_table(Table::alter().table(table.clone()).drop_column(column).to_owned()).await?;
+            }
+        }
         let table = Table::alter().table(Events::Table).drop_column(Events::SignalName).to_owned();
         manager.alter_table(table).await
     }

@@ -161,6 +161,10 @@ pub trait MetricsStore: Send + Sync + 'static {
         signals: &[String],
     ) -> Result<Vec<ProductDay>, StoreError>;
 
+    /// Gives each custom signal of `names` its place in the store, once and for good (at
+    /// start-up, before any event of them is recorded). Refused when there is no place left.
+    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError>;
+
     /// Keeps the canonical text of the profile of `fingerprint` (once per fingerprint).
     async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;
 

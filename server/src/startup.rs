@@ -73,6 +73,7 @@ impl Application {
         // Every version records its profile's fingerprint; the profile itself is kept once
         // so that ExplainRank explains a version with its own profile after a change.
         let profile = &policy.profile;
+        store.register_signals(profile.custom_names()).await.context("failed to register the custom signals")?;
         store
             .record_profile(&profile.fingerprint(), &crate::config::profile::to_toml(profile))
             .await

@@ -117,6 +117,9 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
         Ok(Vec::new())
     }
+    async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {
+        Ok(())
+    }
     async fn record_profile(&self, _: &str, _: &str) -> Result<(), StoreError> {
         Ok(())
     }

@@ -36,6 +36,7 @@ mod cluster;
 mod helpers;
 mod hostile;
 mod ingest;
+mod profiles;
 mod reads;
 mod recompute;
 mod retention;
@@ -111,7 +112,17 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     match args.first().map(String::as_str) {
-        Some("ingest") => ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres")).await,
+        Some("ingest") => {
+            ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres"), false).await
+        }
+        Some("ingest-signals") => {
+            ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres"), true).await
+        }
+        Some("profiles") => {
+            let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+            let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
+            profiles::bench_profiles(n, redis).await;
+        }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
             let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
@@ -156,7 +167,8 @@ async fn main() {
             hostile::bench_hostile_reads(addr, pid, redis).await;
         }
         _ => eprintln!(
-            "usage: service ingest <db-url|throwaway-postgres> | recompute <products> [redis-url] | reads [redis-url] | read-path \
+            "usage: service ingest|ingest-signals <db-url|throwaway-postgres> | recompute <products> [redis-url] \
+             | profiles <products> [redis-url] | reads [redis-url] | read-path \
              | cluster <products> <redis-url> <cluster-seeds> | retention <rows> \
              | hostile <addr> <pid> | hostile-reads <addr> <pid> <redis-pid>"
         ),

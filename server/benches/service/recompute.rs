@@ -30,14 +30,17 @@ pub async fn bench_recompute(products: i64, redis: &str) {
 }
 
 /// Writes `products` rows of `date` inside PostgreSQL, so the bench process holds none of
-/// them.
+/// them; the first two custom signal columns get values too (read only by a profile that
+/// registered signals for them, as `profiles` does).
 pub(crate) async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) {
     let db = Database::connect(url).await.expect("connect");
     let now_us = Utc::now().timestamp_micros();
     db.execute_unprepared(&format!(
-        "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at) \
+        "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at, \
+                signal_1, signal_2) \
          SELECT DATE '{date}', g, (g * 7919) % 5000, (g * 104729) % 300, (g * 31) % 7, ((g * 7127) % 9) * 10000, \
-                {now_us} - (g % 86400) * 1000000, {now_us} FROM generate_series(1::bigint, {products}::bigint) g"
+                {now_us} - (g % 86400) * 1000000, {now_us}, (g * 6971) % 40, ((g * 3301) % 600) * 1000 \
+         FROM generate_series(1::bigint, {products}::bigint) g"
     ))
     .await
     .expect("seed");
@@ -143,11 +146,11 @@ async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &st
 /// process's peak memory, and Redis memory per ranked entry of each kind of ranking.
 /// Resets the process's peak resident memory (`VmHWM`) to its current resident memory, so
 /// that the next reading is the peak of what follows (Linux `clear_refs`, value 5).
-fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn current_rss_mb() -> f64 {
+pub(crate) fn current_rss_mb() -> f64 {
     crate::status_mb("self", "VmRSS:")
 }
 

@@ -64,6 +64,8 @@ pub struct Explanation {
     pub metrics: DailyMetrics,
     /// The main score's terms, in the profile's order.
     pub terms: Vec<TermPoints>,
+    /// The profile's other signals (no term: 0 points), built-in first, then custom.
+    pub unscored: Vec<TermPoints>,
     /// `floor(main of the day before) * carry_over`.
     pub carry_points: f64,
     /// The main score: the terms and the carry added left to right.
@@ -131,6 +133,11 @@ pub fn explain(
             TermPoints { signal: t.signal, value, points: t.points(value) }
         })
         .collect();
+    let unscored = profile
+        .signals()
+        .filter(|s| profile.terms().iter().all(|t| t.signal != *s))
+        .map(|signal| TermPoints { signal, value: signal.value(&metrics), points: 0.0 })
+        .collect();
     let carry_points = carried.0 as f64 * profile.carry_over();
     let main = profile.main_score(&metrics, carried);
 
@@ -159,7 +166,7 @@ pub fn explain(
     let (floor, _) = layout.clamp(main_floor(main));
     let breakdown = Breakdown::new(floor, &norms[..axes.len()]);
     let score = layout.encode_breakdown(&breakdown);
-    Explanation { profile, metrics, terms, carry_points, main, axes, breakdown, score }
+    Explanation { profile, metrics, terms, unscored, carry_points, main, axes, breakdown, score }
 }
 
 #[cfg(test)]

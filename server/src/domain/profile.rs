@@ -307,6 +307,13 @@ impl ScoringProfile {
         self.custom.iter().position(|(n, _)| n == name).map(|i| (i as u8, self.custom[i].1))
     }
 
+    /// Every signal of the profile: the built-in ones, then the custom ones in slot order.
+    pub fn signals(&self) -> impl Iterator<Item = SignalRef> + '_ {
+        [SignalRef::Views, SignalRef::Likes, SignalRef::Orders, SignalRef::OrderAmount]
+            .into_iter()
+            .chain((0..self.custom.len()).map(|slot| SignalRef::Custom(slot as u8)))
+    }
+
     /// The main score's terms, in the order written.
     pub fn terms(&self) -> &[ScoreTerm] {
         &self.terms

@@ -33,7 +33,7 @@ impl Default for Weights {
 }
 
 /// One product's counters for one day (or summed over a week), as stored in
-/// `product_daily_metrics` and, for the profile's custom signals, `product_daily_signals`.
+/// `product_daily_metrics` (the profile's custom signals in its `signal_*` columns).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DailyMetrics {
     /// Views that day.

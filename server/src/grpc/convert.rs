@@ -192,6 +192,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         signals: e
             .terms
             .iter()
+            .chain(&e.unscored)
             .map(|t| pb::SignalExplanation {
                 signal: profile.signal_name(t.signal).into(),
                 value: t.value as f64,

@@ -401,13 +401,19 @@ async fn custom_profiles_rank_exactly_as_an_independent_reference() {
             .expect("explained")
             .into_inner();
         assert!(!explained.stale, "nothing arrived since the recompute");
+        // The terms in order, then every other signal of the profile with no points.
         let names: Vec<&str> = explained.signals.iter().map(|s| s.signal.as_str()).collect();
-        assert_eq!(names, terms.iter().map(|t| t.0).collect::<Vec<_>>());
+        assert_eq!(names[..terms.len()], terms.iter().map(|t| t.0).collect::<Vec<_>>());
+        let unscored = &explained.signals[terms.len()..];
+        assert_eq!(unscored.len(), 4 + 2 - terms.len(), "4 built-in and 2 custom signals: {names:?}");
+        assert!(unscored.iter().all(|s| s.points == 0.0 && !terms.iter().any(|t| t.0 == s.signal)));
         let axes_named: Vec<&str> = explained.axes.iter().map(|a| a.axis.as_str()).collect();
         assert_eq!(axes_named, axes.iter().map(|a| a.0).collect::<Vec<_>>());
         assert_eq!(explained.axes[0].axis, first_signal);
         assert_eq!(explained.axes.iter().map(|a| a.norm).collect::<Vec<_>>(), b.axis_norms);
-        let points = explained.signals.iter().fold(None::<f64>, |s, t| Some(s.map_or(t.points, |s| s + t.points)));
+        let points = explained.signals[..terms.len()]
+            .iter()
+            .fold(None::<f64>, |s, t| Some(s.map_or(t.points, |s| s + t.points)));
         assert_eq!(points.unwrap_or(0.0) + explained.carry_points, explained.main_score);
         app.stop().await;
         db.drop_db().await;
@@ -483,5 +489,48 @@ async fn the_built_in_profile_written_out_ranks_exactly_as_no_profile() {
     }
     assert!(rankings[0].iter().all(|(total, _)| *total > 0));
     assert_eq!(rankings[0], rankings[1], "the built-in profile as a file is no profile, bit for bit");
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_replica_explains_a_version_with_the_profile_it_was_computed_with() {
+    // Two replicas on one database and one Redis, mid-way through a profile change: the
+    // version the second computes is explained by the first with the second's profile.
+    if crate::helpers::test_redis().is_none() {
+        return; // in-process rankings are not shared between replicas
+    }
+    let (cart, wishlist) = (ProfileFile::new(CART_PROFILE), ProfileFile::new(WISHLIST_PROFILE));
+    let db = TestDb::create().await;
+    let first_settings = settings(&db.url, &[&cart.flag()]);
+    let mut second_settings = settings(&db.url, &[&wishlist.flag()]);
+    second_settings.redis.redis_prefix = first_settings.redis.redis_prefix.clone();
+    let mut first = TestApp::spawn_on(first_settings).await;
+    let now = Utc::now();
+    let wish = |id: &str| v1::Event { signal: "wishlist".into(), ..event(id, 9, EventType::Signal, 0, now) };
+    // Recorded by the replica whose profile declares the signal.
+    let mut second = TestApp::spawn_on(second_settings).await;
+    second.record(vec![wish("x-1"), wish("x-2"), event("x-3", 8, EventType::Like, 0, now)]).await;
+    second.recompute("").await;
+    let version = second.top("", 10).await.version;
+    ranking_server::test_support::eventually("the first replica serves the second's version", || {
+        let mut client = first.client.clone();
+        async move {
+            let top = client.get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner();
+            top.version == version
+        }
+    })
+    .await;
+    let explained = first
+        .client
+        .explain_rank(v1::ExplainRankRequest { product_id: 9, ..Default::default() })
+        .await
+        .expect("explained")
+        .into_inner();
+    let axes: Vec<&str> = explained.axes.iter().map(|a| a.axis.as_str()).collect();
+    assert_eq!(axes, ["wishlist", "orders", "likes"], "the version's profile, not the replica's own");
+    assert_eq!(explained.signals[0].signal, "wishlist");
+    assert_eq!((explained.signals[0].value, explained.stale), (2.0, false));
+    first.stop().await;
+    second.stop().await;
     db.drop_db().await;
 }

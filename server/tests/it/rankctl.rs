@@ -105,3 +105,31 @@ async fn rankctl_watch_prints_each_state_of_the_top() {
     assert!(first.contains(r#""total":1"#), "{first}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_records_custom_signals_and_shows_a_profiles_axes() {
+    let path = std::env::temp_dir().join(format!("rankctl-profile-{:016x}.toml", crate::helpers::rand_u64()));
+    let profile = "carry_over = 0.1\ncarry_days = 7\n[signals.cart_adds]\nkind = \"count\"\n\
+                   [[main]]\nsignal = \"cart_adds\"\nweight = 0.5\ntransform = \"log1p\"\n[[main]]\nsignal = \"views\"\nweight = 0.1\n\
+                   [[axes]]\nsignal = \"cart_adds\"\ndigits = 2\n[[axes]]\nsignal = \"recency\"\ndigits = 4\n";
+    std::fs::write(&path, profile).expect("profile");
+    let app = crate::helpers::TestApp::spawn(&[&format!("--profile={}", path.display())]).await;
+    let ep = format!("http://{}", app.addr);
+    let (record, unknown, top, explain, explain_json) = tokio::task::spawn_blocking(move || {
+        let record = run(&ep, &["record", "signal", "5", "--signal", "cart_adds"]);
+        let unknown = run(&ep, &["record", "signal", "5", "--signal", "wishlist"]);
+        run(&ep, &["record", "view", "6"]);
+        run(&ep, &["recompute"]);
+        (record, unknown, run(&ep, &["top"]), run(&ep, &["explain", "5"]), run(&ep, &["--json", "explain", "5"]))
+    })
+    .await
+    .expect("blocking");
+    let _ = std::fs::remove_file(&path);
+    assert!(record.0 && record.1.starts_with("RECORD_OUTCOME_ACCEPTED"), "{}", record.1);
+    assert!(!unknown.0 && unknown.1.contains("event.signal: unknown \"wishlist\""), "{}", unknown.1);
+    assert!(top.0 && top.1.lines().any(|h| h.ends_with("MAIN  AXES")), "{}", top.1);
+    assert!(explain.0 && explain.1.lines().any(|l| l.starts_with("cart_adds ")), "{}", explain.1);
+    assert!(explain.1.lines().any(|l| l.starts_with("recency ")), "{}", explain.1);
+    assert!(explain_json.1.contains(r#""signals":[{"signal":"cart_adds","value":1,"#), "{}", explain_json.1);
+    app.stop().await;
+}

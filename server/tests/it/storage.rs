@@ -462,3 +462,52 @@ async fn postgres_partitioning_migration_keeps_existing_events() {
     assert_eq!(crate::helpers::count_events(&db.url).await, 3);
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
+    use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
+    use ranking_server::domain::event::{Event, EventKind};
+    use ranking_server::domain::profile::SignalKind;
+    use ranking_server::ports::{DatedEvent, MetricsStore};
+
+    let db = crate::helpers::TestDb::create().await;
+    let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
+    let names = |range: std::ops::Range<u32>| range.map(|i| format!("s{i}")).collect::<Vec<_>>();
+    store.register_signals(&names(0..3)).await.expect("three columns");
+    // A second process (another replica, a restart) finds the same columns, and more names
+    // take the columns left.
+    let again = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
+    again.register_signals(&names(1..8)).await.expect("eight in all");
+    let refused = again.register_signals(&names(8..9)).await.expect_err("no ninth column");
+    assert!(refused.to_string().contains("\"s8\" has no column left"), "{refused}");
+
+    // Values land in the signal's column; a profile reading its signals in any order gets
+    // each one's own values.
+    let now = Utc::now();
+    let signal = |id: &str, name: &str, kind, amount| DatedEvent {
+        event: Event {
+            event_id: id.into(),
+            product_id: 5,
+            kind: EventKind::Signal(kind),
+            signal: name.into(),
+            amount,
+            occurred_at: now,
+        },
+        date: now.date_naive(),
+    };
+    let batch = vec![
+        signal("a", "s1", SignalKind::Count, 0),
+        signal("b", "s1", SignalKind::Count, 0),
+        signal("c", "s6", SignalKind::Amount, 40),
+    ];
+    again.record(&batch).await.expect("record");
+    let mut seen = Vec::new();
+    store
+        .scan_day(now.date_naive(), &["s6".into(), "s1".into(), "never".into()], &mut |r| {
+            seen.push((r.product_id, r.metrics.custom[..3].to_vec()))
+        })
+        .await
+        .expect("scan");
+    assert_eq!(seen, vec![(5, vec![40, 2, 0])]);
+    db.drop_db().await;
+}

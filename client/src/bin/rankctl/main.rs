@@ -38,6 +38,8 @@ enum Kind {
     Like,
     Unlike,
     Order,
+    /// A custom signal of the server's scoring profile (`--signal NAME`).
+    Signal,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -55,9 +57,12 @@ enum Command {
         kind: Kind,
         /// The product.
         product_id: i64,
-        /// Order amount in the currency's minor unit (ORDER only).
+        /// Order amount in the currency's minor unit (ORDER), or an amount signal's value.
         #[arg(long, default_value_t = 0)]
         amount: i64,
+        /// The custom signal of a `signal` event, as the server's profile names it.
+        #[arg(long, default_value = "")]
+        signal: String,
         /// Use this event id instead of a fresh one (to repeat a delivery).
         #[arg(long)]
         id: Option<String>,
@@ -185,12 +190,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
     let client = builder.connect().await?;
     match cli.command {
-        Command::Record { kind, product_id, amount, id } => {
+        Command::Record { kind, product_id, amount, signal, id } => {
             let mut event = match kind {
                 Kind::View => events::view(product_id),
                 Kind::Like => events::like(product_id),
                 Kind::Unlike => events::unlike(product_id),
                 Kind::Order => events::order(product_id, amount),
+                Kind::Signal => events::signal(product_id, &signal, amount),
             };
             if let Some(id) = id {
                 event.event_id = id;

@@ -8,8 +8,8 @@ pub fn entry_json(p: &v1::RankedProduct) -> String {
         .as_ref()
         .map(|b| {
             format!(
-                r#","breakdown":{{"main_floor":{},"view_norm":{},"like_norm":{},"recency_norm":{}}}"#,
-                b.main_floor, b.view_norm, b.like_norm, b.recency_norm
+                r#","breakdown":{{"main_floor":{},"view_norm":{},"like_norm":{},"recency_norm":{},"axis_norms":{:?}}}"#,
+                b.main_floor, b.view_norm, b.like_norm, b.recency_norm, b.axis_norms
             )
         })
         .unwrap_or_default();
@@ -29,14 +29,31 @@ fn change(p: &v1::RankedProduct) -> String {
     }
 }
 
+/// Whether a breakdown is the built-in profile's (the three named norms are its axes).
+fn named(b: &v1::ScoreBreakdown) -> bool {
+    b.axis_norms.is_empty() || b.axis_norms == [b.view_norm, b.like_norm, b.recency_norm]
+}
+
+/// Entries as a table: the built-in profile's VIEW, LIKE and RECENCY norms, or for a
+/// custom profile every axis's norm in its order (AXES).
 pub fn table(products: &[v1::RankedProduct]) {
-    println!(
-        "{:>6}  {:>6}  {:>6}  {:>7}  {:>12}  {:>16}  {:>10}  {:>4}  {:>4}  {:>7}",
-        "RANK", "TIED", "CHANGE", "TOP %", "PRODUCT", "SCORE", "MAIN", "VIEW", "LIKE", "RECENCY"
+    let custom = products.iter().any(|p| p.breakdown.as_ref().is_some_and(|b| !named(b)));
+    let head = format!(
+        "{:>6}  {:>6}  {:>6}  {:>7}  {:>12}  {:>16}  {:>10}",
+        "RANK", "TIED", "CHANGE", "TOP %", "PRODUCT", "SCORE", "MAIN"
     );
+    if custom {
+        println!("{head}  AXES");
+    } else {
+        println!("{head}  {:>4}  {:>4}  {:>7}", "VIEW", "LIKE", "RECENCY");
+    }
     for p in products {
         let head = format!("{:>6}  {:>6}  {:>6}  {:>7.3}", p.rank, p.tied_rank, change(p), p.top_percent);
         match &p.breakdown {
+            Some(b) if custom => {
+                let norms: Vec<String> = b.axis_norms.iter().map(u32::to_string).collect();
+                println!("{head}  {:>12}  {:>16.12}  {:>10}  {}", p.product_id, p.score, b.main_floor, norms.join(" "));
+            }
             Some(b) => println!(
                 "{head}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
                 p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
@@ -48,7 +65,14 @@ pub fn table(products: &[v1::RankedProduct]) {
 
 fn axis_json(a: Option<&v1::AxisExplanation>) -> String {
     let a = a.cloned().unwrap_or_default();
-    format!(r#"{{"raw":{},"mean":{},"std":{},"z":{},"norm":{}}}"#, a.raw, a.mean, a.std, a.z, a.norm)
+    format!(
+        r#"{{"axis":"{}","raw":{},"mean":{},"std":{},"z":{},"norm":{}}}"#,
+        a.axis, a.raw, a.mean, a.std, a.z, a.norm
+    )
+}
+
+fn list<T>(items: &[T], each: impl Fn(&T) -> String) -> String {
+    format!("[{}]", items.iter().map(each).collect::<Vec<_>>().join(","))
 }
 
 pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
@@ -56,7 +80,8 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         concat!(
             r#"{{"date":"{}","version":{},"stale":{},"product":{},"views":{},"likes":{},"orders":{},"order_amount":{},"#,
             r#""view_points":{},"like_points":{},"order_points":{},"carry_points":{},"main_score":{},"#,
-            r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{}}}"#
+            r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{},"#,
+            r#""signals":{},"axes":{}}}"#
         ),
         r.date,
         r.version,
@@ -75,7 +100,9 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         axis_json(r.likes_axis.as_ref()),
         axis_json(r.recency_axis.as_ref()),
         r.above.as_ref().map_or_else(|| "null".to_owned(), entry_json),
-        r.points_to_overtake
+        r.points_to_overtake,
+        list(&r.signals, |s| format!(r#"{{"signal":"{}","value":{},"points":{}}}"#, s.signal, s.value, s.points)),
+        list(&r.axes, |a| axis_json(Some(a))),
     )
 }
 
@@ -85,16 +112,31 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
     table(std::slice::from_ref(&p));
     println!();
     println!("{:<12}  {:>16}  {:>16}", "PART", "COUNT", "POINTS");
-    println!("{:<12}  {:>16}  {:>16.9}", "views", r.views, r.view_points);
-    println!("{:<12}  {:>16}  {:>16.9}", "likes", r.likes, r.like_points);
-    println!("{:<12}  {:>16}  {:>16.9}", "orders", format!("{} / {}", r.orders, r.order_amount), r.order_points);
+    if r.signals.is_empty() {
+        // A server from before scoring profiles: the built-in parts by name.
+        println!("{:<12}  {:>16}  {:>16.9}", "views", r.views, r.view_points);
+        println!("{:<12}  {:>16}  {:>16.9}", "likes", r.likes, r.like_points);
+        println!("{:<12}  {:>16}  {:>16.9}", "orders", format!("{} / {}", r.orders, r.order_amount), r.order_points);
+    }
+    for s in &r.signals {
+        println!("{:<12}  {:>16}  {:>16.9}", s.signal, s.value, s.points);
+    }
     println!("{:<12}  {:>16}  {:>16.9}", "carry-over", "", r.carry_points);
     println!("{:<12}  {:>16}  {:>16.9}", "main score", "", r.main_score);
     println!();
-    println!("{:<8}  {:>14}  {:>14}  {:>14}  {:>8}  {:>4}", "AXIS", "RAW", "MEAN", "STD", "Z", "NORM");
-    for (name, a) in [("views", &r.views_axis), ("likes", &r.likes_axis), ("recency", &r.recency_axis)] {
-        let a = a.clone().unwrap_or_default();
-        println!("{name:<8}  {:>14.3}  {:>14.3}  {:>14.3}  {:>8.3}  {:>4}", a.raw, a.mean, a.std, a.z, a.norm);
+    println!("{:<12}  {:>14}  {:>14}  {:>14}  {:>8}  {:>4}", "AXIS", "RAW", "MEAN", "STD", "Z", "NORM");
+    let named = [&r.views_axis, &r.likes_axis, &r.recency_axis];
+    let axes: Vec<v1::AxisExplanation> = if r.axes.is_empty() {
+        named
+            .iter()
+            .zip(["views", "likes", "recency"])
+            .map(|(a, name)| v1::AxisExplanation { axis: name.into(), ..(*a).clone().unwrap_or_default() })
+            .collect()
+    } else {
+        r.axes.clone()
+    };
+    for a in &axes {
+        println!("{:<12}  {:>14.3}  {:>14.3}  {:>14.3}  {:>8.3}  {:>4}", a.axis, a.raw, a.mean, a.std, a.z, a.norm);
     }
     println!();
     match &r.above {

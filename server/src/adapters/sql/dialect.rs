@@ -215,14 +215,13 @@ impl Dialect {
     }
 
     /// The day's metrics rows in ascending product order: `product_id, views, likes, orders,
-    /// order_amount, last_event_at`, then the value of each custom signal of `signals` (0
-    /// when the product has none that day), each from one primary-key lookup of
-    /// `product_daily_signals`.
-    pub fn scan_day(self, date: chrono::NaiveDate, signals: &[String]) -> Read {
-        let (joins, picks) = signal_joins(signals, "");
+    /// order_amount, last_event_at`, then the column of each custom signal of `signals`
+    /// (`None`: a signal no row has, read as 0).
+    pub fn scan_day(self, date: chrono::NaiveDate, signals: &[Option<u8>]) -> Read {
         let sql = format!(
-            "SELECT m.product_id, m.views, m.likes, m.orders, m.order_amount, m.last_event_at{picks} \
-             FROM product_daily_metrics m{joins} WHERE m.metric_date = {} ORDER BY m.product_id",
+            "SELECT product_id, views, likes, orders, order_amount, last_event_at{} \
+             FROM product_daily_metrics WHERE metric_date = {} ORDER BY product_id",
+            signal_columns(signals, |c| c.to_string()),
             self.param(1)
         );
         Read { settings: &[], sql, values: vec![date.into()] }
@@ -239,32 +238,32 @@ impl Dialect {
     /// planner cannot count the groups of a union and would rather hash them in parallel
     /// workers spilling to disk, about twice the time and three processes' CPU at a million
     /// products (BENCHMARKS.md), hence the settings of the read.
-    pub fn scan_days(self, first: chrono::NaiveDate, last: chrono::NaiveDate, signals: &[String]) -> Read {
+    pub fn scan_days(self, first: chrono::NaiveDate, last: chrono::NaiveDate, signals: &[Option<u8>]) -> Read {
         let sum = |column: &str| match self {
             Self::Postgres => format!("LEAST(SUM({column}), 9223372036854775807)::BIGINT"),
             Self::MySql => format!("CAST(LEAST(SUM({column}), 9223372036854775807) AS SIGNED)"),
             Self::Sqlite => format!("SUM({column})"),
         };
-        let sums = |prefix: &str, customs: Vec<String>| {
-            let mut all: Vec<String> =
-                ["views", "likes", "orders", "order_amount"].iter().map(|c| sum(&format!("{prefix}{c}"))).collect();
-            all.push(format!("MAX({prefix}last_event_at)"));
-            all.extend(customs.iter().map(|c| sum(c)));
-            all.join(", ")
-        };
+        let sums = format!(
+            "{}, {}, {}, {}, MAX(last_event_at){}",
+            sum("views"),
+            sum("likes"),
+            sum("orders"),
+            sum("order_amount"),
+            signal_columns(signals, sum)
+        );
         match self {
             Self::Postgres => {
                 let days: Vec<chrono::NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
-                let (joins, picks) = signal_joins(signals, " AS s");
+                let picks = signal_columns(signals, |c| c.to_string());
                 let ranges: Vec<String> = (1..=days.len())
                     .map(|n| {
                         format!(
-                            "(SELECT m.product_id, m.views, m.likes, m.orders, m.order_amount, m.last_event_at{picks} \
-                             FROM product_daily_metrics m{joins} WHERE m.metric_date = ${n} ORDER BY m.product_id)"
+                            "(SELECT product_id, views, likes, orders, order_amount, last_event_at{picks} \
+                             FROM product_daily_metrics WHERE metric_date = ${n} ORDER BY product_id)"
                         )
                     })
                     .collect();
-                let customs = (0..signals.len()).map(|k| format!("s{k}")).collect();
                 Read {
                     settings: &[
                         "SET LOCAL enable_hashagg = off",
@@ -272,26 +271,20 @@ impl Dialect {
                         "SET LOCAL jit = off",
                     ],
                     sql: format!(
-                        "SELECT product_id, {} FROM ({}) AS days GROUP BY product_id ORDER BY product_id",
-                        sums("", customs),
+                        "SELECT product_id, {sums} FROM ({}) AS days GROUP BY product_id ORDER BY product_id",
                         ranges.join(" UNION ALL ")
                     ),
                     values: days.into_iter().map(Value::from).collect(),
                 }
             }
-            Self::MySql | Self::Sqlite => {
-                let (joins, _) = signal_joins(signals, "");
-                let customs = (0..signals.len()).map(|k| format!("COALESCE(s{k}.value, 0)")).collect();
-                Read {
-                    settings: &[],
-                    sql: format!(
-                        "SELECT m.product_id, {} FROM product_daily_metrics m{joins} \
-                         WHERE m.metric_date BETWEEN ? AND ? GROUP BY m.product_id ORDER BY m.product_id",
-                        sums("m.", customs)
-                    ),
-                    values: vec![first.into(), last.into()],
-                }
-            }
+            Self::MySql | Self::Sqlite => Read {
+                settings: &[],
+                sql: format!(
+                    "SELECT product_id, {sums} FROM product_daily_metrics WHERE metric_date BETWEEN ? AND ? \
+                     GROUP BY product_id ORDER BY product_id"
+                ),
+                values: vec![first.into(), last.into()],
+            },
         }
     }
 
@@ -318,34 +311,17 @@ impl Dialect {
     }
 }
 
-/// Whether `name` is a signal name a profile accepts (`[a-z][a-z0-9_]{0,63}`): the only
-/// text written into a statement rather than bound, and never from a caller.
-fn is_signal_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.len() <= 64
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// One `LEFT JOIN` of `product_daily_signals` per custom signal onto the metrics row `m`
-/// (a primary-key lookup each), and the selected values `, COALESCE(sK.value, 0)` each
-/// followed by `alias` and its number when an alias is given (`" AS s"` → `AS s0`).
-fn signal_joins(signals: &[String], alias: &str) -> (String, String) {
-    let mut joins = String::new();
-    let mut picks = String::new();
-    for (k, name) in signals.iter().enumerate() {
-        // A name that is not a profile's can only be a programming error; it matches no row.
-        let name = if is_signal_name(name) { name.as_str() } else { "" };
-        joins.push_str(&format!(
-            " LEFT JOIN product_daily_signals s{k} ON s{k}.metric_date = m.metric_date \
-             AND s{k}.product_id = m.product_id AND s{k}.signal_name = '{name}'"
-        ));
-        picks.push_str(&format!(", COALESCE(s{k}.value, 0)"));
-        if !alias.is_empty() {
-            picks.push_str(&format!("{alias}{k}"));
-        }
-    }
-    (joins, picks)
+/// `, <expr of signal_K>` for each signal column (`, 0` for a signal without one), the
+/// column name given to `expr` (the column itself, or its sum). Only column numbers are
+/// written into the statement.
+fn signal_columns(signals: &[Option<u8>], expr: impl Fn(&str) -> String) -> String {
+    signals
+        .iter()
+        .map(|slot| match slot {
+            Some(slot) => format!(", {}", expr(&super::signals::column(*slot))),
+            None => ", 0".to_string(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -444,21 +420,16 @@ mod tests {
         assert!(settings.is_empty(), "a day's scan needs no transaction of its own");
         assert_eq!(
             pg,
-            "SELECT m.product_id, m.views, m.likes, m.orders, m.order_amount, m.last_event_at \
-             FROM product_daily_metrics m WHERE m.metric_date = $1 ORDER BY m.product_id"
+            "SELECT product_id, views, likes, orders, order_amount, last_event_at \
+             FROM product_daily_metrics WHERE metric_date = $1 ORDER BY product_id"
         );
         assert_eq!(values.len(), 1);
         let my = Dialect::MySql.scan_day(day, &[]).sql;
-        assert!(my.contains("FROM product_daily_metrics m WHERE m.metric_date = ?"), "{my}");
-        // A custom signal is one primary-key lookup of its table; a name that is not a
-        // profile's matches nothing rather than reaching the statement.
-        let signals = ["cart_adds".to_string(), "x'; DROP TABLE events; --".to_string()];
-        let with = Dialect::Sqlite.scan_day(day, &signals).sql;
-        assert!(with.contains("LEFT JOIN product_daily_signals s0 ON s0.metric_date = m.metric_date"), "{with}");
-        assert!(with.contains("s0.signal_name = 'cart_adds'") && with.contains("s1.signal_name = ''"), "{with}");
-        assert!(with.contains(", COALESCE(s0.value, 0), COALESCE(s1.value, 0) FROM"), "{with}");
-        assert!(!with.contains("DROP"));
-        let week = Dialect::Postgres.scan_days(day, day, &signals[..1]).sql;
-        assert!(week.contains("COALESCE(s0.value, 0) AS s0 FROM") && week.contains("SUM(s0)"), "{week}");
+        assert!(my.contains("FROM product_daily_metrics WHERE metric_date = ?"), "{my}");
+        // Custom signals are columns of the same rows; one never registered reads as 0.
+        let with = Dialect::Sqlite.scan_day(day, &[Some(3), None]).sql;
+        assert!(with.contains("last_event_at, signal_3, 0 FROM product_daily_metrics"), "{with}");
+        let week = Dialect::Postgres.scan_days(day, day, &[Some(1)]).sql;
+        assert!(week.contains("last_event_at, signal_1 FROM") && week.contains("SUM(signal_1)"), "{week}");
     }
 }

@@ -16,9 +16,10 @@ pub mod dialect;
 pub mod partitions;
 pub mod rows;
 pub mod runs;
+pub mod signals;
 pub mod write;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -64,6 +65,8 @@ pub struct SqlMetricsStore {
     /// ([`Dialect::serialises_writers`]); held for one attempt, never across a backoff.
     write_gate: Option<Mutex<()>>,
     max_attempts: u32,
+    /// The column of each custom signal.
+    signals: signals::SignalColumns,
 }
 
 impl SqlMetricsStore {
@@ -90,11 +93,30 @@ impl SqlMetricsStore {
             dialect,
             write_gate: dialect.serialises_writers().then(|| Mutex::new(())),
             max_attempts: options.max_attempts.max(1),
+            signals: signals::SignalColumns::default(),
         })
     }
 
     fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
         Statement::from_sql_and_values(self.dialect.backend(), sql, values)
+    }
+
+    /// The column of every custom signal of `batch` (registered now when it has none yet:
+    /// the profile's are at start-up).
+    async fn signal_columns(&self, batch: &[DatedEvent]) -> Result<HashMap<String, u8>, StoreError> {
+        let mut names: Vec<String> =
+            batch.iter().filter(|e| !e.event.signal.is_empty()).map(|e| e.event.signal.clone()).collect();
+        if names.is_empty() {
+            return Ok(HashMap::new());
+        }
+        names.sort_unstable();
+        names.dedup();
+        let mut columns = self.signals.of(&self.db, &names).await?;
+        if columns.iter().any(Option::is_none) {
+            self.register_signals(&names).await?;
+            columns = self.signals.of(&self.db, &names).await?;
+        }
+        Ok(names.into_iter().zip(columns).filter_map(|(n, c)| c.map(|c| (n, c))).collect())
     }
 
     /// This writer's turn at the write gate, where writers take turns.
@@ -106,14 +128,20 @@ impl SqlMetricsStore {
     }
 
     /// One attempt of a batch, in its own transaction, under the write gate.
-    async fn record_once(&self, batch: &[DatedEvent], candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
+    async fn record_once(
+        &self,
+        batch: &[DatedEvent],
+        candidates: &[usize],
+        signal_columns: &HashMap<String, u8>,
+    ) -> Result<HashSet<usize>, Attempt> {
         let _gate = self.write_turn().await;
         let txn = self
             .db
             .begin_with_config(self.dialect.write_isolation(), None)
             .await
             .map_err(|e| Attempt::Fail(StoreError::database(e)))?;
-        let write = BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us: Utc::now().timestamp_micros() };
+        let now_us = Utc::now().timestamp_micros();
+        let write = BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us, signal_columns };
         match write.run(candidates).await {
             Ok(fresh) => {
                 txn.commit().await?;
@@ -201,9 +229,10 @@ impl MetricsStore for SqlMetricsStore {
         let mut seen = HashSet::with_capacity(batch.len());
         let candidates: Vec<usize> =
             (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
+        let signal_columns = self.signal_columns(batch).await?;
         let mut attempt = 1;
         let fresh = loop {
-            let result = match self.record_once(batch, &candidates).await {
+            let result = match self.record_once(batch, &candidates, &signal_columns).await {
                 Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
                 Err(Attempt::Db(e)) => Err(Attempt::Fail(StoreError::database(e))),
                 other => other,
@@ -231,8 +260,8 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
-        self.stream_read(self.dialect.scan_day(date, signals), signals.len(), visit).await
+        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        self.stream_read(self.dialect.scan_day(date, &columns), columns.len(), visit).await
     }
 
     async fn scan_days(
@@ -242,8 +271,8 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
-        self.stream_read(self.dialect.scan_days(first, last, signals), signals.len(), visit).await
+        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        self.stream_read(self.dialect.scan_days(first, last, &columns), columns.len(), visit).await
     }
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
@@ -270,15 +299,6 @@ impl MetricsStore for SqlMetricsStore {
                 chunk,
             )
             .await?;
-        let signal_days = self
-            .delete_chunked(
-                "product_daily_signals",
-                "metric_date, product_id, signal_name",
-                "metric_date",
-                days_before.into(),
-                chunk,
-            )
-            .await?;
         let runs = {
             let _gate = self.write_turn().await;
             let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
@@ -288,7 +308,7 @@ impl MetricsStore for SqlMetricsStore {
                 .map_err(StoreError::database)?
                 .rows_affected()
         };
-        Ok(events + days + signal_days + runs)
+        Ok(events + days + runs)
     }
 
     async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
@@ -323,8 +343,13 @@ impl MetricsStore for SqlMetricsStore {
         days: &[NaiveDate],
         signals: &[String],
     ) -> Result<Vec<ProductDay>, StoreError> {
-        let signals = &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)];
-        runs::product_days(&self.db, product_id, days, signals).await
+        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        runs::product_days(&self.db, product_id, days, &columns).await
+    }
+
+    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        self.signals.register(&self.db, names).await
     }
 
     async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {

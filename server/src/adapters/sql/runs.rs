@@ -155,45 +155,40 @@ pub async fn stored_profile(db: &impl ConnectionTrait, fingerprint: &str) -> Res
 
 /// One product's rows of `days`, by primary-key lookups (`metric_date IN (…)` on the key's
 /// first column, the product on its second: no scan of a day), with the values of the
-/// custom `signals` (in slot order) from `product_daily_signals`, looked up the same way.
+/// custom signals in `signals` (their columns, in slot order; `None` reads 0).
 pub async fn product_days(
     db: &impl ConnectionTrait,
     product_id: i64,
     days: &[NaiveDate],
-    signals: &[String],
+    signals: &[Option<u8>],
 ) -> Result<Vec<ProductDay>, StoreError> {
     if days.is_empty() {
         return Ok(Vec::new());
     }
-    let select = Query::select()
+    let mut select = Query::select()
         .columns(columns(["metric_date", "views", "likes", "order_amount", "orders", "last_event_at"]))
         .from(Alias::new("product_daily_metrics"))
         .and_where(Expr::col(Alias::new("metric_date")).is_in(days.iter().copied()))
         .and_where(Expr::col(Alias::new("product_id")).eq(product_id))
         .order_by(Alias::new("metric_date"), Order::Asc)
         .to_owned();
+    for slot in signals.iter().flatten() {
+        select.column(Alias::new(super::signals::column(*slot)));
+    }
     let rows = db.query_all(&select).await.map_err(StoreError::database)?;
-    let mut product_days = rows.iter().map(product_day).collect::<Result<Vec<_>, _>>()?;
-    if signals.is_empty() || product_days.is_empty() {
-        return Ok(product_days);
-    }
-    let select = Query::select()
-        .columns(columns(["metric_date", "signal_name", "value"]))
-        .from(Alias::new("product_daily_signals"))
-        .and_where(Expr::col(Alias::new("metric_date")).is_in(days.iter().copied()))
-        .and_where(Expr::col(Alias::new("product_id")).eq(product_id))
-        .and_where(Expr::col(Alias::new("signal_name")).is_in(signals.iter().map(String::as_str)))
-        .to_owned();
-    for row in db.query_all(&select).await.map_err(StoreError::database)? {
-        let date = row.try_get_by_index::<NaiveDate>(0).map_err(StoreError::database)?;
-        let name = row.try_get_by_index::<String>(1).map_err(StoreError::database)?;
-        let value = row.try_get_by_index::<i64>(2).map_err(StoreError::database)?;
-        let slot = signals.iter().position(|s| *s == name);
-        if let (Some(slot), Some(day)) = (slot, product_days.iter_mut().find(|d| d.date == date)) {
-            day.metrics.custom[slot] = value;
-        }
-    }
-    Ok(product_days)
+    rows.iter()
+        .map(|row| {
+            let mut day = product_day(row)?;
+            let mut next = 6;
+            for (value, slot) in day.metrics.custom.iter_mut().zip(signals) {
+                if slot.is_some() {
+                    *value = row.try_get_by_index::<i64>(next).map_err(StoreError::database)?;
+                    next += 1;
+                }
+            }
+            Ok(day)
+        })
+        .collect()
 }
 
 fn product_day(row: &QueryResult) -> Result<ProductDay, StoreError> {

@@ -8,8 +8,9 @@
 //!    order: likes and unlikes are order-sensitive), rows in ascending key order; plus one
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
-//! 4. When the batch holds custom signals (`EVENT_TYPE_SIGNAL`), one additive upsert per
-//!    signal table (per day, all-time), rows in ascending key order.
+//!    Custom signals (`EVENT_TYPE_SIGNAL`) are columns of the same rows (`signal_1` …, see
+//!    [`super::signals`]): they add to the same upserts, so a batch with signals costs no
+//!    statement more.
 //!
 //! An attempt that loses a race (an id another transaction committed after step 1) is
 //! reported as [`Attempt::Retry`], a refused statement as [`Attempt::Db`]; the store runs the
@@ -23,6 +24,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 
 use super::dialect::{Dialect, UpsertOp};
 use super::rows::{Column, Rows};
+use super::signals::SIGNAL_COLUMNS;
 use crate::domain::delta::MetricsDelta;
 use crate::domain::event::EventKind;
 use crate::domain::profile::SignalKind;
@@ -97,6 +99,26 @@ pub struct BatchWrite<'a> {
     pub batch: &'a [DatedEvent],
     /// `recorded_at` / `updated_at`, Unix microseconds.
     pub now_us: i64,
+    /// The column of every custom signal of the batch.
+    pub signal_columns: &'a HashMap<String, u8>,
+}
+
+/// What a batch does to one metrics row: the built-in counters, and the custom signals'
+/// sums by column (`signals[k]` is column `signal_{k+1}`).
+#[derive(Debug, Default)]
+struct RowDelta {
+    metrics: MetricsDelta,
+    signals: [i64; SIGNAL_COLUMNS as usize],
+}
+
+impl RowDelta {
+    fn add(&mut self, event: &crate::domain::event::Event, signal: Option<(u8, i64)>) {
+        self.metrics.add(event);
+        if let Some((column, value)) = signal {
+            let sum = &mut self.signals[usize::from(column - 1)];
+            *sum = sum.saturating_add(value);
+        }
+    }
 }
 
 impl BatchWrite<'_> {
@@ -152,70 +174,42 @@ impl BatchWrite<'_> {
             return Ok(HashSet::new());
         }
 
-        let mut daily: BTreeMap<(NaiveDate, i64), MetricsDelta> = BTreeMap::new();
-        let mut all_time: BTreeMap<i64, MetricsDelta> = BTreeMap::new();
+        let mut daily: BTreeMap<(NaiveDate, i64), RowDelta> = BTreeMap::new();
+        let mut all_time: BTreeMap<i64, RowDelta> = BTreeMap::new();
+        let mut columns: Vec<u8> = Vec::new();
         for i in &fresh {
             let e = &batch[*i];
-            daily.entry((e.date, e.event.product_id)).or_default().add(&e.event);
-            all_time.entry(e.event.product_id).or_default().add(&e.event);
+            let signal = self.signal_of(&e.event)?;
+            if let Some((column, _)) = signal
+                && !columns.contains(&column)
+            {
+                columns.push(column);
+            }
+            daily.entry((e.date, e.event.product_id)).or_default().add(&e.event, signal);
+            all_time.entry(e.event.product_id).or_default().add(&e.event, signal);
         }
-        let daily_keys = |rows: &[(&(NaiveDate, i64), &MetricsDelta)]| {
+        columns.sort_unstable();
+        let daily_keys = |rows: &[(&(NaiveDate, i64), &RowDelta)]| {
             vec![
                 Column::Date(rows.iter().map(|((date, _), _)| *date).collect()),
                 Column::Int(rows.iter().map(|((_, product), _)| *product).collect()),
             ]
         };
-        self.apply_deltas(&DAILY_METRICS, &daily, daily_keys).await?;
-        let product_keys = |rows: &[(&i64, &MetricsDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
-        self.apply_deltas(&PRODUCT_METRICS, &all_time, product_keys).await?;
-        self.apply_signals(&fresh).await?;
+        self.apply_deltas(&DAILY_METRICS, &daily, &columns, daily_keys).await?;
+        let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
+        self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, product_keys).await?;
         Ok(fresh.into_iter().collect())
     }
 
-    /// Adds the custom signals of the fresh events: one upsert into `product_daily_signals`
-    /// and one into `product_signals`, each row once in ascending key order (none when the
-    /// batch has no SIGNAL event). A count signal counts 1, an amount signal its amount.
-    async fn apply_signals(&self, fresh: &[usize]) -> Result<(), Attempt> {
-        let mut daily: BTreeMap<(NaiveDate, i64, &str), i64> = BTreeMap::new();
-        let mut all_time: BTreeMap<(i64, &str), i64> = BTreeMap::new();
-        for e in fresh.iter().map(|i| &self.batch[*i]) {
-            let EventKind::Signal(kind) = e.event.kind else { continue };
-            let value = if kind == SignalKind::Count { 1 } else { e.event.amount };
-            let name = e.event.signal.as_str();
-            let day = daily.entry((e.date, e.event.product_id, name)).or_default();
-            *day = day.saturating_add(value);
-            let total = all_time.entry((e.event.product_id, name)).or_default();
-            *total = total.saturating_add(value);
-        }
-        if daily.is_empty() {
-            return Ok(());
-        }
-        let ops = [("value", UpsertOp::SaturatingAdd), ("updated_at", UpsertOp::Replace)];
-        let rows = Rows {
-            len: daily.len(),
-            columns: vec![
-                Column::Date(daily.keys().map(|(d, _, _)| *d).collect()),
-                Column::Int(daily.keys().map(|(_, p, _)| *p).collect()),
-                Column::Text(daily.keys().map(|(_, _, s)| (*s).to_owned()).collect()),
-                Column::Int(daily.values().copied().collect()),
-                Column::Int(vec![self.now_us; daily.len()]),
-            ],
+    /// The column and value of a SIGNAL event (a count signal counts 1, an amount signal its
+    /// amount); `None` for the built-in types.
+    fn signal_of(&self, event: &crate::domain::event::Event) -> Result<Option<(u8, i64)>, Attempt> {
+        let EventKind::Signal(kind) = event.kind else { return Ok(None) };
+        let Some(column) = self.signal_columns.get(&event.signal) else {
+            let problem = format!("custom signal {:?} has no column", event.signal);
+            return Err(Attempt::Fail(StoreError::Corrupt(problem)));
         };
-        let key = "metric_date, product_id, signal_name";
-        let tail = self.dialect.upsert_tail("product_daily_signals", key, &ops);
-        self.upsert(&format!("product_daily_signals ({key}, value, updated_at)"), &tail, &rows).await?;
-        let rows = Rows {
-            len: all_time.len(),
-            columns: vec![
-                Column::Int(all_time.keys().map(|(p, _)| *p).collect()),
-                Column::Text(all_time.keys().map(|(_, s)| (*s).to_owned()).collect()),
-                Column::Int(all_time.values().copied().collect()),
-                Column::Int(vec![self.now_us; all_time.len()]),
-            ],
-        };
-        let key = "product_id, signal_name";
-        let tail = self.dialect.upsert_tail("product_signals", key, &ops);
-        self.upsert(&format!("product_signals ({key}, value, updated_at)"), &tail, &rows).await
+        Ok(Some((*column, if kind == SignalKind::Count { 1 } else { event.amount })))
     }
 
     async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, StoredEvent>, Attempt> {
@@ -270,18 +264,22 @@ impl BatchWrite<'_> {
     async fn apply_deltas<K>(
         &self,
         table: &MetricsTable,
-        deltas: &BTreeMap<K, MetricsDelta>,
-        key_columns: impl Fn(&[(&K, &MetricsDelta)]) -> Vec<Column>,
+        deltas: &BTreeMap<K, RowDelta>,
+        signal_columns: &[u8],
+        key_columns: impl Fn(&[(&K, &RowDelta)]) -> Vec<Column>,
     ) -> Result<(), Attempt> {
+        let signal_names: Vec<String> = signal_columns.iter().map(|c| super::signals::column(*c)).collect();
         let mut names: Vec<&str> = table.key.to_vec();
         names.extend(["views", "likes", "orders", "order_amount"]);
+        names.extend(signal_names.iter().map(String::as_str));
         let mut add = vec![
             ("views", UpsertOp::Add),
             ("likes", UpsertOp::Add),
             ("orders", UpsertOp::Add),
-            // The only counter a valid event can push towards i64::MAX (10^12 per order).
+            // The counters a valid event can push towards i64::MAX (10^12 per order).
             ("order_amount", UpsertOp::SaturatingAdd),
         ];
+        add.extend(signal_names.iter().map(|n| (n.as_str(), UpsertOp::SaturatingAdd)));
         if table.last_event_at {
             names.push("last_event_at");
             add.push(("last_event_at", UpsertOp::Max));
@@ -292,26 +290,34 @@ impl BatchWrite<'_> {
         let key = table.key.join(", ");
 
         // The clamp rows carry zero counters: only their likes column is read by the upsert.
-        let rows = |subset: &[(&K, &MetricsDelta)], clamp: bool| {
-            let counter = |f: fn(&MetricsDelta) -> i64| {
+        let rows = |subset: &[(&K, &RowDelta)], clamp: bool| {
+            let counter = |f: &dyn Fn(&RowDelta) -> i64| {
                 Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
             };
             let mut columns = key_columns(subset);
             columns.extend([
-                counter(|d| d.views),
-                Column::Int(subset.iter().map(|(_, d)| if clamp { d.likes.floor } else { d.likes.net }).collect()),
-                counter(|d| d.orders),
-                counter(|d| d.order_amount),
+                counter(&|d| d.metrics.views),
+                Column::Int(
+                    subset
+                        .iter()
+                        .map(|(_, d)| if clamp { d.metrics.likes.floor } else { d.metrics.likes.net })
+                        .collect(),
+                ),
+                counter(&|d| d.metrics.orders),
+                counter(&|d| d.metrics.order_amount),
             ]);
+            for c in signal_columns {
+                columns.push(counter(&|d| d.signals[usize::from(*c - 1)]));
+            }
             if table.last_event_at {
-                columns.push(Column::Int(subset.iter().map(|(_, d)| d.last_event_us).collect()));
+                columns.push(Column::Int(subset.iter().map(|(_, d)| d.metrics.last_event_us).collect()));
             }
             columns.push(Column::Int(vec![self.now_us; subset.len()]));
             Rows { len: subset.len(), columns }
         };
         let all: Vec<_> = deltas.iter().collect();
         self.upsert(&head, &self.dialect.upsert_tail(table.name, &key, &add), &rows(&all, false)).await?;
-        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.likes.needs_clamp()).collect();
+        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.metrics.likes.needs_clamp()).collect();
         let clamp = self.dialect.upsert_tail(table.name, &key, &[("likes", UpsertOp::Max)]);
         self.upsert(&head, &clamp, &rows(&clamped, true)).await
     }

@@ -66,8 +66,10 @@ enum ScoringProfiles {
     Body,
 }
 
+/// NULL until a row gets a value of the column's signal: a row of a platform without custom
+/// signals stores nothing more than before (a bit of the null bitmap).
 fn signal_column(slot: u8) -> ColumnDef {
-    ColumnDef::new(Alias::new(format!("signal_{slot}"))).big_integer().not_null().default(0).to_owned()
+    ColumnDef::new(Alias::new(format!("signal_{slot}"))).big_integer().null().to_owned()
 }
 
 #[async_trait::async_trait]

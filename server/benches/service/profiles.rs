@@ -77,7 +77,7 @@ pub async fn bench_profiles(products: i64, redis: &str) {
     std::fs::write(&profile, SIX_SIGNALS).expect("profile file");
     // Migrations first, from a server that is then stopped.
     serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
-    crate::recompute::seed_day(&pg.url(), today, products).await;
+    crate::recompute::seed_day_with(&pg.url(), today, products, true).await;
     register_signals(&pg.url()).await;
 
     // Each recompute in a server process of its own (the release binary), so that its peak
@@ -141,8 +141,15 @@ pub async fn bench_profiles(products: i64, redis: &str) {
         println!("| {name} | {:.2} | {:.0} | {:.0} | {} |", m.0, m.1, m.2, each.join(", "));
         medians.push(m);
     }
+    // The target is judged on the rounds' own ratios: each 6-signal recompute against the
+    // built-in one of its round.
+    let mut time: Vec<f64> = results[1].2.iter().zip(&results[0].2).map(|(a, b)| a / b).collect();
+    let mut memory: Vec<f64> = results[1].3.iter().zip(&results[0].3).map(|(a, b)| a / b).collect();
     println!(
-        "\nratio 6-signal / built-in: time {:.2}×, memory {:.2}× (target ≤ 1.3×)",
+        "\n6-signal / built-in, median of the rounds' ratios: time {:.2}×, memory {:.2}× (target ≤ 1.3×); \
+         ratio of the medians: time {:.2}×, memory {:.2}×",
+        median(&mut time),
+        median(&mut memory),
         medians[1].1 / medians[0].1,
         medians[1].2 / medians[0].2
     );

@@ -30,17 +30,22 @@ pub async fn bench_recompute(products: i64, redis: &str) {
 }
 
 /// Writes `products` rows of `date` inside PostgreSQL, so the bench process holds none of
-/// them; the first two custom signal columns get values too (read only by a profile that
-/// registered signals for them, as `profiles` does).
+/// them.
 pub(crate) async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) {
+    seed_day_with(url, date, products, false).await;
+}
+
+/// [`seed_day`], with values in the first two custom signal columns when `signals`.
+pub(crate) async fn seed_day_with(url: &str, date: chrono::NaiveDate, products: i64, signals: bool) {
     let db = Database::connect(url).await.expect("connect");
     let now_us = Utc::now().timestamp_micros();
     db.execute_unprepared(&format!(
         "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at, \
                 signal_1, signal_2) \
          SELECT DATE '{date}', g, (g * 7919) % 5000, (g * 104729) % 300, (g * 31) % 7, ((g * 7127) % 9) * 10000, \
-                {now_us} - (g % 86400) * 1000000, {now_us}, (g * 6971) % 40, ((g * 3301) % 600) * 1000 \
-         FROM generate_series(1::bigint, {products}::bigint) g"
+                {now_us} - (g % 86400) * 1000000, {now_us}, {} \
+         FROM generate_series(1::bigint, {products}::bigint) g",
+        if signals { "(g * 6971) % 40, ((g * 3301) % 600) * 1000" } else { "NULL, NULL" }
     ))
     .await
     .expect("seed");

@@ -42,4 +42,24 @@ fn check_profile_prints_the_layout_or_names_the_problem() {
     let problem = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{problem}");
     assert!(problem.contains("axes[0].digits must be 1-4, got 5"), "{problem}");
+
+    // The server refuses to start on the same profile, naming the variable, file and problem.
+    let bad = std::env::temp_dir().join(format!("profile-{:x}.toml", crate::helpers::rand_u64()));
+    std::fs::write(&bad, "carry_over = 0.1\ncarry_days = 7\n[[main]]\nsignal = \"dwell\"\nweight = 1.0\n")
+        .expect("written");
+    let db = std::env::temp_dir().join(format!("rk-bad-profile-{:x}.db", crate::helpers::rand_u64()));
+    let started = std::process::Command::new(bin)
+        .env_clear()
+        .env("RANKING_PROFILE", &bad)
+        .env("DATABASE_URL", format!("sqlite://{}?mode=rwc", db.display()))
+        .env("RANKING_LISTEN", "127.0.0.1:0")
+        .env("RANKING_METRICS_LISTEN", "")
+        .output()
+        .expect("ran");
+    let _ = std::fs::remove_file(&bad);
+    let _ = std::fs::remove_file(&db);
+    let problem = String::from_utf8_lossy(&started.stderr).to_string() + &String::from_utf8_lossy(&started.stdout);
+    assert!(!started.status.success(), "{problem}");
+    assert!(problem.contains("RANKING_PROFILE: ") && problem.contains(&bad.display().to_string()), "{problem}");
+    assert!(problem.contains("missing field `axes`"), "{problem}");
 }

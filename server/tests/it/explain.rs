@@ -48,7 +48,9 @@ async fn explanations_reproduce_the_served_scores() {
     let mut app = TestApp::spawn(&[]).await;
     let today = Utc::now().date_naive();
     let yesterday_noon = (today - Days::new(1)).and_time(NaiveTime::from_hms_opt(12, 0, 0).expect("noon")).and_utc();
-    let at = Utc::now() - Duration::seconds(30);
+    // Whole microseconds, as the store keeps them: the elapsed time below is then the
+    // server's exactly, whatever the time of day (a relative tolerance is tight near midnight).
+    let at = chrono::SubsecRound::trunc_subsecs(Utc::now() - Duration::seconds(30), 6);
     let day_end = (today + Days::new(1)).and_time(NaiveTime::MIN).and_utc();
     let elapsed = (day_end - at).num_microseconds().expect("fits") as f64 / 1e6;
 

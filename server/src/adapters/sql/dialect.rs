@@ -46,6 +46,10 @@ pub enum UpsertOp {
     /// reach the limit of its column must not make a valid event fail, nor change the
     /// column's type on an engine that widens on overflow).
     SaturatingAdd,
+    /// [`UpsertOp::SaturatingAdd`] onto a nullable column (NULL counts as 0): the custom
+    /// signal columns, NULL in every row that never had a value, so that they cost a row
+    /// nothing on a platform without custom signals.
+    SaturatingAddNullable,
     /// The larger of the two.
     Max,
     /// The new value.
@@ -154,6 +158,10 @@ impl Dialect {
                 let (old, new) = (old(col), new(col));
                 let expr = match op {
                     UpsertOp::Add => format!("{old} + {new}"),
+                    UpsertOp::SaturatingAddNullable => {
+                        let old = format!("COALESCE({old}, 0)");
+                        format!("CASE WHEN {old} > {max} - {new} THEN {max} ELSE {old} + {new} END", max = i64::MAX)
+                    }
                     UpsertOp::SaturatingAdd => {
                         format!("CASE WHEN {old} > {max} - {new} THEN {max} ELSE {old} + {new} END", max = i64::MAX)
                     }
@@ -221,7 +229,7 @@ impl Dialect {
         let sql = format!(
             "SELECT product_id, views, likes, orders, order_amount, last_event_at{} \
              FROM product_daily_metrics WHERE metric_date = {} ORDER BY product_id",
-            signal_columns(signals, |c| c.to_string()),
+            signal_columns(self, signals, |c| format!("COALESCE({c}, 0)")),
             self.param(1)
         );
         Read { settings: &[], sql, values: vec![date.into()] }
@@ -250,12 +258,17 @@ impl Dialect {
             sum("likes"),
             sum("orders"),
             sum("order_amount"),
-            signal_columns(signals, sum)
+            // PostgreSQL's days are read with their NULLs made 0 already (below).
+            signal_columns(self, signals, |c| if self == Self::Postgres {
+                sum(c)
+            } else {
+                sum(&format!("COALESCE({c}, 0)"))
+            })
         );
         match self {
             Self::Postgres => {
                 let days: Vec<chrono::NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
-                let picks = signal_columns(signals, |c| c.to_string());
+                let picks = signal_columns(self, signals, |c| format!("COALESCE({c}, 0) AS {c}"));
                 let ranges: Vec<String> = (1..=days.len())
                     .map(|n| {
                         format!(
@@ -312,14 +325,16 @@ impl Dialect {
 }
 
 /// `, <expr of signal_K>` for each signal column (`, 0` for a signal without one), the
-/// column name given to `expr` (the column itself, or its sum). Only column numbers are
-/// written into the statement.
-fn signal_columns(signals: &[Option<u8>], expr: impl Fn(&str) -> String) -> String {
+/// column name given to `expr` (the column or its sum, NULL read as 0). Only column numbers
+/// are written into the statement.
+fn signal_columns(dialect: Dialect, signals: &[Option<u8>], expr: impl Fn(&str) -> String) -> String {
+    // A BIGINT zero, as every signal column reads (PostgreSQL's bare 0 is an INT4).
+    let zero = if dialect == Dialect::Postgres { "0::BIGINT" } else { "0" };
     signals
         .iter()
         .map(|slot| match slot {
             Some(slot) => format!(", {}", expr(&super::signals::column(*slot))),
-            None => ", 0".to_string(),
+            None => format!(", {zero}"),
         })
         .collect()
 }
@@ -428,8 +443,10 @@ mod tests {
         assert!(my.contains("FROM product_daily_metrics WHERE metric_date = ?"), "{my}");
         // Custom signals are columns of the same rows; one never registered reads as 0.
         let with = Dialect::Sqlite.scan_day(day, &[Some(3), None]).sql;
-        assert!(with.contains("last_event_at, signal_3, 0 FROM product_daily_metrics"), "{with}");
+        assert!(with.contains("last_event_at, COALESCE(signal_3, 0), 0 FROM product_daily_metrics"), "{with}");
         let week = Dialect::Postgres.scan_days(day, day, &[Some(1)]).sql;
-        assert!(week.contains("last_event_at, signal_1 FROM") && week.contains("SUM(signal_1)"), "{week}");
+        assert!(week.contains("COALESCE(signal_1, 0) AS signal_1 FROM") && week.contains("SUM(signal_1)"), "{week}");
+        let week = Dialect::MySql.scan_days(day, day, &[Some(1)]).sql;
+        assert!(week.contains("SUM(COALESCE(signal_1, 0))"), "{week}");
     }
 }

@@ -3,7 +3,7 @@
 //! product's daily rows with its custom signals.
 
 use chrono::NaiveDate;
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Order, Query};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Order, Query};
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, TransactionTrait};
 
 use crate::domain::normalize::AxisStats;
@@ -173,7 +173,8 @@ pub async fn product_days(
         .order_by(Alias::new("metric_date"), Order::Asc)
         .to_owned();
     for slot in signals.iter().flatten() {
-        select.column(Alias::new(super::signals::column(*slot)));
+        let column = Expr::col(Alias::new(super::signals::column(*slot)));
+        select.expr(Func::coalesce([column, Expr::val(0i64)]));
     }
     let rows = db.query_all(&select).await.map_err(StoreError::database)?;
     rows.iter()

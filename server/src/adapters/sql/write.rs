@@ -279,7 +279,7 @@ impl BatchWrite<'_> {
             // The counters a valid event can push towards i64::MAX (10^12 per order).
             ("order_amount", UpsertOp::SaturatingAdd),
         ];
-        add.extend(signal_names.iter().map(|n| (n.as_str(), UpsertOp::SaturatingAdd)));
+        add.extend(signal_names.iter().map(|n| (n.as_str(), UpsertOp::SaturatingAddNullable)));
         if table.last_event_at {
             names.push("last_event_at");
             add.push(("last_event_at", UpsertOp::Max));

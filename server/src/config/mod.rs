@@ -283,6 +283,10 @@ impl RankingSettings {
     /// is set (a file that cannot be read or is not a valid profile is refused, naming the
     /// file and the problem).
     pub fn policy(&self) -> Result<Policy, String> {
+        // The first wave's variables make the built-in profile; its rules are checked here,
+        // so that a policy is only ever made of a valid one.
+        crate::domain::profile::ScoringProfile::built_in_with(self.weights(), self.carry_days)
+            .map_err(|e| format!("RANKING_WEIGHT_* / RANKING_CARRY_OVER / RANKING_CARRY_DAYS: {e}"))?;
         let policy = Policy::new(
             RankingCalendar::new(self.tz),
             self.weights(),

@@ -21,6 +21,18 @@ fn defaults_match_the_documented_ones() {
 }
 
 #[test]
+fn carry_days_beyond_a_year_are_refused_naming_the_variable() {
+    let s = Settings::try_parse_from(["x", "--carry-days", "400"]).expect("parses");
+    let refused = s.ranking.policy().expect_err("refused");
+    assert!(
+        refused.contains("RANKING_CARRY_DAYS") && refused.contains("carry_days: must be 0-365, got 400"),
+        "{refused}"
+    );
+    let s = Settings::try_parse_from(["x", "--carry-days", "0"]).expect("parses");
+    assert_eq!(s.ranking.policy().expect("no carry-over is valid").profile.carry_days(), 0);
+}
+
+#[test]
 fn bad_values_are_refused_by_their_parser() {
     // Each refusal names the variable (an operator sets the environment, not the flags).
     for (args, named) in [

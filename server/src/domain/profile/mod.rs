@@ -1,13 +1,16 @@
 //! Scoring profiles (SPEC §10.3): a platform's own signals, the terms of its main score and
 //! its tie-break axes, checked once; the layout the axes give the encoding. The built-in
 //! profile is §4 exactly. How a profile is written (TOML) is the configuration's business;
-//! this module only holds what a valid one is.
+//! this module holds what a valid one is, [`scoring`] what a profile computes.
 
 use std::collections::BTreeMap;
 
-use super::event::{Event, EventKind};
 use super::layout::{Layout, LayoutError};
-use super::score::{CarryOver, DailyMetrics, Weights};
+use super::score::Weights;
+
+mod scoring;
+
+pub use scoring::{AxisRef, ScoreTerm, SignalRef};
 
 /// The signals every profile has.
 pub const BUILT_IN_SIGNALS: [&str; 4] = ["views", "likes", "orders", "order_amount"];
@@ -120,65 +123,6 @@ pub enum ProfileError {
     Layout(#[from] LayoutError),
 }
 
-/// Where a signal's value is in a day's row: a built-in counter or a custom signal's slot
-/// (its place among the profile's custom signals, in name order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SignalRef {
-    /// Views.
-    Views,
-    /// Likes net of unlikes.
-    Likes,
-    /// Orders.
-    Orders,
-    /// Sum of order amounts.
-    OrderAmount,
-    /// A custom signal's slot.
-    Custom(u8),
-}
-
-impl SignalRef {
-    /// The signal's value in `metrics`.
-    pub fn value(self, metrics: &DailyMetrics) -> i64 {
-        match self {
-            Self::Views => metrics.views,
-            Self::Likes => metrics.likes,
-            Self::Orders => metrics.orders,
-            Self::OrderAmount => metrics.order_amount,
-            Self::Custom(slot) => metrics.custom[usize::from(slot)],
-        }
-    }
-}
-
-/// A term resolved to its signal's place.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScoreTerm {
-    /// The signal.
-    pub signal: SignalRef,
-    /// Its weight.
-    pub weight: f64,
-    /// Its transform.
-    pub transform: Transform,
-}
-
-impl ScoreTerm {
-    /// `transform(value) · weight`, in this order (the first wave's `ln_1p(amount) · w`).
-    pub fn points(&self, value: i64) -> f64 {
-        match self.transform {
-            Transform::Linear => value as f64 * self.weight,
-            Transform::Log1p => (value as f64).ln_1p() * self.weight,
-        }
-    }
-}
-
-/// A tie-break axis resolved: what it reads of a product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AxisRef {
-    /// A signal's value, higher is better.
-    Signal(SignalRef),
-    /// The latest event, newer is better.
-    Recency,
-}
-
 /// A checked profile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoringProfile {
@@ -190,6 +134,8 @@ pub struct ScoringProfile {
     custom_names: Vec<String>,
     terms: Vec<ScoreTerm>,
     axes: Vec<AxisRef>,
+    /// [`ScoringProfile::has_built_in_axes`], decided once: every decoded entry asks.
+    built_in_axes: bool,
 }
 
 impl ScoringProfile {
@@ -277,7 +223,10 @@ impl ScoringProfile {
             })
             .collect();
         let custom_names = custom.iter().map(|(n, _)| n.clone()).collect();
-        Ok(Self { spec, layout, custom, custom_names, terms, axes })
+        let built_in_axes = axes
+            == [AxisRef::Signal(SignalRef::Views), AxisRef::Signal(SignalRef::Likes), AxisRef::Recency]
+            && layout.digits() == [3, 3, 3];
+        Ok(Self { spec, layout, custom, custom_names, terms, axes, built_in_axes })
     }
 
     /// The built-in profile with the weights, carry-over and carry days of the first wave's
@@ -347,8 +296,7 @@ impl ScoringProfile {
     /// Whether the axes are the built-in ones (views, likes, recency of three digits each):
     /// then a breakdown also fills the first wave's three named norms.
     pub fn has_built_in_axes(&self) -> bool {
-        self.axes == [AxisRef::Signal(SignalRef::Views), AxisRef::Signal(SignalRef::Likes), AxisRef::Recency]
-            && self.layout.digits() == [3, 3, 3]
+        self.built_in_axes
     }
 
     /// Factor on the carried integer part.
@@ -359,47 +307,6 @@ impl ScoringProfile {
     /// Days the carry-over chain goes back.
     pub fn carry_days(&self) -> u32 {
         self.spec.carry_days
-    }
-
-    /// `main = Σ points of the terms, in order + carried · carry_over`, added left to right
-    /// (for the built-in profile exactly the first wave's expression).
-    pub fn main_score(&self, metrics: &DailyMetrics, carried: CarryOver) -> f64 {
-        self.main_without_carry(metrics) + carried.0 as f64 * self.spec.carry_over
-    }
-
-    /// The terms alone (the weekly window's main score).
-    pub fn main_without_carry(&self, metrics: &DailyMetrics) -> f64 {
-        let mut points = self.terms.iter().map(|t| t.points(t.signal.value(metrics)));
-        // Starting from the first term rather than 0.0 keeps the first wave's bits.
-        let first = points.next().unwrap_or(0.0);
-        points.fold(first, |sum, p| sum + p)
-    }
-
-    /// What one fresh event adds to the hourly approximation: the points of every term its
-    /// signal feeds, the event's value alone transformed (a LIKE's +0.2, an UNLIKE's −0.2,
-    /// an ORDER's `0.6·ln_1p(amount)` for the built-in profile).
-    pub fn hourly_points(&self, event: &Event) -> f64 {
-        let (fed, n) = match event.kind {
-            EventKind::View => ([(SignalRef::Views, 1), (SignalRef::Views, 0)], 1),
-            EventKind::Like | EventKind::Unlike => ([(SignalRef::Likes, 1), (SignalRef::Likes, 0)], 1),
-            EventKind::Order => ([(SignalRef::Orders, 1), (SignalRef::OrderAmount, event.amount)], 2),
-            EventKind::Signal(kind) => {
-                let Some((slot, _)) = self.custom_signal(&event.signal) else { return 0.0 };
-                let value = if kind == SignalKind::Count { 1 } else { event.amount };
-                ([(SignalRef::Custom(slot), value), (SignalRef::Custom(slot), 0)], 1)
-            }
-        };
-        let mut total: Option<f64> = None;
-        for term in &self.terms {
-            for (signal, value) in &fed[..n] {
-                if term.signal == *signal {
-                    let p = term.points(*value);
-                    total = Some(total.map_or(p, |t| t + p));
-                }
-            }
-        }
-        let total = total.unwrap_or(0.0);
-        if event.kind == EventKind::Unlike { -total } else { total }
     }
 
     /// §4 written out: views 0.1, likes 0.2, log1p(order amount) 0.6, carry-over 0.1 for 7
@@ -456,111 +363,4 @@ impl ScoringProfile {
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    fn spec() -> ProfileSpec {
-        ScoringProfile::built_in().spec().clone()
-    }
-
-    #[test]
-    fn the_built_in_profile_is_section_four() {
-        let p = ScoringProfile::built_in();
-        assert_eq!(p.layout(), &Layout::built_in());
-        assert_eq!(p.spec().main.iter().map(|t| t.weight).collect::<Vec<_>>(), vec![0.1, 0.2, 0.6]);
-        assert_eq!(p.fingerprint(), ScoringProfile::built_in().fingerprint(), "stable");
-        let mut other = spec();
-        other.main[0].weight = 0.11;
-        assert_ne!(ScoringProfile::new(other).expect("valid").fingerprint(), p.fingerprint());
-    }
-
-    #[test]
-    fn every_rule_is_refused_naming_its_field() {
-        let refused = |change: &dyn Fn(&mut ProfileSpec)| {
-            let mut s = spec();
-            change(&mut s);
-            ScoringProfile::new(s).expect_err("refused").to_string()
-        };
-        assert_eq!(refused(&|s| s.main[1].signal = "cart_adds".into()), "main[1].signal: unknown signal \"cart_adds\"");
-        assert_eq!(refused(&|s| s.main[0].weight = f64::NAN), "main[0].weight: must be a finite number >= 0, got NaN");
-        assert_eq!(refused(&|s| s.carry_over = -0.5), "carry_over: must be a finite number >= 0, got -0.5");
-        assert!(
-            refused(&|s| {
-                s.signals.insert("views".into(), SignalKind::Count);
-            })
-            .starts_with("signals.views:")
-        );
-        assert!(
-            refused(&|s| {
-                s.signals.insert("Cart".into(), SignalKind::Count);
-            })
-            .starts_with("signals.\"Cart\"")
-        );
-        assert!(refused(&|s| s.main.push(s.main[0].clone())).contains("already a term"));
-        assert!(refused(&|s| s.axes.push((AxisSource::Recency, 1))).contains("already an axis"));
-        assert_eq!(
-            refused(&|s| s.axes[0].0 = AxisSource::Signal("dwell".into())),
-            "axes[0].signal: unknown signal \"dwell\""
-        );
-        let wide = |s: &mut ProfileSpec| {
-            let signal = |name: &str| AxisSource::Signal(name.into());
-            s.axes = vec![(AxisSource::Recency, 4), (signal("views"), 4), (signal("likes"), 4), (signal("orders"), 1)];
-        };
-        assert_eq!(refused(&wide), "the axes have 13 digits in all, more than 12");
-        assert_eq!(refused(&|s| s.main.clear()), "main: a profile has at least one term");
-        // A declared signal is known to terms and axes.
-        let mut s = spec();
-        s.signals.insert("cart_adds".into(), SignalKind::Count);
-        s.main.push(Term { signal: "cart_adds".into(), weight: 0.3, transform: Transform::Log1p });
-        s.axes.insert(1, (AxisSource::Signal("cart_adds".into()), 2));
-        let p = ScoringProfile::new(s).expect("valid");
-        assert_eq!((p.layout().total_digits(), p.layout().bound()), (11, 1 << 15));
-    }
-
-    fn event(kind: EventKind, signal: &str, amount: i64) -> Event {
-        Event {
-            event_id: "e".into(),
-            product_id: 1,
-            kind,
-            signal: signal.into(),
-            amount,
-            occurred_at: chrono::DateTime::UNIX_EPOCH,
-        }
-    }
-
-    #[test]
-    fn hourly_points_are_the_first_waves_for_the_built_in_profile_and_follow_the_terms() {
-        let p = ScoringProfile::built_in();
-        assert_eq!(p.hourly_points(&event(EventKind::View, "", 0)), 0.1);
-        assert_eq!(p.hourly_points(&event(EventKind::Like, "", 0)), 0.2);
-        assert_eq!(p.hourly_points(&event(EventKind::Unlike, "", 0)), -0.2);
-        assert_eq!(p.hourly_points(&event(EventKind::Order, "", 10_000)), (10_000f64).ln_1p() * 0.6);
-        let mut s = spec();
-        s.signals.insert("cart_adds".into(), SignalKind::Count);
-        s.signals.insert("refunds".into(), SignalKind::Amount);
-        s.main.push(Term { signal: "cart_adds".into(), weight: 0.5, transform: Transform::Log1p });
-        s.main.push(Term { signal: "orders".into(), weight: 2.0, transform: Transform::Linear });
-        let p = ScoringProfile::new(s).expect("valid");
-        assert_eq!(p.hourly_points(&event(EventKind::Signal(SignalKind::Count), "cart_adds", 0)), 2f64.ln() * 0.5);
-        assert_eq!(p.hourly_points(&event(EventKind::Signal(SignalKind::Amount), "refunds", 9)), 0.0, "no term");
-        assert_eq!(p.hourly_points(&event(EventKind::Order, "", 0)), 2.0, "orders 2.0 + 0.6·ln(1)");
-        assert_eq!(p.custom_signal("refunds"), Some((1, SignalKind::Amount)));
-        assert_eq!(p.signal_name(SignalRef::Custom(0)), "cart_adds");
-        assert!(p.has_built_in_axes());
-    }
-
-    proptest! {
-        /// The built-in profile's main score is the first wave's expression, bit for bit.
-        #[test]
-        fn the_built_in_main_score_is_the_first_waves(
-            views in 0i64..1_000_000, likes in 0i64..1_000_000, amount in 0i64..1_000_000_000_000, carried in 0i64..4_194_304,
-        ) {
-            let p = ScoringProfile::built_in();
-            let first_wave = views as f64 * 0.1 + likes as f64 * 0.2 + (amount as f64).ln_1p() * 0.6 + carried as f64 * 0.1;
-            let metrics = DailyMetrics::counts(views, likes, 3, amount);
-            prop_assert_eq!(p.main_score(&metrics, CarryOver(carried)).to_bits(), first_wave.to_bits());
-        }
-    }
-}
+mod tests;

@@ -16,6 +16,7 @@ mod m20261201_000002_create_product_catalog;
 mod m20261201_000003_partition_events;
 mod m20261201_000004_ranking_runs_profile;
 mod m20261201_000005_custom_signals;
+mod m20261202_000006_change_epochs;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000003_partition_events::Migration),
             Box::new(m20261201_000004_ranking_runs_profile::Migration),
             Box::new(m20261201_000005_custom_signals::Migration),
+            Box::new(m20261202_000006_change_epochs::Migration),
         ]
     }
 }

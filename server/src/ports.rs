@@ -84,6 +84,17 @@ pub struct DailyRow {
     pub last_event_us: i64,
 }
 
+/// A metrics row as a live pass reads it: its day, and when its last writer wrote it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChangedRow {
+    /// The row's day.
+    pub date: NaiveDate,
+    /// The row.
+    pub row: DailyRow,
+    /// `updated_at` of its last writer, Unix microseconds (just before that commit).
+    pub updated_us: i64,
+}
+
 /// What the last recompute of a day published, kept in SQL for ExplainRank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankingRun {
@@ -170,6 +181,34 @@ pub trait MetricsStore: Send + Sync + 'static {
 
     /// The canonical text of the profile of `fingerprint`, when it was recorded.
     async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
+
+    /// Advances the change epoch and returns the new one, after every write transaction that
+    /// read an earlier one has ended: rows stamped with an epoch below it are all committed.
+    async fn advance_epoch(&self) -> Result<i64, StoreError>;
+
+    /// Visits every metrics row of `first ..= last` written with an epoch of `epochs`
+    /// (through an index of the epoch: rows proportional to the rows changed), any order.
+    async fn scan_changes(
+        &self,
+        epochs: std::ops::Range<i64>,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Visits every metrics row of `products` in `first ..= last` (by primary key), any order.
+    async fn scan_products(
+        &self,
+        products: &[i64],
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Whether a catalog row was written with an epoch of `epochs`.
+    async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError>;
 }
 
 /// Which ranking to read or write.

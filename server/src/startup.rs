@@ -178,6 +178,7 @@ impl Application {
         let stop_tasks = CancellationToken::new();
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
+        tasks.spawn(self.scheduler.recompute().clone().live(stop_tasks.clone()));
         tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");

@@ -126,6 +126,32 @@ impl crate::ports::MetricsStore for NoEvents {
     async fn stored_profile(&self, _: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+    async fn advance_epoch(&self) -> Result<i64, StoreError> {
+        Ok(1)
+    }
+    async fn scan_changes(
+        &self,
+        _: std::ops::Range<i64>,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: &[String],
+        _: &mut (dyn FnMut(crate::ports::ChangedRow) + Send),
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn scan_products(
+        &self,
+        _: &[i64],
+        _: NaiveDate,
+        _: NaiveDate,
+        _: &[String],
+        _: &mut (dyn FnMut(crate::ports::ChangedRow) + Send),
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn catalog_changed(&self, _: std::ops::Range<i64>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
 }
 
 /// A generous bound for a state to be reached: never an assertion about speed.

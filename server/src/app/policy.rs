@@ -62,6 +62,8 @@ pub struct Policy {
     pub retention_days: u32,
     /// Period of the scheduler; zero runs only the start-up recompute.
     pub recompute_interval: Duration,
+    /// Shortest time between two live passes of today (`RANKING_LIVE_INTERVAL`); zero: none.
+    pub live_interval: Duration,
     /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
     /// of the same day to finish.
     pub recompute_wait: Duration,
@@ -112,6 +114,7 @@ impl Policy {
             accept_days,
             retention_days,
             recompute_interval,
+            live_interval: Duration::ZERO,
             recompute_wait: Duration::from_secs(30),
             recompute_lease: Duration::from_secs(30),
             lease_poll: Duration::from_millis(50),
@@ -123,6 +126,12 @@ impl Policy {
             max_segments: 10_000,
             profile: Arc::new(profile),
         }
+    }
+
+    /// The same policy with live passes every `interval` (zero: none).
+    pub fn with_live_interval(mut self, interval: Duration) -> Self {
+        self.live_interval = interval;
+        self
     }
 
     /// The same policy scoring with `profile`.

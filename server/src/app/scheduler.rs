@@ -32,6 +32,11 @@ impl Scheduler {
         Self { recompute, last_day: Mutex::new(None), started }
     }
 
+    /// The recompute it drives.
+    pub fn recompute(&self) -> &Arc<Recompute> {
+        &self.recompute
+    }
+
     /// The name of `work` in the slot of `now`.
     fn slot_name(&self, work: &str, now: DateTime<Utc>) -> String {
         let slot = u128::try_from(now.timestamp_millis()).unwrap_or(0)

@@ -201,6 +201,12 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_RECOMPUTE_INTERVAL", value_name = "RANKING_RECOMPUTE_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub recompute_interval: Duration,
 
+    /// Longest today's exact rankings lag SQL (SPEC §10.2): the holder of today's live lease
+    /// republishes them from the rows changed since its previous pass, at most once per
+    /// interval (e.g. 1s, 250ms); 0 leaves them to the recompute schedule.
+    #[arg(long, env = "RANKING_LIVE_INTERVAL", value_name = "RANKING_LIVE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub live_interval: Duration,
+
     /// Oldest accepted event age, in days.
     #[arg(long, env = "RANKING_ACCEPT_DAYS", value_name = "RANKING_ACCEPT_DAYS", default_value_t = 7)]
     pub accept_days: u32,
@@ -297,7 +303,8 @@ impl RankingSettings {
         )
         .with_snapshot_ttl(self.snapshot_ttl)
         .with_max_segments(self.max_segments)
-        .with_recompute_lease(self.recompute_lease);
+        .with_recompute_lease(self.recompute_lease)
+        .with_live_interval(self.live_interval);
         match &self.profile {
             None => Ok(policy),
             Some(path) => {

@@ -12,6 +12,7 @@
 //! - [`encoding`]: packing the four dimensions into one `f64` and back.
 //! - [`layout`]: the same packing for any scoring profile's axes (1–4 axes, up to 12 digits).
 //! - [`profile`]: scoring profiles: signals, main-score terms, tie-break axes; the built-in one.
+//! - [`live`]: today's population held between live passes, changed rows applied to it.
 //! - [`ranking`]: one day's population turned into encoded scores.
 //! - [`explain`]: a product's daily score taken apart (ExplainRank).
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
@@ -23,6 +24,7 @@ pub mod encoding;
 pub mod event;
 pub mod explain;
 pub mod layout;
+pub mod live;
 pub mod normalize;
 pub mod profile;
 pub mod ranking;

@@ -154,6 +154,20 @@ impl CarryLedger {
         })
     }
 
+    /// This ledger with the entries of `products` (ascending) replaced by `fresh`'s, a ledger
+    /// of the same day computed from those products' rows alone (the chain of one product
+    /// never depends on another's). Untaken ledgers only.
+    pub fn replaced(&self, products: &[i64], fresh: &CarryLedger) -> CarryLedger {
+        let mut gone = products.iter().peekable();
+        let kept = self.carried.iter().copied().filter(|(id, _)| {
+            while gone.next_if(|p| **p < *id).is_some() {}
+            gone.peek() != Some(&id)
+        });
+        let mut carried: Vec<(i64, CarryOver)> = kept.collect();
+        merge_ascending(&mut carried, fresh.carried.clone());
+        CarryLedger { profile: Arc::clone(&self.profile), carried, cursor: 0 }
+    }
+
     /// What `product_id` inherits on the current day (nothing when it is not in the ledger,
     /// or was taken).
     pub fn carried(&self, product_id: i64) -> CarryOver {

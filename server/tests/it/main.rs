@@ -18,6 +18,7 @@ mod explain;
 mod grpc_metrics;
 mod hardening;
 mod helpers;
+mod live;
 mod operations;
 mod otel;
 mod profiles;

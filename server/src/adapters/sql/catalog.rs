@@ -2,7 +2,9 @@
 
 use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
-use sea_orm::{ConnectionTrait, DatabaseConnection, StreamTrait, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement, StreamTrait, TransactionTrait};
+
+use super::dialect::Dialect;
 
 use crate::domain::catalog::{CatalogEntry, joined, split};
 use crate::ports::StoreError;
@@ -15,21 +17,33 @@ fn table() -> Alias {
 }
 
 /// Replaces the entries' rows in one transaction, in ascending product order (concurrent
-/// overlapping calls cannot deadlock). The same entries twice leave the same rows.
-pub async fn update(db: &DatabaseConnection, entries: &[CatalogEntry]) -> Result<(), StoreError> {
+/// overlapping calls cannot deadlock), stamped with the change epoch (read first, under its
+/// shared lock: see [`Dialect::change_epoch_lock`]). The same entries twice leave the same
+/// rows.
+pub async fn update(db: &DatabaseConnection, dialect: Dialect, entries: &[CatalogEntry]) -> Result<(), StoreError> {
     let mut sorted: Vec<&CatalogEntry> = entries.iter().collect();
     sorted.sort_by_key(|e| e.product_id);
-    let columns = ["product_id", "hidden", "segments"].map(Alias::new);
+    let columns = ["product_id", "hidden", "segments", "change_epoch"].map(Alias::new);
     let txn = db.begin().await.map_err(StoreError::database)?;
+    let lock = Statement::from_string(dialect.backend(), dialect.change_epoch_lock());
+    let epoch = match txn.query_one_raw(lock).await.map_err(StoreError::database)? {
+        Some(row) => row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
+        None => return Err(StoreError::Corrupt("ranking_change_epoch has no row".into())),
+    };
     for chunk in sorted.chunks(CHUNK) {
         let mut insert = Query::insert();
         insert.into_table(table()).columns(columns.clone());
         for e in chunk {
-            insert.values_panic([e.product_id.into(), i16::from(e.hidden).into(), joined(&e.segments).into()]);
+            insert.values_panic([
+                e.product_id.into(),
+                i16::from(e.hidden).into(),
+                joined(&e.segments).into(),
+                epoch.into(),
+            ]);
         }
         insert.on_conflict(
             OnConflict::column(Alias::new("product_id"))
-                .update_columns([Alias::new("hidden"), Alias::new("segments")])
+                .update_columns(["hidden", "segments", "change_epoch"].map(Alias::new))
                 .to_owned(),
         );
         txn.execute(&insert).await.map_err(StoreError::database)?;

@@ -12,6 +12,7 @@
 //!   daily rows).
 
 pub mod catalog;
+pub mod changes;
 pub mod dialect;
 pub mod partitions;
 pub mod rows;
@@ -35,7 +36,7 @@ use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::profile::MAX_CUSTOM_SIGNALS;
 use crate::domain::score::DailyMetrics;
-use crate::ports::{DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
+use crate::ports::{ChangedRow, DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
 
 /// Connection settings of the SQL store.
 #[derive(Debug, Clone)]
@@ -311,9 +312,43 @@ impl MetricsStore for SqlMetricsStore {
         Ok(events + days + runs)
     }
 
+    async fn advance_epoch(&self) -> Result<i64, StoreError> {
+        // A write on SQLite: it takes its turn like every writer of this process.
+        let _gate = self.write_turn().await;
+        changes::advance(&self.db).await
+    }
+
+    async fn scan_changes(
+        &self,
+        epochs: std::ops::Range<i64>,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        changes::changed_rows(&self.db, epochs, (first, last), &columns, visit).await
+    }
+
+    async fn scan_products(
+        &self,
+        products: &[i64],
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        changes::product_rows(&self.db, products, (first, last), &columns, visit).await
+    }
+
+    async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError> {
+        changes::catalog_changed(&self.db, epochs).await
+    }
+
     async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
         let _gate = self.write_turn().await;
-        catalog::update(&self.db, entries).await
+        catalog::update(&self.db, self.dialect, entries).await
     }
 
     async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError> {

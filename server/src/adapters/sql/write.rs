@@ -52,7 +52,8 @@ struct MetricsTable {
     name: &'static str,
     /// Primary-key columns, the conflict target.
     key: &'static [&'static str],
-    /// Whether the table tracks the latest `occurred_at`.
+    /// Whether the table tracks the latest `occurred_at` and the change epoch of its rows
+    /// (what a live pass finds changed rows by).
     last_event_at: bool,
 }
 
@@ -130,6 +131,8 @@ impl BatchWrite<'_> {
     /// metrics; returns the indexes that were fresh. Does not commit.
     pub async fn run(&self, candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
         let batch = self.batch;
+        // First, so that the epoch's shared lock covers every row this transaction writes.
+        let epoch = self.change_epoch().await?;
         let stored = self.stored_events(candidates).await?;
         let fresh: Vec<usize> = candidates
             .iter()
@@ -195,9 +198,9 @@ impl BatchWrite<'_> {
                 Column::Int(rows.iter().map(|((_, product), _)| *product).collect()),
             ]
         };
-        self.apply_deltas(&DAILY_METRICS, &daily, &columns, daily_keys).await?;
+        self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
         let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
-        self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, product_keys).await?;
+        self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
         Ok(fresh.into_iter().collect())
     }
 
@@ -210,6 +213,14 @@ impl BatchWrite<'_> {
             return Err(Attempt::Fail(StoreError::Corrupt(problem)));
         };
         Ok(Some((*column, if kind == SignalKind::Count { 1 } else { event.amount })))
+    }
+
+    /// The current change epoch, locked shared until this transaction ends.
+    async fn change_epoch(&self) -> Result<i64, Attempt> {
+        let sql = self.dialect.change_epoch_lock().to_owned();
+        let row = self.txn.query_one_raw(self.statement(sql, Vec::new())).await?;
+        let row = row.ok_or_else(|| Attempt::Fail(StoreError::Corrupt("ranking_change_epoch has no row".into())))?;
+        Ok(row.try_get_by_index::<i64>(0)?)
     }
 
     async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, StoredEvent>, Attempt> {
@@ -266,6 +277,7 @@ impl BatchWrite<'_> {
         table: &MetricsTable,
         deltas: &BTreeMap<K, RowDelta>,
         signal_columns: &[u8],
+        epoch: i64,
         key_columns: impl Fn(&[(&K, &RowDelta)]) -> Vec<Column>,
     ) -> Result<(), Attempt> {
         let signal_names: Vec<String> = signal_columns.iter().map(|c| super::signals::column(*c)).collect();
@@ -281,8 +293,8 @@ impl BatchWrite<'_> {
         ];
         add.extend(signal_names.iter().map(|n| (n.as_str(), UpsertOp::SaturatingAddNullable)));
         if table.last_event_at {
-            names.push("last_event_at");
-            add.push(("last_event_at", UpsertOp::Max));
+            names.extend(["last_event_at", "change_epoch"]);
+            add.extend([("last_event_at", UpsertOp::Max), ("change_epoch", UpsertOp::Max)]);
         }
         names.push("updated_at");
         add.push(("updated_at", UpsertOp::Replace));
@@ -311,6 +323,7 @@ impl BatchWrite<'_> {
             }
             if table.last_event_at {
                 columns.push(Column::Int(subset.iter().map(|(_, d)| d.metrics.last_event_us).collect()));
+                columns.push(Column::Int(vec![epoch; subset.len()]));
             }
             columns.push(Column::Int(vec![self.now_us; subset.len()]));
             Rows { len: subset.len(), columns }

@@ -29,17 +29,9 @@ impl Recompute {
     /// the carry-over chain of the days before, then the day's rows and the products that
     /// only carry over.
     pub(super) async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
-        let first = self.policy.carry_start(date);
         let profile = &self.policy.profile;
         let signals = profile.custom_names();
-        let mut ledger = CarryLedger::new(Arc::clone(profile));
-        let mut day = first;
-        while day < date {
-            let mut closing = ledger.closing();
-            self.store.scan_day(day, signals, &mut |r| closing.add(r.product_id, r.metrics)).await?;
-            ledger = closing.finish();
-            day = day.succ_opt().unwrap_or(date);
-        }
+        let mut ledger = self.carry_ledger(date).await?;
 
         // Sized like the products carried in (about yesterday's population), and grown by a
         // quarter rather than doubled: a doubling at a million contenders holds 1.5 million's
@@ -58,6 +50,21 @@ impl Recompute {
             push_gently(&mut contenders, contender);
         }
         Ok(contenders)
+    }
+
+    /// What each product inherits on `date`: the carry-over chain of the days before, closed
+    /// one day's scan at a time.
+    pub(super) async fn carry_ledger(&self, date: NaiveDate) -> Result<CarryLedger, StoreError> {
+        let signals = self.policy.profile.custom_names();
+        let mut ledger = CarryLedger::new(Arc::clone(&self.policy.profile));
+        let mut day = self.policy.carry_start(date);
+        while day < date {
+            let mut closing = ledger.closing();
+            self.store.scan_day(day, signals, &mut |r| closing.add(r.product_id, r.metrics)).await?;
+            ledger = closing.finish();
+            day = day.succ_opt().unwrap_or(date);
+        }
+        Ok(ledger)
     }
 
     /// Ranks `contenders` of `date` (a day's or a week's) without the `hidden` products

@@ -39,26 +39,11 @@ impl Recompute {
         let whole = ranked_copy(entries)?;
         let day_population = whole.len();
         let key = RankingKey::Daily(date);
-        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        let life = self.life(date);
         let publish_daily = async {
             let publication = async {
-                let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
-                self.metrics.scores_clamped.inc_by(clamped as u64);
-                // Served by this replica before the call returns; the others load it on the
-                // announcement or their next poll.
-                self.snapshots.install_copy(key, version, whole.clone()).await;
-                // What ExplainRank reproduces norms from. Written after the publication, so a
-                // reader may briefly see the new version with the previous record; it checks
-                // the version.
-                let run = RankingRun {
-                    date,
-                    version,
-                    stats,
-                    clock,
-                    computed_at_us: self.policy.now().timestamp_micros(),
-                    profile: self.policy.profile.fingerprint(),
-                };
-                self.store.record_run(&run).await?;
+                let version = self.publish_whole(key, &whole, clamped, life).await?;
+                self.record(date, version, stats, clock).await?;
                 Ok(version)
             };
             let (version, catalog) = tokio::try_join!(publication, self.membership())?;
@@ -76,9 +61,7 @@ impl Recompute {
         drop(population);
         let week = ranked_copy(week)?;
         let weekly = RankingKey::Weekly(date);
-        let weekly_version = self.rankings.publish(weekly, &week.page(0, u64::MAX), life).await?;
-        self.metrics.scores_clamped.inc_by(clamped as u64);
-        self.snapshots.install_copy(weekly, weekly_version, week.clone()).await;
+        self.publish_whole(weekly, &week, clamped, life).await?;
         let weekly_elapsed = weekly_started.elapsed();
         let segments_started = Instant::now();
         self.publish_segments(weekly, &week, &catalog, life).await?;
@@ -91,8 +74,73 @@ impl Recompute {
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
     }
 
+    /// How long the versions of `date`'s rankings live.
+    fn life(&self, date: NaiveDate) -> VersionLife {
+        VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl }
+    }
+
+    /// Publishes a whole (daily or weekly) ranking from its copy and installs the copy: served
+    /// by this replica before the call returns; the others load it on the announcement or
+    /// their next poll.
+    async fn publish_whole(
+        &self,
+        key: RankingKey,
+        whole: &Arc<Snapshot>,
+        clamped: usize,
+        life: VersionLife,
+    ) -> Result<u64, StoreError> {
+        let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
+        self.metrics.scores_clamped.inc_by(clamped as u64);
+        self.snapshots.install_copy(key, version, whole.clone()).await;
+        Ok(version)
+    }
+
+    /// Records what ExplainRank reproduces the norms of `version` from. Written after the
+    /// publication, so a reader may briefly see the new version with the previous record; it
+    /// checks the version.
+    async fn record(
+        &self,
+        date: NaiveDate,
+        version: u64,
+        stats: crate::domain::ranking::PopulationStats,
+        clock: crate::domain::explain::RecencyClock,
+    ) -> Result<(), StoreError> {
+        let run = RankingRun {
+            date,
+            version,
+            stats,
+            clock,
+            computed_at_us: self.policy.now().timestamp_micros(),
+            profile: self.policy.profile.fingerprint(),
+        };
+        self.store.record_run(&run).await
+    }
+
+    /// Publishes computed rankings of `date` (a live pass's): the daily ranking, its record
+    /// and segments, then the weekly ranking and its segments, fanned out by `catalog`.
+    /// Returns the daily version.
+    pub(super) async fn publish_computed(
+        &self,
+        date: NaiveDate,
+        daily: Computed,
+        weekly: Computed,
+        catalog: &Membership,
+    ) -> Result<u64, StoreError> {
+        let life = self.life(date);
+        let key = RankingKey::Daily(date);
+        let whole = ranked_copy(daily.entries)?;
+        let version = self.publish_whole(key, &whole, daily.clamped, life).await?;
+        self.record(date, version, daily.stats, daily.clock).await?;
+        self.publish_segments(key, &whole, catalog, life).await?;
+        drop(whole);
+        let week = ranked_copy(weekly.entries)?;
+        self.publish_whole(RankingKey::Weekly(date), &week, weekly.clamped, life).await?;
+        self.publish_segments(RankingKey::Weekly(date), &week, catalog, life).await?;
+        Ok(version)
+    }
+
     /// The catalog's segment memberships now.
-    async fn membership(&self) -> Result<Membership, StoreError> {
+    pub(super) async fn membership(&self) -> Result<Membership, StoreError> {
         let mut membership = Membership::with_limit(self.policy.max_segments);
         self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
         self.metrics.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));

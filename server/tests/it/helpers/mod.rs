@@ -132,7 +132,8 @@ pub fn redis_connection(url: &str, mode: RedisMode) -> Connection {
         .connection
 }
 
-/// Settings for a test: port 0, no periodic scheduler (tests drive recomputes), the test
+/// Settings for a test: port 0, no periodic scheduler and no live passes unless asked for
+/// (tests drive recomputes), the test
 /// Redis under a fresh prefix when configured, and the given overrides as flags.
 pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
     let mut args = vec![
@@ -142,6 +143,10 @@ pub fn settings(db_url: &str, extra: &[&str]) -> Settings {
         "--recompute-interval=0".into(),
         "--metrics-listen=127.0.0.1:0".into(),
     ];
+    // Live passes only where a test asks for them (they publish versions on their own).
+    if !extra.iter().any(|a| a.starts_with("--live-interval")) {
+        args.push("--live-interval=0".into());
+    }
     if let Some(redis) = test_redis() {
         args.push(format!("--redis-url={redis}"));
         args.push(format!("--redis-mode={}", test_redis_mode()));

@@ -77,6 +77,12 @@ impl ServerProcess {
         assert!(killed.success());
     }
 
+    /// Sends SIGKILL: the process ends at once, giving back nothing it holds.
+    pub fn kill(&self) {
+        let killed = Command::new("kill").args(["-KILL", &self.child.id().to_string()]).status().expect("kill");
+        assert!(killed.success());
+    }
+
     /// Waits for the process to exit and removes its database.
     pub async fn wait(self) -> ExitStatus {
         let Self { mut child, db, .. } = self;

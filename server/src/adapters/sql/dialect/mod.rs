@@ -113,6 +113,19 @@ impl Dialect {
         matches!(self, Self::Sqlite | Self::MySql)
     }
 
+    /// The first statement of every write transaction of metrics or catalog rows: the
+    /// current change epoch, read under a shared lock held until the commit, so that a live
+    /// pass advancing the epoch waits for every transaction stamping rows with the old one
+    /// (SPEC §10.2). SQLite has no row locks: its writer holds the database's write lock,
+    /// which the advance needs too.
+    pub fn change_epoch_lock(self) -> &'static str {
+        match self {
+            Self::Postgres => "SELECT epoch FROM ranking_change_epoch WHERE id = 1 FOR SHARE",
+            Self::MySql => "SELECT epoch FROM ranking_change_epoch WHERE id = 1 LOCK IN SHARE MODE",
+            Self::Sqlite => "SELECT epoch FROM ranking_change_epoch WHERE id = 1",
+        }
+    }
+
     /// Whether an insert can report which rows it inserted (`RETURNING`).
     pub fn returns_inserted(self) -> bool {
         self == Self::Postgres

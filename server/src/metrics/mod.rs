@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod live;
+
 /// Labels of per-RPC metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcLabels {
@@ -183,6 +185,8 @@ pub struct Metrics {
     snapshot_versions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     /// 1 while this replica's last poll of a store succeeded, 0 after it failed.
     pub store_reachable: Family<StoreLabels, Gauge>,
+    /// Live passes (SPEC §10.2).
+    pub live: live::LiveMetrics,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -295,6 +299,7 @@ impl Metrics {
             "1 while this replica's last poll of the store succeeded (the ranking store: every 500 ms), 0 after it failed",
             store_reachable.clone(),
         );
+        let live = live::LiveMetrics::registered(&mut registry);
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -324,6 +329,7 @@ impl Metrics {
             snapshot_oversize,
             snapshot_versions: Default::default(),
             store_reachable,
+            live,
             rpc_calls,
             rpc_seconds,
         }

@@ -1,0 +1,254 @@
+//! Live passes (SPEC §10.2): today's daily ranking, its segments and the weekly ranking
+//! republished within `RANKING_LIVE_INTERVAL` of a change in SQL, bit for bit what a
+//! recompute of the same rows publishes.
+//!
+//! One replica at a time holds today's live lease (`live:{date}`) and keeps today's
+//! population in memory ([`LiveDay`]). Each pass, under the day's lease like every other
+//! change of the day's rankings:
+//!
+//! 1. advances the change epoch to `n`, which waits for every write transaction still
+//!    holding an earlier epoch ([`crate::adapters::sql::changes`] says why no row is missed);
+//! 2. reads the metrics rows of the epochs `[from, n)` through their index: rows of today
+//!    replace the product's row; a row of an earlier day (a late event) has the product's rows
+//!    over the carry chain and the week read again by key ([`LiveDay::refresh`]);
+//! 3. reads the catalog again only when one of its rows carries such an epoch;
+//! 4. ranks the whole population with the recompute's own [`Recompute::rank`] and publishes
+//!    like a recompute.
+//!
+//! The first pass of a holder reads the day whole (after advancing the epoch, so that what
+//! it reads is covered by the next pass); any failure drops the population, and the next pass
+//! reads it whole again. The periodic recompute keeps running and stays the anchor.
+
+use std::sync::Arc;
+
+use chrono::{NaiveDate, Utc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Computed, Recompute};
+use crate::domain::catalog::Membership;
+use crate::domain::live::{DayRows, LiveDay, LiveDays, ProductRow};
+use crate::ports::{Lease, StoreError};
+
+/// What the holder of today's live lease keeps between passes.
+struct Held {
+    day: LiveDay,
+    /// The first epoch not read yet.
+    from: i64,
+    membership: Membership,
+    /// Hidden products, ascending.
+    hidden: Vec<i64>,
+}
+
+/// The live lease of a day and, once read, its population.
+struct Holder {
+    date: NaiveDate,
+    lease: Lease,
+    held: Option<Held>,
+}
+
+/// What one pass did.
+enum Pass {
+    /// The day was read whole and published.
+    Loaded,
+    /// Rows changed: new versions published.
+    Published,
+    /// Nothing changed since the previous pass.
+    Unchanged,
+}
+
+impl Recompute {
+    /// Runs live passes of today every `RANKING_LIVE_INTERVAL` (none when it is zero) until
+    /// `stop` is cancelled; the live lease is given back at the end.
+    pub async fn live(self: Arc<Self>, stop: CancellationToken) {
+        let interval = self.policy.live_interval;
+        if interval.is_zero() {
+            return;
+        }
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut holder: Option<Holder> = None;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = ticker.tick() => {}
+            }
+            let today = self.policy.today(self.policy.now());
+            tokio::select! {
+                () = self.live_turn(today, &mut holder) => {}
+                // A pass cut short publishes nothing; its day lease lapses.
+                () = stop.cancelled() => break,
+            }
+        }
+        if let Some(holder) = holder {
+            self.release(&holder.lease, holder.date).await;
+        }
+    }
+
+    /// One tick: keep (or take) today's live lease, then run a pass under the day's lease.
+    async fn live_turn(&self, today: NaiveDate, holder: &mut Option<Holder>) {
+        let ttl = self.policy.recompute_lease;
+        if let Some(old) = holder.take_if(|h| h.date != today) {
+            // Midnight: yesterday is the scheduler's again.
+            self.release(&old.lease, old.date).await;
+        }
+        let kept = match holder {
+            Some(h) => self.leases.renew(&h.lease, ttl).await,
+            None => match self.leases.try_acquire(&format!("live:{today}"), ttl).await {
+                Ok(Some(lease)) => {
+                    *holder = Some(Holder { date: today, lease, held: None });
+                    Ok(true)
+                }
+                Ok(None) => return, // another replica holds it
+                Err(e) => Err(e),
+            },
+        };
+        let Some(h) = holder.as_mut() else { return };
+        match kept {
+            Ok(true) => {}
+            Ok(false) => {
+                // Lost (this replica stalled): another may hold it now.
+                *holder = None;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew the live lease");
+                return;
+            }
+        }
+        let day_lease = match self.leases.try_acquire(&format!("recompute:{today}"), ttl).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                // A recompute or a withdrawal of the day is under way: the next tick.
+                self.metrics.live.pass("busy");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "live pass cannot reach the lock store");
+                return;
+            }
+        };
+        let started = Instant::now();
+        let result = self.holding(&day_lease, self.live_pass(today, &mut h.held)).await;
+        self.release(&day_lease, today).await;
+        match result {
+            Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),
+            Ok(pass) => {
+                self.metrics.live.pass(if matches!(pass, Pass::Loaded) { "loaded" } else { "published" });
+                self.metrics.live.pass_seconds.observe(started.elapsed().as_secs_f64());
+            }
+            Err(e) => {
+                h.held = None;
+                self.metrics.live.pass("failed");
+                tracing::warn!(error = %e, date = %today, "live pass failed; the next one reads the day whole");
+            }
+        }
+    }
+
+    /// The days `date`'s contenders depend on.
+    fn live_days(&self, date: NaiveDate) -> LiveDays {
+        LiveDays { date, carry_start: self.policy.carry_start(date), week_start: self.policy.week_start(date) }
+    }
+
+    /// Reads `date` whole: the carry chain, today's rows, the week before today summed, the
+    /// catalog. The epoch is advanced first: every row of an earlier epoch is committed and
+    /// read here; a later one is read by the next pass.
+    async fn live_load(&self, date: NaiveDate) -> Result<Held, StoreError> {
+        let from = self.store.advance_epoch().await?;
+        let days = self.live_days(date);
+        let profile = &self.policy.profile;
+        let signals = profile.custom_names();
+        let ledger = self.carry_ledger(date).await?;
+        let mut today = DayRows::new(signals.len());
+        self.store.scan_day(date, signals, &mut |r| today.push(r.product_id, &r.metrics, r.last_event_us)).await?;
+        let mut before = DayRows::new(signals.len());
+        if let Some(yesterday) = date.pred_opt().filter(|y| *y >= days.week_start) {
+            self.store
+                .scan_days(days.week_start, yesterday, signals, &mut |r| {
+                    before.push(r.product_id, &r.metrics, r.last_event_us)
+                })
+                .await?;
+        }
+        let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
+        let day = LiveDay::new(Arc::clone(profile), days, ledger, today, before);
+        Ok(Held { day, from, membership, hidden })
+    }
+
+    /// One pass over `held` (read whole first when there is none): the changes since the
+    /// previous pass applied, and published when there were any.
+    async fn live_pass(&self, date: NaiveDate, held: &mut Option<Held>) -> Result<Pass, StoreError> {
+        let loaded = held.is_none();
+        let h = match held {
+            Some(h) => h,
+            None => held.insert(self.live_load(date).await?),
+        };
+        let to = self.store.advance_epoch().await?;
+        let epochs = h.from..to;
+        let days = h.day.days();
+        let signals = self.policy.profile.custom_names();
+        let mut today = Vec::new();
+        let mut earlier = Vec::new();
+        let mut newest_us: Option<i64> = None;
+        let mut read = self
+            .store
+            .scan_changes(epochs.clone(), days.first(), date, signals, &mut |c| {
+                newest_us = newest_us.max(Some(c.updated_us));
+                if c.date == date {
+                    today.push((c.row.product_id, c.row.metrics, c.row.last_event_us));
+                } else {
+                    earlier.push(c.row.product_id);
+                }
+            })
+            .await?;
+        let changed = read > 0;
+        h.day.apply_today(today);
+        if !earlier.is_empty() {
+            earlier.sort_unstable();
+            earlier.dedup();
+            let mut rows = Vec::new();
+            read += self
+                .store
+                .scan_products(&earlier, days.first(), date, signals, &mut |c| {
+                    rows.push(ProductRow {
+                        date: c.date,
+                        product_id: c.row.product_id,
+                        metrics: c.row.metrics,
+                        last_event_us: c.row.last_event_us,
+                    })
+                })
+                .await?;
+            h.day.refresh(&earlier, rows);
+        }
+        self.metrics.live.rows_read.inc_by(read);
+        let catalog = self.store.catalog_changed(epochs).await?;
+        if catalog {
+            let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
+            (h.membership, h.hidden) = (membership, hidden);
+        }
+        h.from = to;
+        if !loaded && !changed && !catalog {
+            return Ok(Pass::Unchanged);
+        }
+
+        let (daily, weekly) = self.live_rank(date, h);
+        let version = self.publish_computed(date, daily, weekly, &h.membership).await?;
+        if let Some(newest_us) = newest_us {
+            // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.
+            let lag_us = Utc::now().timestamp_micros().saturating_sub(newest_us).max(0);
+            self.metrics.live.freshness_seconds.observe(lag_us as f64 / 1e6);
+        }
+        tracing::debug!(%date, version, rows_read = read, catalog, "live pass published");
+        Ok(if loaded { Pass::Loaded } else { Pass::Published })
+    }
+
+    /// The day's and the week's rankings of the held population, through the recompute's
+    /// own ranking (hidden products left out, the same order and sums).
+    fn live_rank(&self, date: NaiveDate, held: &Held) -> (Computed, Computed) {
+        let mut contenders = Vec::new();
+        held.day.daily_contenders(&mut contenders);
+        let daily = self.rank(date, &mut contenders, &held.hidden);
+        held.day.weekly_contenders(&mut contenders);
+        let weekly = self.rank(date, &mut contenders, &held.hidden);
+        (daily, weekly)
+    }
+}

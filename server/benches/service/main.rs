@@ -20,6 +20,11 @@
 //!   time and memory of loading a published version into the replica's snapshot. Load from
 //!   `h2load` (nghttp2's HTTP/2 benchmark, a separate process; Debian `nghttp2-client`), the
 //!   server being the release binary in a process of its own.
+//! - `live <redis-url> [products…]`: live exact ranking under a steady 10,000 events/s,
+//!   two release replicas: event commit → the other replica's GetRank (p50/p99/max), SQL
+//!   rows read and the holder's CPU per pass against a full Recompute, GetRank next to the
+//!   health check while passes run; uniform and Zipf popularity, 100,000 and 1,000,000
+//!   products.
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -36,6 +41,7 @@ mod cluster;
 mod helpers;
 mod hostile;
 mod ingest;
+mod live;
 mod profiles;
 mod reads;
 mod recompute;
@@ -122,6 +128,11 @@ async fn main() {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
             let redis = args.get(2).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
             profiles::bench_profiles(n, redis).await;
+        }
+        Some("live") => {
+            let redis = args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
+            let sizes: Vec<i64> = args.iter().skip(2).filter_map(|s| s.parse().ok()).collect();
+            live::bench_live(redis, if sizes.is_empty() { &[100_000, 1_000_000] } else { &sizes }).await;
         }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);

@@ -31,9 +31,9 @@ const ROUNDS: usize = 5;
 
 /// One load shape: HTTP/2 connections × concurrent streams on each.
 #[derive(Clone, Copy)]
-struct Shape {
-    connections: usize,
-    streams: usize,
+pub(crate) struct Shape {
+    pub(crate) connections: usize,
+    pub(crate) streams: usize,
 }
 
 impl std::fmt::Display for Shape {
@@ -108,7 +108,7 @@ fn redis_benchmark(redis: &str, shape: Shape, args: &[&str]) -> f64 {
 /// Unary gRPC calls of `path` with the encoded request `body` from `h2load` in `shape`:
 /// calls/s, calls done, and p50/p95/p99 ms. Fails unless every call returned an answer of
 /// `answer_len` bytes.
-fn h2load(
+pub(crate) fn h2load(
     addr: SocketAddr,
     path: &str,
     body: &[u8],

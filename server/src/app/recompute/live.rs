@@ -79,6 +79,13 @@ impl Recompute {
                 // A pass cut short publishes nothing; its day lease lapses.
                 () = stop.cancelled() => break,
             }
+            // A pass longer than the interval would take the day's lease again at once:
+            // recomputes and withdrawals waiting for it (polling every `lease_poll`) get it
+            // in this gap instead.
+            tokio::select! {
+                () = tokio::time::sleep(self.policy.lease_poll * 2) => {}
+                () = stop.cancelled() => break,
+            }
         }
         if let Some(holder) = holder {
             self.release(&holder.lease, holder.date).await;

@@ -127,15 +127,22 @@ impl Recompute {
         catalog: &Membership,
     ) -> Result<u64, StoreError> {
         let life = self.life(date);
-        let key = RankingKey::Daily(date);
-        let whole = ranked_copy(daily.entries)?;
-        let version = self.publish_whole(key, &whole, daily.clamped, life).await?;
-        self.record(date, version, daily.stats, daily.clock).await?;
-        self.publish_segments(key, &whole, catalog, life).await?;
-        drop(whole);
-        let week = ranked_copy(weekly.entries)?;
-        self.publish_whole(RankingKey::Weekly(date), &week, weekly.clamped, life).await?;
-        self.publish_segments(RankingKey::Weekly(date), &week, catalog, life).await?;
+        // Both at once: one's copy is built and encoded while Redis stores the other's.
+        let day = async {
+            let key = RankingKey::Daily(date);
+            let whole = ranked_copy(daily.entries)?;
+            let version = self.publish_whole(key, &whole, daily.clamped, life).await?;
+            self.record(date, version, daily.stats, daily.clock).await?;
+            self.publish_segments(key, &whole, catalog, life).await?;
+            Ok::<_, StoreError>(version)
+        };
+        let week = async {
+            let key = RankingKey::Weekly(date);
+            let whole = ranked_copy(weekly.entries)?;
+            self.publish_whole(key, &whole, weekly.clamped, life).await?;
+            self.publish_segments(key, &whole, catalog, life).await
+        };
+        let (version, ()) = tokio::try_join!(day, week)?;
         Ok(version)
     }
 

@@ -208,6 +208,18 @@ impl TestApp {
         }
     }
 
+    /// Deletes every ranking-store key of this server when it runs on Redis (a flush of
+    /// what it derived); `false` on the in-process store, which cannot be flushed from outside.
+    pub async fn flush_redis(&self) -> bool {
+        match &self.redis {
+            Some((url, prefix, mode)) => {
+                delete_keys(&redis_connection(url, *mode), prefix).await;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The Prometheus text of the server's metrics endpoint.
     pub async fn scrape_metrics(&self) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

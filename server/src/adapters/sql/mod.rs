@@ -120,6 +120,11 @@ impl SqlMetricsStore {
         Ok(names.into_iter().zip(columns).filter_map(|(n, c)| c.map(|c| (n, c))).collect())
     }
 
+    /// The column of each custom signal of `signals` (`None`: one without a column yet).
+    async fn columns_of(&self, signals: &[String]) -> Result<Vec<Option<u8>>, StoreError> {
+        self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await
+    }
+
     /// This writer's turn at the write gate, where writers take turns.
     async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         match &self.write_gate {
@@ -261,7 +266,7 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        let columns = self.columns_of(signals).await?;
         self.stream_read(self.dialect.scan_day(date, &columns), columns.len(), visit).await
     }
 
@@ -272,7 +277,7 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError> {
-        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        let columns = self.columns_of(signals).await?;
         self.stream_read(self.dialect.scan_days(first, last, &columns), columns.len(), visit).await
     }
 
@@ -326,7 +331,7 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(ChangedRow) + Send),
     ) -> Result<u64, StoreError> {
-        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        let columns = self.columns_of(signals).await?;
         changes::changed_rows(&self.db, epochs, (first, last), &columns, visit).await
     }
 
@@ -338,7 +343,7 @@ impl MetricsStore for SqlMetricsStore {
         signals: &[String],
         visit: &mut (dyn FnMut(ChangedRow) + Send),
     ) -> Result<u64, StoreError> {
-        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        let columns = self.columns_of(signals).await?;
         changes::product_rows(&self.db, products, (first, last), &columns, visit).await
     }
 
@@ -378,7 +383,7 @@ impl MetricsStore for SqlMetricsStore {
         days: &[NaiveDate],
         signals: &[String],
     ) -> Result<Vec<ProductDay>, StoreError> {
-        let columns = self.signals.of(&self.db, &signals[..signals.len().min(MAX_CUSTOM_SIGNALS)]).await?;
+        let columns = self.columns_of(signals).await?;
         runs::product_days(&self.db, product_id, days, &columns).await
     }
 

@@ -1,6 +1,9 @@
 //! The batch write path: one transaction of a constant number of statements per batch,
 //! whatever its size.
 //!
+//! 0. The change epoch, read under a shared row lock held to the commit; the daily rows
+//!    written are stamped with it (what a live pass finds changed rows by:
+//!    [`super::changes`]).
 //! 1. One query finds the ids already stored (the duplicates).
 //! 2. One insert-or-ignore stores the fresh events, in ascending id order so that two
 //!    batches sharing ids wait for each other instead of deadlocking on the primary key.

@@ -1,0 +1,169 @@
+//! [`MetricsStore`], the SQL single source of truth, and the values it is given and gives:
+//! dated events and their outcomes, a day's rows, a live pass's changed rows, a recompute's
+//! record.
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::{CatalogEntry, ProductDay, StoreError};
+use crate::domain::event::Event;
+use crate::domain::explain::RecencyClock;
+use crate::domain::ranking::PopulationStats;
+use crate::domain::score::DailyMetrics;
+
+/// A validated event with the ranking day it counts towards (its `occurred_at` in
+/// `RANKING_TZ`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatedEvent {
+    /// The event.
+    pub event: Event,
+    /// The ranking day.
+    pub date: NaiveDate,
+}
+
+/// What recording did with one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Stored now.
+    Accepted,
+    /// Its id was already stored (or appeared earlier in the same batch); nothing changed.
+    Duplicate,
+}
+
+/// One `product_daily_metrics` row as the recompute needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DailyRow {
+    /// The product.
+    pub product_id: i64,
+    /// The day's counters.
+    pub metrics: DailyMetrics,
+    /// Latest `occurred_at` that day, Unix microseconds.
+    pub last_event_us: i64,
+}
+
+/// A metrics row as a live pass reads it: its day, and when its last writer wrote it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChangedRow {
+    /// The row's day.
+    pub date: NaiveDate,
+    /// The row.
+    pub row: DailyRow,
+    /// `updated_at` of its last writer, Unix microseconds (just before that commit).
+    pub updated_us: i64,
+}
+
+/// What the last recompute of a day published, kept in SQL for ExplainRank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankingRun {
+    /// The ranking day.
+    pub date: NaiveDate,
+    /// The version published.
+    pub version: u64,
+    /// The statistics its norms were computed from (each axis's count is the population).
+    pub stats: PopulationStats,
+    /// Where recency was measured from and to.
+    pub clock: RecencyClock,
+    /// When the recompute ran, Unix microseconds.
+    pub computed_at_us: i64,
+    /// The fingerprint of the scoring profile the version was computed with (empty for a
+    /// version recorded before fingerprints were: the built-in profile, the only one then).
+    pub profile: String,
+}
+
+/// The SQL single source of truth.
+#[async_trait]
+pub trait MetricsStore: Send + Sync + 'static {
+    /// Stores a batch atomically: returns one outcome per event, in order, only after the
+    /// transaction committed. Ids repeated inside the batch count once (first wins).
+    async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError>;
+
+    /// Visits every metrics row of `date` in ascending product order, streaming (the rows are
+    /// never all in memory), with the values of the custom `signals` in their slots. Returns
+    /// how many rows were visited.
+    async fn scan_day(
+        &self,
+        date: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Visits every product with a metrics row in `first ..= last`, in ascending product
+    /// order, with its counters summed over those days and its latest `last_event_at`
+    /// (one grouped query; the sums saturate at `i64::MAX`). Returns how many were visited.
+    async fn scan_days(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Deletes events that occurred before `events_before` and daily metrics of days before
+    /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
+    async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
+
+    /// Replaces the catalog rows of the entries' products, atomically.
+    async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError>;
+
+    /// Which of `ids` (at most one batch's products) the catalog hides.
+    async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError>;
+
+    /// Every product the catalog hides, in ascending order.
+    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError>;
+
+    /// Visits every catalog row in ascending product order, streaming.
+    async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError>;
+
+    /// Replaces the record of the day's last recompute.
+    async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError>;
+
+    /// The record of the day's last recompute, if any.
+    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError>;
+
+    /// One product's rows of the given days (days without a row are left out), by point
+    /// lookups of the primary key.
+    async fn product_days(
+        &self,
+        product_id: i64,
+        days: &[NaiveDate],
+        signals: &[String],
+    ) -> Result<Vec<ProductDay>, StoreError>;
+
+    /// Gives each custom signal of `names` its place in the store, once and for good (at
+    /// start-up, before any event of them is recorded). Refused when there is no place left.
+    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError>;
+
+    /// Keeps the canonical text of the profile of `fingerprint` (once per fingerprint).
+    async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;
+
+    /// The canonical text of the profile of `fingerprint`, when it was recorded.
+    async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
+
+    /// Advances the change epoch and returns the new one, after every write transaction that
+    /// read an earlier one has ended: rows stamped with an epoch below it are all committed.
+    async fn advance_epoch(&self) -> Result<i64, StoreError>;
+
+    /// Visits every metrics row of `first ..= last` written with an epoch of `epochs`
+    /// (through an index of the epoch: rows proportional to the rows changed), any order.
+    async fn scan_changes(
+        &self,
+        epochs: std::ops::Range<i64>,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Visits every metrics row of `products` in `first ..= last` (by primary key), any order.
+    async fn scan_products(
+        &self,
+        products: &[i64],
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(ChangedRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// Whether a catalog row was written with an epoch of `epochs`.
+    async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError>;
+}

@@ -17,6 +17,7 @@ use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query, SelectStatement};
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, StreamTrait, TransactionTrait};
 
+use super::dialect::Dialect;
 use super::signals::column;
 use crate::domain::score::DailyMetrics;
 use crate::ports::{ChangedRow, DailyRow, StoreError};
@@ -25,10 +26,13 @@ use crate::ports::{ChangedRow, DailyRow, StoreError};
 const PRODUCTS_PER_QUERY: usize = 1_000;
 
 /// Advances the change epoch by one and returns the new value, once every transaction that
-/// read the old one has ended.
-pub async fn advance(db: &DatabaseConnection) -> Result<i64, StoreError> {
-    let backend = db.get_database_backend();
+/// read the old one has ended (within the dialect's lock deadline).
+pub async fn advance(db: &DatabaseConnection, dialect: Dialect) -> Result<i64, StoreError> {
+    let backend = dialect.backend();
     let txn = db.begin().await.map_err(StoreError::database)?;
+    for setting in dialect.advance_settings() {
+        txn.execute_unprepared(setting).await.map_err(StoreError::database)?;
+    }
     let bump = "UPDATE ranking_change_epoch SET epoch = epoch + 1 WHERE id = 1";
     txn.execute_raw(Statement::from_string(backend, bump)).await.map_err(StoreError::database)?;
     let read = Statement::from_string(backend, "SELECT epoch FROM ranking_change_epoch WHERE id = 1");

@@ -320,7 +320,7 @@ impl MetricsStore for SqlMetricsStore {
     async fn advance_epoch(&self) -> Result<i64, StoreError> {
         // A write on SQLite: it takes its turn like every writer of this process.
         let _gate = self.write_turn().await;
-        changes::advance(&self.db).await
+        changes::advance(&self.db, self.dialect).await
     }
 
     async fn scan_changes(

@@ -55,6 +55,9 @@ enum Pass {
     Published,
     /// Nothing changed since the previous pass.
     Unchanged,
+    /// The epoch could not be advanced (a writer held the old one past the deadline, or the
+    /// database is down); the population is kept.
+    Stalled(StoreError),
 }
 
 impl Recompute {
@@ -140,6 +143,10 @@ impl Recompute {
         self.release(&day_lease, today).await;
         match result {
             Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),
+            Ok(Pass::Stalled(e)) => {
+                self.metrics.live.pass("failed");
+                tracing::warn!(error = %e, date = %today, "live pass could not advance the change epoch");
+            }
             Ok(pass) => {
                 self.metrics.live.pass(if matches!(pass, Pass::Loaded) { "loaded" } else { "published" });
                 self.metrics.live.pass_seconds.observe(started.elapsed().as_secs_f64());
@@ -189,7 +196,12 @@ impl Recompute {
             Some(h) => h,
             None => held.insert(self.live_load(date).await?),
         };
-        let to = self.store.advance_epoch().await?;
+        let to = match self.store.advance_epoch().await {
+            Ok(to) => to,
+            // Nothing read yet: the held population is still whole, kept for the next pass.
+            Err(e) if !loaded => return Ok(Pass::Stalled(e)),
+            Err(e) => return Err(e),
+        };
         let epochs = h.from..to;
         let days = h.day.days();
         let signals = self.policy.profile.custom_names();

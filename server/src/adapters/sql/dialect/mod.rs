@@ -126,6 +126,19 @@ impl Dialect {
         }
     }
 
+    /// Settings of the transaction advancing the change epoch: it waits for every writer
+    /// holding the old epoch, and that wait needs a deadline, a short one: writers arriving
+    /// meanwhile queue behind the advance, so a writer that hangs would hold up ingest for
+    /// as long as the advance waits. PostgreSQL waits for a lock forever unless told; InnoDB
+    /// gives up after `innodb_lock_wait_timeout` (50 s) and SQLite after its busy timeout.
+    /// An advance that gives up costs one live pass, nothing else.
+    pub fn advance_settings(self) -> &'static [&'static str] {
+        match self {
+            Self::Postgres => &["SET LOCAL lock_timeout = '5s'"],
+            Self::MySql | Self::Sqlite => &[],
+        }
+    }
+
     /// Whether an insert can report which rows it inserted (`RETURNING`).
     pub fn returns_inserted(self) -> bool {
         self == Self::Postgres

@@ -271,3 +271,6 @@ impl Recompute {
         (daily, weekly)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,9 +21,11 @@ use crate::ports::{
 };
 
 /// Rows by (day, product): views, latest event, the epoch of their last write.
+type Rows = BTreeMap<(NaiveDate, i64), (i64, i64, i64)>;
+
 #[derive(Default)]
 struct EpochRows {
-    rows: Mutex<BTreeMap<(NaiveDate, i64), (i64, i64, i64)>>,
+    rows: Mutex<Rows>,
     epoch: Mutex<i64>,
 }
 

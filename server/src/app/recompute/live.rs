@@ -25,7 +25,7 @@ use chrono::{NaiveDate, Utc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Computed, Recompute};
+use super::{Computed, Recompute, day_lease};
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays, ProductRow};
 use crate::ports::{Lease, StoreError};
@@ -126,7 +126,7 @@ impl Recompute {
                 return;
             }
         }
-        let day_lease = match self.leases.try_acquire(&format!("recompute:{today}"), ttl).await {
+        let day_lease = match self.leases.try_acquire(&day_lease(today), ttl).await {
             Ok(Some(lease)) => lease,
             Ok(None) => {
                 // A recompute or a withdrawal of the day is under way: the next tick.

@@ -76,6 +76,11 @@ pub enum RecomputeError {
     Abandoned,
 }
 
+/// The name of `date`'s lease, which every change of that day's rankings holds.
+fn day_lease(date: NaiveDate) -> String {
+    format!("recompute:{date}")
+}
+
 /// Rebuilds daily rankings.
 pub struct Recompute {
     store: Arc<dyn MetricsStore>,
@@ -141,7 +146,7 @@ impl Recompute {
     /// The day's lease: every change of the day's rankings holds it, so a recompute and a
     /// withdrawal never interleave, on one replica or several.
     async fn lease(&self, date: NaiveDate) -> Result<Lease, RecomputeError> {
-        let name = format!("recompute:{date}");
+        let name = day_lease(date);
         let deadline = Instant::now() + self.policy.recompute_wait;
         loop {
             if let Some(lease) = self.leases.try_acquire(&name, self.policy.recompute_lease).await? {

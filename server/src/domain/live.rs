@@ -142,7 +142,7 @@ fn sum(a: &DailyMetrics, b: &DailyMetrics) -> DailyMetrics {
     out
 }
 
-/// The rows of a few products over the days a live day depends on, by day.
+/// One product's metrics row of one day (what a live pass reads of a changed row).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProductRow {
     /// The row's day.

@@ -8,6 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::{CatalogEntry, ProductDay, StoreError};
 use crate::domain::event::Event;
 use crate::domain::explain::RecencyClock;
+use crate::domain::live::ProductRow;
 use crate::domain::ranking::PopulationStats;
 use crate::domain::score::DailyMetrics;
 
@@ -41,13 +42,11 @@ pub struct DailyRow {
     pub last_event_us: i64,
 }
 
-/// A metrics row as a live pass reads it: its day, and when its last writer wrote it.
+/// A metrics row as a live pass reads it, and when its last writer wrote it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChangedRow {
-    /// The row's day.
-    pub date: NaiveDate,
-    /// The row.
-    pub row: DailyRow,
+    /// The row, with its day.
+    pub row: ProductRow,
     /// `updated_at` of its last writer, Unix microseconds (just before that commit).
     pub updated_us: i64,
 }

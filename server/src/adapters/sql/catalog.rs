@@ -2,8 +2,9 @@
 
 use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
-use sea_orm::{ConnectionTrait, DatabaseConnection, Statement, StreamTrait, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, StreamTrait, TransactionTrait};
 
+use super::changes;
 use super::dialect::Dialect;
 
 use crate::domain::catalog::{CatalogEntry, joined, split};
@@ -25,11 +26,10 @@ pub async fn update(db: &DatabaseConnection, dialect: Dialect, entries: &[Catalo
     sorted.sort_by_key(|e| e.product_id);
     let columns = ["product_id", "hidden", "segments", "change_epoch"].map(Alias::new);
     let txn = db.begin().await.map_err(StoreError::database)?;
-    let lock = Statement::from_string(dialect.backend(), dialect.change_epoch_lock());
-    let epoch = match txn.query_one_raw(lock).await.map_err(StoreError::database)? {
-        Some(row) => row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
-        None => return Err(StoreError::Corrupt("ranking_change_epoch has no row".into())),
-    };
+    let epoch = changes::read_epoch(&txn, dialect.change_epoch_lock())
+        .await
+        .map_err(StoreError::database)?
+        .ok_or_else(changes::no_epoch)?;
     for chunk in sorted.chunks(CHUNK) {
         let mut insert = Query::insert();
         insert.into_table(table()).columns(columns.clone());

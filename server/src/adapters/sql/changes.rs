@@ -15,15 +15,28 @@ use std::ops::Range;
 use chrono::NaiveDate;
 use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query, SelectStatement};
-use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, Statement, StreamTrait, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement, StreamTrait, TransactionTrait};
 
 use super::dialect::Dialect;
 use super::signals::column;
+use crate::domain::live::ProductRow;
 use crate::domain::score::DailyMetrics;
-use crate::ports::{ChangedRow, DailyRow, StoreError};
+use crate::ports::{ChangedRow, StoreError};
 
 /// Products per query of [`product_rows`].
 const PRODUCTS_PER_QUERY: usize = 1_000;
+
+/// The epoch `sql` reads from the one row of `ranking_change_epoch` in `conn` (the write
+/// path's locking read, or the advance's plain one); `None` when the row is missing.
+pub async fn read_epoch(conn: &impl ConnectionTrait, sql: &str) -> Result<Option<i64>, DbErr> {
+    let row = conn.query_one_raw(Statement::from_string(conn.get_database_backend(), sql)).await?;
+    row.map(|r| r.try_get_by_index::<i64>(0)).transpose()
+}
+
+/// What a missing epoch row means: a database the migrations did not make.
+pub fn no_epoch() -> StoreError {
+    StoreError::Corrupt("ranking_change_epoch has no row".into())
+}
 
 /// Advances the change epoch by one and returns the new value, once every transaction that
 /// read the old one has ended (within the dialect's lock deadline).
@@ -35,11 +48,8 @@ pub async fn advance(db: &DatabaseConnection, dialect: Dialect) -> Result<i64, S
     }
     let bump = "UPDATE ranking_change_epoch SET epoch = epoch + 1 WHERE id = 1";
     txn.execute_raw(Statement::from_string(backend, bump)).await.map_err(StoreError::database)?;
-    let read = Statement::from_string(backend, "SELECT epoch FROM ranking_change_epoch WHERE id = 1");
-    let epoch = match txn.query_one_raw(read).await.map_err(StoreError::database)? {
-        Some(row) => row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
-        None => return Err(StoreError::Corrupt("ranking_change_epoch has no row".into())),
-    };
+    let read = "SELECT epoch FROM ranking_change_epoch WHERE id = 1";
+    let epoch = read_epoch(&txn, read).await.map_err(StoreError::database)?.ok_or_else(no_epoch)?;
     txn.commit().await.map_err(StoreError::database)?;
     Ok(epoch)
 }
@@ -67,8 +77,12 @@ fn changed_row(row: &QueryResult, signals: usize) -> Result<ChangedRow, StoreErr
         *value = int(6 + slot)?;
     }
     Ok(ChangedRow {
-        date: row.try_get_by_index::<NaiveDate>(6 + signals).map_err(StoreError::database)?,
-        row: DailyRow { product_id: int(0)?, metrics, last_event_us: int(5)? },
+        row: ProductRow {
+            date: row.try_get_by_index::<NaiveDate>(6 + signals).map_err(StoreError::database)?,
+            product_id: int(0)?,
+            metrics,
+            last_event_us: int(5)?,
+        },
         updated_us: int(7 + signals)?,
     })
 }

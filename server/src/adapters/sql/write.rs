@@ -220,10 +220,8 @@ impl BatchWrite<'_> {
 
     /// The current change epoch, locked shared until this transaction ends.
     async fn change_epoch(&self) -> Result<i64, Attempt> {
-        let sql = self.dialect.change_epoch_lock().to_owned();
-        let row = self.txn.query_one_raw(self.statement(sql, Vec::new())).await?;
-        let row = row.ok_or_else(|| Attempt::Fail(StoreError::Corrupt("ranking_change_epoch has no row".into())))?;
-        Ok(row.try_get_by_index::<i64>(0)?)
+        let epoch = super::changes::read_epoch(self.txn, self.dialect.change_epoch_lock()).await?;
+        epoch.ok_or_else(|| Attempt::Fail(super::changes::no_epoch()))
     }
 
     async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, StoredEvent>, Attempt> {

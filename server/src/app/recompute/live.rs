@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Computed, Recompute, day_lease};
 use crate::domain::catalog::Membership;
-use crate::domain::live::{DayRows, LiveDay, LiveDays, ProductRow};
-use crate::ports::{Lease, StoreError};
+use crate::domain::live::{DayRows, LiveDay, LiveDays};
+use crate::ports::{ChangedRow, Lease, StoreError};
 
 /// What the holder of today's live lease keeps between passes.
 struct Held {
@@ -210,12 +210,12 @@ impl Recompute {
         let mut newest_us: Option<i64> = None;
         let mut read = self
             .store
-            .scan_changes(epochs.clone(), days.first(), date, signals, &mut |c| {
-                newest_us = newest_us.max(Some(c.updated_us));
-                if c.date == date {
-                    today.push((c.row.product_id, c.row.metrics, c.row.last_event_us));
+            .scan_changes(epochs.clone(), days.first(), date, signals, &mut |ChangedRow { row, updated_us }| {
+                newest_us = newest_us.max(Some(updated_us));
+                if row.date == date {
+                    today.push((row.product_id, row.metrics, row.last_event_us));
                 } else {
-                    earlier.push(c.row.product_id);
+                    earlier.push(row.product_id);
                 }
             })
             .await?;
@@ -225,17 +225,7 @@ impl Recompute {
             earlier.sort_unstable();
             earlier.dedup();
             let mut rows = Vec::new();
-            read += self
-                .store
-                .scan_products(&earlier, days.first(), date, signals, &mut |c| {
-                    rows.push(ProductRow {
-                        date: c.date,
-                        product_id: c.row.product_id,
-                        metrics: c.row.metrics,
-                        last_event_us: c.row.last_event_us,
-                    })
-                })
-                .await?;
+            read += self.store.scan_products(&earlier, days.first(), date, signals, &mut |c| rows.push(c.row)).await?;
             h.day.refresh(&earlier, rows);
         }
         self.metrics.live.rows_read.inc_by(read);

@@ -13,6 +13,7 @@ use crate::adapters::memory::MemoryRankingStore;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingCalendar;
+use crate::domain::live::ProductRow;
 use crate::domain::score::{DailyMetrics, Weights};
 use crate::metrics::Metrics;
 use crate::ports::{
@@ -41,6 +42,11 @@ impl EpochRows {
         DailyRow { product_id, metrics: DailyMetrics::counts(views, 0, 0, 0), last_event_us: last }
     }
 
+    fn changed(date: NaiveDate, product_id: i64, views: i64, last: i64) -> ChangedRow {
+        let metrics = DailyMetrics::counts(views, 0, 0, 0);
+        ChangedRow { row: ProductRow { date, product_id, metrics, last_event_us: last }, updated_us: 0 }
+    }
+
     fn visit(
         &self,
         keep: impl Fn(NaiveDate, i64, i64) -> bool,
@@ -50,7 +56,7 @@ impl EpochRows {
         let mut n = 0;
         for ((date, product_id), (views, last, epoch)) in rows {
             if keep(date, product_id, epoch) {
-                visit(ChangedRow { date, row: Self::row(product_id, views, last), updated_us: 0 });
+                visit(Self::changed(date, product_id, views, last));
                 n += 1;
             }
         }

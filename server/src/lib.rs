@@ -9,6 +9,7 @@
 //!
 //! - [`startup`]: builds everything from [`config::Settings`] and serves until stopped.
 //! - [`grpc`]: handlers, conversions, error mapping, instrumentation layer.
+//! - [`bus`]: the Kafka and JetStream sources of events, beside the gRPC ingestion.
 //! - [`app`]: the application services (ingest, queries, recompute, scheduler) and the
 //!   one policy they share.
 //! - [`adapters`]: SQL (sea-orm) and the ranking stores.
@@ -19,6 +20,7 @@
 
 pub mod adapters;
 pub mod app;
+pub mod bus;
 pub mod config;
 pub mod domain;
 pub mod grpc;

@@ -3,7 +3,8 @@
 //! [`Application::build`] does every fallible step (settings, database and migrations,
 //! stores, TLS files, reflection, binding both ports) and spawns nothing, so a failure
 //! leaves nothing behind. [`Application::run_until_stopped`] starts the background tasks on
-//! one [`TaskTracker`] (group-commit workers, scheduler, snapshot refresher, metrics endpoint), serves until the
+//! one [`TaskTracker`] (group-commit workers, scheduler, live passes, snapshot refresher, event-bus
+//! sources, metrics endpoint), serves until the
 //! shutdown future resolves, gives in-flight calls the drain grace, then cancels the tasks
 //! and joins every one of them before returning.
 
@@ -32,6 +33,7 @@ use crate::app::recompute::Recompute;
 use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
+use crate::bus::BusSources;
 use crate::config::{AccessSettings, ServerSettings, Settings};
 use crate::grpc::auth::{AccessPolicy, AuthLayer};
 use crate::grpc::connections::{self, ConnectionLimits, ConnectionMetrics};
@@ -50,6 +52,7 @@ pub struct Application {
     health: HealthReporter,
     access: AccessPolicy,
     group_commit: GroupCommit,
+    bus: BusSources,
     ingest_workers: usize,
     scheduler: Arc<Scheduler>,
     snapshots: Arc<Snapshots>,
@@ -122,6 +125,13 @@ impl Application {
             settings.ranking.watch_interval,
             settings.ranking.max_watchers,
         ));
+        let bus = BusSources::build(
+            settings.bus.kafka().map_err(anyhow::Error::msg)?,
+            settings.bus.jetstream(),
+            ingest.clone(),
+            metrics.clone(),
+        )
+        .context("invalid event-bus settings")?;
         let api = RankingApi::new(ingest, queries, explainer, catalog, watch.clone(), recompute);
 
         let server_settings = settings.server.clone();
@@ -144,6 +154,7 @@ impl Application {
             health,
             access: access_policy(&settings.access),
             group_commit,
+            bus,
             ingest_workers: settings.database.ingest_workers.get(),
             scheduler,
             snapshots,
@@ -190,6 +201,11 @@ impl Application {
             });
         }
 
+        // The bus sources stop fetching as soon as the shutdown starts; the ingest path
+        // they write through stays up until they have finished.
+        let stop_bus = CancellationToken::new();
+        self.bus.spawn(&tasks, self.health.clone(), stop_bus.clone(), self.settings.shutdown_grace);
+
         tracing::info!(addr = %self.local_addr, "serving ranking.v1.RankingService");
         let settings = &self.settings;
         let close_all = CancellationToken::new();
@@ -219,6 +235,7 @@ impl Application {
                 // Watch streams never finish by themselves: they end now with UNAVAILABLE,
                 // so their clients reconnect elsewhere while the other calls drain.
                 watch.close();
+                stop_bus.cancel();
                 stopping.cancel();
             }
         };

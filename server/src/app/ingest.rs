@@ -120,6 +120,27 @@ impl Ingest {
         self.commit(&batch).await.map_err(IngestError::Store)
     }
 
+    /// Records a batch of independent records (the event bus's, SPEC §10.1): each is
+    /// validated on its own, the valid ones commit in one transaction through the same
+    /// batch path as [`Ingest::record_batch`], and an invalid one is returned as its
+    /// error without holding the others back. A record that did not even decode comes in
+    /// as its error. On a store failure nothing of the batch is committed.
+    pub async fn record_independent(
+        &self,
+        records: Vec<Result<RawEvent, Invalid>>,
+    ) -> Result<Vec<Result<Outcome, Invalid>>, StoreError> {
+        debug_assert!(records.len() <= MAX_BATCH, "the bus batch is bounded by its settings");
+        // The valid events in record order; each record keeps only whether it was one.
+        let mut valid = Vec::with_capacity(records.len());
+        let checked: Vec<Result<(), Invalid>> =
+            records.into_iter().map(|r| r.and_then(|raw| self.validate(raw)).map(|event| valid.push(event))).collect();
+        let mut outcomes = if valid.is_empty() { Vec::new() } else { self.commit(&valid).await? }.into_iter();
+        Ok(checked
+            .into_iter()
+            .map(|r| r.map(|_| outcomes.next().expect("the store answers one outcome per event")))
+            .collect())
+    }
+
     /// Commits a validated batch, then adds the accepted events to the hourly rankings.
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         let outcomes = self.store.record(batch).await?;

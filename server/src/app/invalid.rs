@@ -22,6 +22,25 @@ pub enum PathSegment {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldPath(pub Vec<PathSegment>);
 
+impl FieldPath {
+    /// `events[3].amount`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for segment in &self.0 {
+            match segment {
+                PathSegment::Field(name) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(name);
+                }
+                PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+}
+
 /// A request field that broke a rule; nothing of the request was done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path:?}: {reason}")]
@@ -41,6 +60,12 @@ impl Invalid {
     /// An element of a repeated scalar field is wrong: `name[index]`.
     pub fn element(name: &'static str, index: usize, reason: impl Into<String>) -> Self {
         Self { path: FieldPath(vec![PathSegment::Field(name), PathSegment::Index(index)]), reason: reason.into() }
+    }
+
+    /// `events[3].amount: must be 0 for VIEW`: the message INVALID_ARGUMENT carries and a
+    /// dead-lettered bus record's `ranking-error` header.
+    pub fn message(&self) -> String {
+        format!("{}: {}", self.path.render(), self.reason)
     }
 
     /// The same error seen from the enclosing message: `parent.` in front of the path.

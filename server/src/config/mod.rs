@@ -20,6 +20,8 @@ use crate::app::policy::Policy;
 use crate::domain::calendar::RankingCalendar;
 use crate::domain::score::Weights;
 
+pub use bus::BusSettings;
+
 /// Real-time product ranking service over gRPC.
 ///
 /// Every flag can also be set through the environment variable shown next to it.
@@ -38,6 +40,8 @@ pub struct Settings {
     pub access: AccessSettings,
     #[command(flatten, next_help_heading = "Observability")]
     pub observability: ObservabilitySettings,
+    #[command(flatten, next_help_heading = "Event bus")]
+    pub bus: BusSettings,
     /// Checks the scoring profile in FILE (TOML, SPEC §10.3), prints its signals, terms and
     /// encoding, and exits: 0 when it is valid, 2 with the problems when not.
     #[arg(long, value_name = "FILE")]
@@ -423,6 +427,7 @@ impl Settings {
     }
 }
 
+pub mod bus;
 pub mod profile;
 
 #[cfg(test)]

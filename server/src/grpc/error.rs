@@ -5,7 +5,7 @@ use tonic::Status;
 
 use crate::app::catalog::CatalogError;
 use crate::app::ingest::IngestError;
-use crate::app::invalid::{FieldPath, Invalid, PathSegment};
+use crate::app::invalid::Invalid;
 use crate::app::queries::QueryError;
 use crate::app::recompute::RecomputeError;
 use crate::app::watch::WatchError;
@@ -20,26 +20,9 @@ pub fn store(e: &StoreError) -> Status {
     }
 }
 
-/// `events[3].amount`.
-pub fn render_path(path: &FieldPath) -> String {
-    let mut out = String::new();
-    for segment in &path.0 {
-        match segment {
-            PathSegment::Field(name) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(name);
-            }
-            PathSegment::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
-}
-
 impl From<Invalid> for Status {
     fn from(e: Invalid) -> Self {
-        Status::invalid_argument(format!("{}: {}", render_path(&e.path), e.reason))
+        Status::invalid_argument(e.message())
     }
 }
 

@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod bus;
 pub mod live;
 
 /// Labels of per-RPC metrics.
@@ -187,6 +188,8 @@ pub struct Metrics {
     pub store_reachable: Family<StoreLabels, Gauge>,
     /// Live passes (SPEC §10.2).
     pub live: live::LiveMetrics,
+    /// Event-bus sources (SPEC §10.1).
+    pub bus: bus::BusMetrics,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Call latency by method and status code, seconds.
@@ -300,6 +303,7 @@ impl Metrics {
             store_reachable.clone(),
         );
         let live = live::LiveMetrics::registered(&mut registry);
+        let bus = bus::BusMetrics::registered(&mut registry);
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
         Self {
@@ -330,6 +334,7 @@ impl Metrics {
             snapshot_versions: Default::default(),
             store_reachable,
             live,
+            bus,
             rpc_calls,
             rpc_seconds,
         }

@@ -1,0 +1,248 @@
+//! The NATS JetStream source (SPEC §10.1): one durable pull consumer
+//! (`RANKING_NATS_CONSUMER`, explicit acks) on the stream, shared by every replica, so each
+//! fetch of each replica gets messages no other replica holds.
+//!
+//! A fetch asks for up to `RANKING_BUS_BATCH` messages and waits at most
+//! `RANKING_BUS_BATCH_WAIT`; the batch is recorded in one transaction, during which every
+//! message gets `AckKind::Progress` every third of its ack wait, so a long commit is not
+//! mistaken for a dead consumer. Then each message is acked, or, when invalid, published to
+//! the dead-letter subject and terminated (`Term`: never redelivered). A database failure
+//! naks the whole batch with the backoff's delay (`Nak(Some(delay))`) and waits as long
+//! before fetching again: nothing is lost and nothing spins. A replica killed with messages
+//! unacked has them redelivered after the ack wait; what it committed is DUPLICATE then.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
+use async_nats::jetstream::{self, AckKind, Message};
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
+use crate::app::ingest::Ingest;
+use crate::metrics::Metrics;
+use crate::metrics::bus::LagLabels;
+
+/// The source's name in metrics and logs.
+pub const SOURCE: &str = "jetstream";
+
+/// Ack wait of the consumer this source creates (an existing consumer keeps its own).
+const ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// The JetStream source's settings.
+#[derive(Debug, Clone)]
+pub struct JetStreamOptions {
+    /// NATS server URL.
+    pub url: String,
+    /// Stream of the events.
+    pub stream: String,
+    /// Durable pull consumer.
+    pub consumer: String,
+    /// Where invalid records go; `None`: logged, counted and terminated.
+    pub dead_letter_subject: Option<String>,
+    /// Batching.
+    pub batch: BatchOptions,
+}
+
+/// The source, until it runs.
+pub struct JetStreamSource {
+    options: JetStreamOptions,
+    sink: Sink,
+    metrics: Arc<Metrics>,
+    connected: Connected,
+}
+
+impl JetStreamSource {
+    /// The source; it connects when it runs.
+    pub fn new(options: JetStreamOptions, ingest: Arc<Ingest>, metrics: Arc<Metrics>, connected: Connected) -> Self {
+        let sink = Sink::new(ingest, metrics.clone(), options.batch.format, SOURCE);
+        Self { options, sink, metrics, connected }
+    }
+
+    /// Connects (and reconnects, by the client), then consumes until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let connected = self.connected.clone();
+        let connect = async_nats::ConnectOptions::new()
+            .name("ranking-service")
+            .retry_on_initial_connect()
+            .event_callback(move |event| {
+                let connected = connected.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => connected.set(true),
+                        async_nats::Event::Disconnected | async_nats::Event::Closed => connected.set(false),
+                        other => tracing::warn!(event = %other, "nats event"),
+                    }
+                }
+            })
+            .connect(self.options.url.as_str());
+        let client = tokio::select! {
+            client = connect => match client {
+                Ok(client) => client,
+                Err(e) => {
+                    tracing::error!(error = %e, "RANKING_NATS_URL: cannot connect; the JetStream source is off");
+                    return;
+                }
+            },
+            () = stop.cancelled() => return,
+        };
+        if client.connection_state() == async_nats::connection::State::Connected {
+            self.connected.set(true);
+        }
+        let context = jetstream::new(client.clone());
+        let mut backoff = Backoff::default();
+        'consumer: while !stop.is_cancelled() {
+            let consumer = match self.consumer(&context).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, stream = %self.options.stream, "jetstream consumer unavailable; retried");
+                    if !backoff.wait(&stop).await {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            loop {
+                let fetch = consumer
+                    .batch()
+                    .max_messages(self.options.batch.max_records)
+                    .expires(self.options.batch.max_wait)
+                    .messages();
+                let messages = tokio::select! {
+                    fetched = fetch => match fetched {
+                        Ok(batch) => batch,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "jetstream fetch failed; retried");
+                            if !backoff.wait(&stop).await {
+                                break 'consumer;
+                            }
+                            continue 'consumer;
+                        }
+                    },
+                    () = stop.cancelled() => break 'consumer,
+                };
+                let mut batch = Vec::new();
+                let mut messages = std::pin::pin!(messages);
+                loop {
+                    tokio::select! {
+                        next = messages.next() => match next {
+                            Some(Ok(m)) => batch.push(m),
+                            Some(Err(e)) => {
+                                tracing::debug!(error = %e, "jetstream fetch ended early");
+                                break;
+                            }
+                            None => break,
+                        },
+                        // Not acked: redelivered after the ack wait.
+                        () = stop.cancelled() => break 'consumer,
+                    }
+                }
+                let labels = LagLabels { source: SOURCE, partition: self.options.stream.clone() };
+                let pending = batch.last().and_then(|m| m.info().ok().map(|i| i.pending)).unwrap_or(0);
+                self.metrics.bus.lag.get_or_create(&labels).set(i64::try_from(pending).unwrap_or(i64::MAX));
+                if batch.is_empty() {
+                    continue;
+                }
+                if !self.handle(&context, batch, &stop, &mut backoff).await {
+                    break 'consumer;
+                }
+            }
+        }
+        // Acks are written by the client's connection task: flush them before leaving.
+        if tokio::time::timeout(Duration::from_secs(5), client.flush()).await.is_err() {
+            tracing::warn!("nats flush at shutdown timed out; unflushed acks mean redeliveries");
+        }
+        tracing::info!("jetstream source stopped");
+    }
+
+    /// The durable pull consumer, created with explicit acks when missing.
+    async fn consumer(&self, context: &jetstream::Context) -> Result<PullConsumer, async_nats::Error> {
+        let stream = context.get_stream(&self.options.stream).await?;
+        let config = pull::Config {
+            durable_name: Some(self.options.consumer.clone()),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            // Every replica may hold a full batch unacked, and a killed one's wait out the
+            // ack wait: room for several.
+            max_ack_pending: i64::try_from(self.options.batch.max_records * 8).unwrap_or(i64::MAX).max(1_000),
+            ..Default::default()
+        };
+        Ok(stream.get_or_create_consumer(&self.options.consumer, config).await?)
+    }
+
+    /// Records, acks, dead-letters one batch; false when `stop` came while waiting.
+    async fn handle(
+        &self,
+        context: &jetstream::Context,
+        batch: Vec<Message>,
+        stop: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> bool {
+        let started = Instant::now();
+        let payloads: Vec<Option<&[u8]>> = batch.iter().map(|m| Some(m.payload.as_ref())).collect();
+        let recorded = {
+            let record = std::pin::pin!(self.sink.record(&payloads));
+            let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + ACK_WAIT / 3, ACK_WAIT / 3);
+            let mut record = record;
+            loop {
+                tokio::select! {
+                    result = &mut record => break result,
+                    _ = progress.tick() => {
+                        futures_util::future::join_all(batch.iter().map(|m| m.ack_with(AckKind::Progress))).await;
+                    }
+                }
+            }
+        };
+        let dispositions = match recorded {
+            Ok(d) => d,
+            Err(e) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, records = batch.len(), delay = ?delay, "database unavailable: jetstream batch naked with a delay");
+                futures_util::future::join_all(batch.iter().map(|m| m.ack_with(AckKind::Nak(Some(delay))))).await;
+                return tokio::select! {
+                    () = tokio::time::sleep(delay) => true,
+                    () = stop.cancelled() => false,
+                };
+            }
+        };
+        backoff.reset();
+        let acks = batch.iter().zip(&dispositions).map(|(m, d)| async move {
+            let kind = match d {
+                Disposition::Recorded(_) => AckKind::Ack,
+                Disposition::Invalid(error) => self.dead_letter(context, m, error).await,
+            };
+            if let Err(e) = m.ack_with(kind).await {
+                tracing::warn!(error = %e, "jetstream ack not sent; the message is redelivered (a DUPLICATE)");
+            }
+        });
+        futures_util::future::join_all(acks).await;
+        self.metrics.bus.batch_seconds.observe(started.elapsed().as_secs_f64());
+        true
+    }
+
+    /// Publishes an invalid message to the dead-letter subject (through JetStream, waiting
+    /// for the stream's ack) and answers how to acknowledge it: `Term` once it is there (or
+    /// when there is no subject), a delayed `Nak` when the publication failed.
+    async fn dead_letter(&self, context: &jetstream::Context, m: &Message, error: &str) -> AckKind {
+        let Some(subject) = &self.options.dead_letter_subject else {
+            tracing::warn!(error, "invalid jetstream record terminated (no dead-letter subject)");
+            return AckKind::Term;
+        };
+        let origin = match m.info() {
+            Ok(info) => format!("{}/{}", info.stream, info.stream_sequence),
+            Err(_) => format!("{}/?", self.options.stream),
+        };
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("ranking-error", error);
+        headers.insert("ranking-source", origin.as_str());
+        let published = async { context.publish_with_headers(subject.clone(), headers, m.payload.clone()).await?.await };
+        match published.await {
+            Ok(_) => AckKind::Term,
+            Err(e) => {
+                tracing::warn!(error = %e, subject = %subject, "dead letter not published; the record is naked and retried");
+                AckKind::Nak(Some(Duration::from_secs(5)))
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The event-bus sources (SPEC §10.1, §10.5): Kafka and NATS JetStream, each off unless its
+//! address is set, and the batching both share.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::parse_nonzero_duration;
+use crate::bus::decode::Format;
+use crate::bus::jetstream::JetStreamOptions;
+use crate::bus::kafka::KafkaOptions;
+use crate::bus::BatchOptions;
+
+/// Kafka and JetStream consumption.
+#[derive(Debug, Clone, Args)]
+pub struct BusSettings {
+    /// Kafka bootstrap servers, comma-separated; unset: no Kafka source.
+    #[arg(long, env = "RANKING_KAFKA_BROKERS", value_name = "RANKING_KAFKA_BROKERS")]
+    pub kafka_brokers: Option<String>,
+
+    /// Kafka topics to consume, comma-separated.
+    #[arg(long, env = "RANKING_KAFKA_TOPICS", value_name = "RANKING_KAFKA_TOPICS", default_value = "shopper-events")]
+    pub kafka_topics: String,
+
+    /// Kafka consumer group shared by every replica.
+    #[arg(long, env = "RANKING_KAFKA_GROUP", value_name = "RANKING_KAFKA_GROUP", default_value = "ranking-service")]
+    pub kafka_group: String,
+
+    /// Dead-letter topic of invalid records; empty: invalid records are logged, counted and
+    /// skipped.
+    #[arg(long, env = "RANKING_KAFKA_DLQ_TOPIC", value_name = "RANKING_KAFKA_DLQ_TOPIC", default_value = "shopper-events.dlq")]
+    pub kafka_dlq_topic: String,
+
+    /// Extra librdkafka properties, `key=value,…` (security.protocol, sasl.*, ssl.*,
+    /// session.timeout.ms, …), applied to the consumer and the dead-letter producer last.
+    #[arg(long, env = "RANKING_KAFKA_CONFIG", value_name = "RANKING_KAFKA_CONFIG", default_value = "", hide_env_values = true)]
+    pub kafka_config: String,
+
+    /// NATS server URL; unset: no JetStream source.
+    #[arg(long, env = "RANKING_NATS_URL", value_name = "RANKING_NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// JetStream stream the events are in.
+    #[arg(long, env = "RANKING_NATS_STREAM", value_name = "RANKING_NATS_STREAM", default_value = "SHOPPER_EVENTS")]
+    pub nats_stream: String,
+
+    /// Durable pull consumer shared by every replica (created when missing).
+    #[arg(long, env = "RANKING_NATS_CONSUMER", value_name = "RANKING_NATS_CONSUMER", default_value = "ranking-service")]
+    pub nats_consumer: String,
+
+    /// Dead-letter subject of invalid records (published through JetStream: a stream must
+    /// capture it); empty: invalid records are logged, counted and terminated.
+    #[arg(long, env = "RANKING_NATS_DLQ_SUBJECT", value_name = "RANKING_NATS_DLQ_SUBJECT", default_value = "shopper.events.dlq")]
+    pub nats_dlq_subject: String,
+
+    /// Encoding of the records: `json` (proto3 JSON mapping) or `protobuf`.
+    #[arg(long, env = "RANKING_BUS_FORMAT", value_name = "RANKING_BUS_FORMAT", default_value = "json")]
+    pub bus_format: Format,
+
+    /// Records per transaction at most (1-10000).
+    #[arg(long, env = "RANKING_BUS_BATCH", value_name = "RANKING_BUS_BATCH", default_value = "5000", value_parser = parse_batch)]
+    pub bus_batch: NonZeroUsize,
+
+    /// Longest wait to fill a batch after its first record.
+    #[arg(long, env = "RANKING_BUS_BATCH_WAIT", value_name = "RANKING_BUS_BATCH_WAIT", default_value = "100ms", value_parser = parse_nonzero_duration)]
+    pub bus_batch_wait: Duration,
+}
+
+impl BusSettings {
+    fn batch(&self) -> BatchOptions {
+        BatchOptions { format: self.bus_format, max_records: self.bus_batch.get(), max_wait: self.bus_batch_wait }
+    }
+
+    /// The Kafka source's options, when it is configured.
+    pub fn kafka(&self) -> Result<Option<KafkaOptions>, String> {
+        let Some(brokers) = self.kafka_brokers.as_deref().filter(|b| !b.trim().is_empty()) else { return Ok(None) };
+        let topics = list(&self.kafka_topics);
+        if topics.is_empty() {
+            return Err("RANKING_KAFKA_TOPICS: at least one topic is required".into());
+        }
+        let properties = properties(&self.kafka_config).map_err(|e| format!("RANKING_KAFKA_CONFIG: {e}"))?;
+        Ok(Some(KafkaOptions {
+            brokers: brokers.to_string(),
+            topics,
+            group: self.kafka_group.clone(),
+            dead_letter_topic: Some(self.kafka_dlq_topic.trim().to_string()).filter(|t| !t.is_empty()),
+            properties,
+            batch: self.batch(),
+        }))
+    }
+
+    /// The JetStream source's options, when it is configured.
+    pub fn jetstream(&self) -> Option<JetStreamOptions> {
+        let url = self.nats_url.as_deref().filter(|u| !u.trim().is_empty())?;
+        Some(JetStreamOptions {
+            url: url.to_string(),
+            stream: self.nats_stream.clone(),
+            consumer: self.nats_consumer.clone(),
+            dead_letter_subject: Some(self.nats_dlq_subject.trim().to_string()).filter(|s| !s.is_empty()),
+            batch: self.batch(),
+        })
+    }
+}
+
+fn parse_batch(s: &str) -> Result<NonZeroUsize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=crate::app::ingest::MAX_BATCH) => Ok(NonZeroUsize::new(n).expect("n >= 1")),
+        _ => Err(format!("{s:?}: expected 1-{}", crate::app::ingest::MAX_BATCH)),
+    }
+}
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect()
+}
+
+/// `key=value,…` into pairs; a key without `=` is refused rather than guessed at.
+fn properties(s: &str) -> Result<Vec<(String, String)>, String> {
+    list(s)
+        .into_iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            _ => Err(format!("{:?} is not key=value", pair)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_kafka_properties_are_pairs() {
+        assert_eq!(
+            properties("security.protocol=SASL_SSL, sasl.mechanism=PLAIN,").unwrap(),
+            vec![("security.protocol".into(), "SASL_SSL".into()), ("sasl.mechanism".into(), "PLAIN".into())]
+        );
+        assert!(properties("session.timeout.ms").unwrap_err().contains("not key=value"));
+        assert!(properties("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn batch_is_bounded_by_the_ingest_batch() {
+        assert_eq!(parse_batch("10000").unwrap().get(), 10_000);
+        assert!(parse_batch("0").is_err());
+        assert!(parse_batch("10001").is_err());
+    }
+}

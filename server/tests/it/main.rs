@@ -9,6 +9,7 @@
 mod annotations;
 mod api;
 mod binary;
+mod bus;
 mod catalog;
 mod client;
 mod client_calls;

@@ -5,6 +5,7 @@
 //! URL such as `postgres://postgres@127.0.0.1/test` or `mysql://root@127.0.0.1/test`), under
 //! which each test creates and drops a database of its own.
 
+pub mod bus;
 pub mod mariadb;
 pub mod pg;
 pub mod process;

@@ -1,0 +1,373 @@
+//! Event-bus ingestion (SPEC §10.1) against a real Kafka-compatible broker and NATS
+//! JetStream: a three-day workload with 10 % redeliveries and poison records, consumed by
+//! replicas of which one is killed with `kill -9` and restarted and a third joins, counts
+//! exactly the valid events once, ranks them as RecordEvents would, and dead-letters exactly
+//! the poison records with their errors; a database outage and a broker restart lose and
+//! double nothing; a graceful stop commits every offset.
+//!
+//! The tests run where `make test` gives them a bus (`RANKING_TEST_KAFKA`,
+//! `RANKING_TEST_NATS`) and a Redis, on the PostgreSQL and MariaDB passes (replicas share a
+//! database server; SQLite files are one process's).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration as Age, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use ranking_client::v1;
+use ranking_server::test_support::{day, eventually, noon};
+use serde_json::json;
+
+use crate::helpers::bus::{DeadLetter, TestBus, test_kafka, test_nats};
+use crate::helpers::pg::ThrowawayPostgres;
+use crate::helpers::process::ServerProcess;
+use crate::helpers::{TestApp, TestDb, count_events, event, metric_value, settings, test_redis};
+
+/// A record of the workload: what is published, and what it should become.
+struct Record {
+    key: String,
+    payload: Vec<u8>,
+    /// The event it carries, when valid.
+    event: Option<v1::Event>,
+    /// The start of its `ranking-error`, when poison.
+    error: Option<&'static str>,
+}
+
+/// The proto3 JSON of `e`, in lowerCamel with enum names and int64 strings, or in the proto
+/// field names with enum numbers: producers write either.
+fn json_of(e: &v1::Event, camel: bool) -> Vec<u8> {
+    let at = e.occurred_at.as_ref().expect("timestamp");
+    let at = DateTime::<Utc>::from_timestamp(at.seconds, at.nanos as u32).expect("instant").to_rfc3339();
+    let kind = v1::EventType::try_from(e.r#type).expect("type");
+    let value = if camel {
+        json!({"eventId": e.event_id, "productId": e.product_id.to_string(), "type": kind.as_str_name(),
+               "amount": e.amount, "occurredAt": at})
+    } else {
+        json!({"event_id": e.event_id, "product_id": e.product_id, "type": e.r#type,
+               "amount": e.amount.to_string(), "occurred_at": at})
+    };
+    serde_json::to_vec(&value).expect("json")
+}
+
+/// `valid` events over today and the two days before (60 products, every type) in two
+/// halves, one redelivery of each tenth record somewhere later in its half, and 12 poison
+/// records of six kinds in each half.
+///
+/// UNLIKE never goes below 0 (SPEC §2), which makes a count depend on the order of its
+/// events once it would: the second half's UNLIKEs only take back likes of the first half,
+/// which is consumed before the second is published, so every order of arrival, every
+/// batching and every redelivery gives the same counts.
+fn workload(seed: u64, valid: usize) -> (Vec<Record>, Vec<Record>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut likes: BTreeMap<(i64, u64), i64> = BTreeMap::new();
+    let mut half = |rng: &mut StdRng, from: usize, n: usize, unlikes: bool| -> Vec<Record> {
+        (from..from + n)
+            .map(|i| {
+                let product = rng.random_range(1..=60);
+                let days_ago = rng.random_range(0..3u64);
+                let at =
+                    if days_ago == 0 { Utc::now() - Age::seconds(rng.random_range(30..600)) } else { noon(days_ago) };
+                let (mut kind, amount) = match rng.random_range(0..10) {
+                    0..=5 => (v1::EventType::View, 0),
+                    6 | 7 => (v1::EventType::Like, 0),
+                    8 => (v1::EventType::Unlike, 0),
+                    _ => (v1::EventType::Order, rng.random_range(100..100_000)),
+                };
+                let left = likes.entry((product, days_ago)).or_default();
+                match kind {
+                    v1::EventType::Like if !unlikes => *left += 1,
+                    v1::EventType::Unlike if unlikes && *left > 0 => *left -= 1,
+                    v1::EventType::Unlike => kind = v1::EventType::View,
+                    _ => {}
+                }
+                let e = event(&format!("w{seed:x}-{i}"), product, kind, amount, at);
+                Record { key: product.to_string(), payload: json_of(&e, i % 2 == 0), event: Some(e), error: None }
+            })
+            .collect()
+    };
+    let first = half(&mut rng, 0, valid / 2, false);
+    let second = half(&mut rng, valid / 2, valid - valid / 2, true);
+    (mix(first, &mut rng, seed, 0), mix(second, &mut rng, seed, 12))
+}
+
+/// Poison records and redeliveries among `records`.
+fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize) -> Vec<Record> {
+    let poison: [(&str, &'static str); 6] = [
+        ("{not json", "record: not JSON"),
+        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","amount":3,"occurredAt":"NOW"}"#, "amount: must be 0 for VIEW"),
+        (r#"{"eventId":"P","productId":0,"type":"EVENT_TYPE_LIKE","occurredAt":"NOW"}"#, "product_id:"),
+        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_CLICK","occurredAt":"NOW"}"#, "type: unknown value"),
+        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"OLD"}"#, "occurred_at:"),
+        (r#"{"eventId":"","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"NOW"}"#, "event_id:"),
+    ];
+    for i in poison_from..poison_from + 12 {
+        let (template, error) = poison[i % poison.len()];
+        let text = template
+            .replace("\"P\"", &format!("\"poison-{seed:x}-{i}\""))
+            .replace("NOW", &(Utc::now() - Age::seconds(60)).to_rfc3339())
+            .replace("OLD", &(Utc::now() - Age::days(30)).to_rfc3339());
+        let at = rng.random_range(0..records.len());
+        records.insert(at, Record { key: format!("p{i}"), payload: text.into_bytes(), event: None, error: Some(error) });
+    }
+    for i in (0..records.len()).step_by(10) {
+        let again = Record { key: records[i].key.clone(), payload: records[i].payload.clone(), event: None, error: None };
+        let at = rng.random_range(i + 1..=records.len());
+        records.insert(at, again);
+    }
+    records
+}
+
+fn published(records: &[Record]) -> Vec<(String, Vec<u8>)> {
+    records.iter().map(|r| (r.key.clone(), r.payload.clone())).collect()
+}
+
+/// The daily top 100 of each of the three days, after a recompute of each.
+async fn boards(app: &mut TestApp) -> BTreeMap<String, Vec<(i64, f64)>> {
+    let mut out = BTreeMap::new();
+    for days_ago in 0..3 {
+        let date = day(days_ago);
+        app.recompute(&date).await;
+        let top = app.top(&date, 100).await;
+        out.insert(date, top.products.iter().map(|p| (p.product_id, p.score)).collect());
+    }
+    out
+}
+
+/// The same valid events through RecordEvents on a database of their own.
+async fn reference(records: &[Record]) -> BTreeMap<String, Vec<(i64, f64)>> {
+    let events: Vec<v1::Event> = records.iter().filter_map(|r| r.event.clone()).collect();
+    let mut app = TestApp::spawn(&[]).await;
+    for chunk in events.chunks(5_000) {
+        app.record(chunk.to_vec()).await;
+    }
+    let boards = boards(&mut app).await;
+    app.stop().await;
+    boards
+}
+
+/// Waits until the database holds `n` events and the bus has `dead` dead letters.
+async fn drained(db: &str, n: i64, bus: &TestBus, dead: usize) {
+    eventually("every valid event in SQL", || async { count_events(db).await >= n }).await;
+    eventually("every poison record dead-lettered", || async {
+        bus.dead_letters().await.iter().map(|d| d.source.clone()).collect::<BTreeSet<_>>().len() >= dead
+    })
+    .await;
+    assert_eq!(count_events(db).await, n, "each valid event counted once");
+}
+
+/// Dead letters are exactly the poison records (a record may be dead-lettered again after a
+/// kill: at least once), each with its error and origin.
+fn assert_dead_letters(letters: &[DeadLetter], records: &[Record]) {
+    let poison: BTreeMap<&[u8], &str> =
+        records.iter().filter_map(|r| r.error.map(|e| (r.payload.as_slice(), e))).collect();
+    let mut seen = BTreeSet::new();
+    for letter in letters {
+        let expected = poison.get(letter.payload.as_slice()).unwrap_or_else(|| {
+            panic!("a valid record was dead-lettered: {}", String::from_utf8_lossy(&letter.payload))
+        });
+        assert!(letter.error.starts_with(expected), "ranking-error {:?} for {expected:?}", letter.error);
+        assert!(letter.source.contains('/'), "ranking-source {:?}", letter.source);
+        seen.insert(letter.payload.as_slice());
+    }
+    assert_eq!(seen.len(), poison.len(), "every poison record dead-lettered");
+}
+
+fn replica_envs(bus: &TestBus, db: &str) -> Vec<(&'static str, String)> {
+    let mut envs = bus.envs(200);
+    envs.extend([
+        ("DATABASE_URL", db.to_string()),
+        ("RANKING_RECOMPUTE_INTERVAL", "0".to_string()),
+        ("RANKING_LIVE_INTERVAL", "0".to_string()),
+    ]);
+    envs
+}
+
+/// The whole story on one bus: a replica consumes alone and is killed mid-way; another takes
+/// over (the killed one's uncommitted records come again); the killed one restarts and a
+/// third member joins (two rebalances); then everything is drained and compared.
+async fn workload_is_counted_once(bus: TestBus, seed: u64) {
+    let (first, second) = workload(seed, 3_000);
+    let valid_in = |records: &[Record]| records.iter().filter(|r| r.event.is_some()).count() as i64;
+    let first_valid = valid_in(&first);
+    let (first_half, second_half) = (published(&first), published(&second));
+    let records: Vec<Record> = first.into_iter().chain(second).collect();
+    let valid = valid_in(&records);
+    let dead = records.iter().filter(|r| r.error.is_some()).count();
+    let db = TestDb::create().await;
+
+    let killed = ServerProcess::start(&replica_envs(&bus, &db.url)).await;
+    bus.publish(&first_half).await;
+    eventually("the first replica consumed some", || async { count_events(&db.url).await > 200 }).await;
+    killed.kill();
+    killed.wait().await;
+
+    let flags = bus.flags(200);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut survivor = TestApp::spawn_on(settings(&db.url, &flags)).await;
+    eventually("the first half consumed", || async { count_events(&db.url).await >= first_valid }).await;
+    bus.publish(&second_half).await;
+    let restarted = ServerProcess::start(&replica_envs(&bus, &db.url)).await;
+    let third = TestApp::spawn_on(settings(&db.url, &flags)).await;
+    drained(&db.url, valid, &bus, dead).await;
+
+    assert_dead_letters(&bus.dead_letters().await, &records);
+    assert_eq!(boards(&mut survivor).await, reference(&records).await, "rankings equal RecordEvents' of the same events");
+    let metrics = survivor.scrape_metrics().await + &third.scrape_metrics().await;
+    let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
+    assert!(metrics.contains(&format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}")));
+
+    let kafka = matches!(bus, TestBus::Kafka { .. });
+    if kafka {
+        // A batch that spanned a rebalance stored no offset: its records came again to the
+        // partition's next owner, which stored them; every partition ends fully committed.
+        eventually("every partition committed to its end", || async {
+            bus.committed_and_high().iter().all(|(committed, high)| committed == high)
+        })
+        .await;
+    }
+    restarted.terminate();
+    restarted.wait().await;
+    third.stop().await;
+    survivor.stop().await;
+    if kafka {
+        assert!(bus.committed_and_high().iter().all(|(c, h)| c == h), "no offset went back at the stops");
+    }
+    assert_eq!(count_events(&db.url).await, valid, "nothing more after the rebalances of the stops");
+    db.drop_db().await;
+}
+
+/// The fault tests bring their own database (or broker) and need no engine of a pass: they
+/// run once per `make test`, in the PostgreSQL + single Redis pass.
+fn once_per_run() -> bool {
+    test_redis().is_some()
+        && crate::helpers::test_redis_mode() == "single"
+        && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d.starts_with("postgres"))
+}
+
+/// Multi-replica tests need a shared database server and Redis.
+fn shared_servers() -> bool {
+    test_redis().is_some() && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d != "sqlite")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_workload_with_redeliveries_poison_a_kill_and_rebalances_is_counted_once() {
+    let (Some(brokers), true) = (test_kafka(), shared_servers()) else { return };
+    workload_is_counted_once(TestBus::kafka(&brokers).await, 0x24a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jetstream_workload_with_redeliveries_poison_a_kill_and_rebalances_is_counted_once() {
+    let (Some(url), true) = (test_nats(), shared_servers()) else { return };
+    workload_is_counted_once(TestBus::jetstream(&url).await, 0x24b).await;
+}
+
+/// The database stops mid-stream: consumption pauses (nothing acknowledged), then resumes
+/// where it stopped when the database is back; every event counted once.
+async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
+    let Some(pg) = ThrowawayPostgres::start() else { return };
+    let flags = bus.flags(100);
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    flags.push("--db-timeout=1s");
+    let app = TestApp::spawn_on(settings(&pg.url(), &flags)).await;
+    let now = Utc::now() - Age::seconds(60);
+    let batch = |from: usize| -> Vec<(String, Vec<u8>)> {
+        (from..from + 500)
+            .map(|i| (format!("{}", i % 20), json_of(&event(&format!("o-{i}"), 1 + (i % 20) as i64, v1::EventType::View, 0, now), true)))
+            .collect()
+    };
+    bus.publish(&batch(0)).await;
+    eventually("the first 500 in SQL", || async { count_events(&pg.url()).await == 500 }).await;
+    pg.stop();
+    bus.publish(&batch(500)).await;
+    // Let the source fail against the stopped database a few times before it comes back.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    pg.restart();
+    eventually("all 1,000 in SQL", || async { count_events(&pg.url()).await >= 1_000 }).await;
+    assert_eq!(count_events(&pg.url()).await, 1_000);
+    let metrics = app.scrape_metrics().await;
+    let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
+    let accepted = metric_value(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}"));
+    assert_eq!(accepted, 1_000.0, "nothing counted twice");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_database_outage_pauses_and_resumes() {
+    let (Some(brokers), true) = (test_kafka(), once_per_run()) else { return };
+    database_outage_loses_and_doubles_nothing(TestBus::kafka(&brokers).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jetstream_database_outage_naks_and_resumes() {
+    let (Some(url), true) = (test_nats(), once_per_run()) else { return };
+    database_outage_loses_and_doubles_nothing(TestBus::jetstream(&url).await).await;
+}
+
+fn views_json(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
+    let now = Utc::now() - Age::seconds(60);
+    (0..n)
+        .map(|i| {
+            let e = event(&format!("{prefix}-{i}"), 1 + (i % 10) as i64, v1::EventType::View, 0, now);
+            ((i % 10).to_string(), json_of(&e, true))
+        })
+        .collect()
+}
+
+/// A graceful stop right after the last batch committed in SQL commits its offsets (the
+/// auto-commit may not have run yet) and leaves the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_shutdown_commits_what_committed() {
+    let (Some(brokers), true) = (test_kafka(), shared_servers()) else { return };
+    let bus = TestBus::kafka(&brokers).await;
+    let flags = bus.flags(50);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let app = TestApp::spawn(&flags).await;
+    bus.publish(&views_json("s", 400)).await;
+    let db = app.db.as_ref().expect("db").url.clone();
+    eventually("all 400 in SQL", || async { count_events(&db).await == 400 }).await;
+    app.stop().await;
+    let offsets = bus.committed_and_high();
+    assert_eq!(offsets.iter().map(|(_, h)| h).sum::<i64>(), 400);
+    assert!(offsets.iter().all(|(c, h)| c == h), "committed at the stop: {offsets:?}");
+}
+
+async fn bus_health(app: &TestApp) -> i32 {
+    let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{}", app.addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let request = tonic_health::pb::HealthCheckRequest { service: "ranking.bus".into() };
+    health.check(request).await.map(|r| r.into_inner().status).unwrap_or(-1)
+}
+
+/// The broker goes away: `ranking.bus` turns NOT_SERVING while gRPC ingestion and reads
+/// go on; it comes back on the same data and consumption resumes where it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_broker_restart_resumes_consumption() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let (Some(_), true) = (test_kafka(), once_per_run()) else { return };
+    let broker = crate::helpers::bus::ThrowawayBroker::start();
+    let bus = TestBus::kafka(&broker.address()).await;
+    let flags = bus.flags(50);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut app = TestApp::spawn(&flags).await;
+    let db = app.db.as_ref().expect("db").url.clone();
+    bus.publish(&views_json("before", 300)).await;
+    eventually("the first 300 in SQL", || async { count_events(&db).await == 300 }).await;
+    eventually("ranking.bus serving", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+
+    broker.stop();
+    eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 }).await;
+    let main = app.client.record_events(v1::RecordEventsRequest {
+        events: vec![event("rpc-1", 99, v1::EventType::View, 0, Utc::now() - Age::seconds(5))],
+    });
+    assert!(main.await.is_ok(), "gRPC ingestion works without the bus");
+
+    broker.restart();
+    bus.publish(&views_json("after", 300)).await;
+    eventually("all 601 in SQL", || async { count_events(&db).await == 601 }).await;
+    eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+    app.stop().await;
+}

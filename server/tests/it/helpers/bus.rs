@@ -1,0 +1,297 @@
+//! The test buses: a Kafka-compatible broker (`RANKING_TEST_KAFKA`, started by `make test`:
+//! tansu with its SQLite engine, `scripts/kafka-broker.sh`) and NATS JetStream
+//! (`RANKING_TEST_NATS`). Every test gets topics / streams, a group / consumer and a
+//! dead-letter destination of its own; [`TestBus`] publishes to them, reads the dead
+//! letters back and gives the server the flags (or environment) that point it at them.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, stream};
+use futures_util::StreamExt;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::rand_u64;
+
+/// Partitions of a test topic.
+pub const PARTITIONS: i32 = 4;
+
+/// The test Kafka's bootstrap address, when `make test` (or the caller) set one.
+pub fn test_kafka() -> Option<String> {
+    std::env::var("RANKING_TEST_KAFKA").ok().filter(|s| !s.is_empty())
+}
+
+/// The test NATS URL, when set.
+pub fn test_nats() -> Option<String> {
+    std::env::var("RANKING_TEST_NATS").ok().filter(|s| !s.is_empty())
+}
+
+/// A dead letter read back: payload, `ranking-error`, `ranking-source`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub payload: Vec<u8>,
+    pub error: String,
+    pub source: String,
+}
+
+/// One test's destinations on one bus.
+pub enum TestBus {
+    Kafka { brokers: String, topic: String, dead_letters: String, group: String },
+    JetStream { url: String, stream: String, subject: String, dead_letters: String, consumer: String },
+}
+
+impl TestBus {
+    /// A fresh topic of [`PARTITIONS`] partitions and its dead-letter topic on `brokers`.
+    pub async fn kafka(brokers: &str) -> Self {
+        let id = rand_u64();
+        let topic = format!("events-{id:016x}");
+        let dead_letters = format!("{topic}.dlq");
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin client");
+        let topics = [
+            NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1)),
+            NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(1)),
+        ];
+        let created = admin.create_topics(&topics, &AdminOptions::new()).await.expect("CreateTopics");
+        for result in created {
+            result.expect("topic created");
+        }
+        Self::Kafka { brokers: brokers.to_string(), topic, dead_letters, group: format!("group-{id:016x}") }
+    }
+
+    /// A fresh stream and dead-letter stream on `url`, and the durable consumer created
+    /// ahead with a short ack wait, so a killed replica's messages come back within seconds.
+    pub async fn jetstream(url: &str) -> Self {
+        let id = rand_u64();
+        let (stream, subject) = (format!("EV_{id:016x}"), format!("ev.{id:016x}"));
+        let (dlq_stream, dead_letters) = (format!("DLQ_{id:016x}"), format!("dlq.{id:016x}"));
+        let consumer = format!("ranking-{id:016x}");
+        let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+        for (name, subject) in [(&stream, &subject), (&dlq_stream, &dead_letters)] {
+            js.create_stream(stream::Config { name: name.clone(), subjects: vec![subject.clone()], ..Default::default() })
+                .await
+                .expect("stream created");
+        }
+        let config = pull::Config {
+            durable_name: Some(consumer.clone()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(2),
+            max_ack_pending: 100_000,
+            ..Default::default()
+        };
+        js.get_stream(&stream).await.expect("stream").create_consumer(config).await.expect("consumer created");
+        Self::JetStream { url: url.to_string(), stream, subject, dead_letters, consumer }
+    }
+
+    /// The server's flags for this bus (batches of `batch` records).
+    pub fn flags(&self, batch: usize) -> Vec<String> {
+        self.envs(batch).into_iter().map(|(k, v)| format!("--{}={v}", flag_of(k))).collect()
+    }
+
+    /// The same as environment variables, for a server process.
+    pub fn envs(&self, batch: usize) -> Vec<(&'static str, String)> {
+        let mut envs = vec![("RANKING_BUS_BATCH", batch.to_string()), ("RANKING_BUS_BATCH_WAIT", "50ms".to_string())];
+        match self {
+            Self::Kafka { brokers, topic, dead_letters, group } => envs.extend([
+                ("RANKING_KAFKA_BROKERS", brokers.clone()),
+                ("RANKING_KAFKA_TOPICS", topic.clone()),
+                ("RANKING_KAFKA_GROUP", group.clone()),
+                ("RANKING_KAFKA_DLQ_TOPIC", dead_letters.clone()),
+                // A killed member's partitions move after 6 s instead of 45 s.
+                ("RANKING_KAFKA_CONFIG", "session.timeout.ms=6000,heartbeat.interval.ms=500".to_string()),
+            ]),
+            Self::JetStream { url, stream, dead_letters, consumer, .. } => envs.extend([
+                ("RANKING_NATS_URL", url.clone()),
+                ("RANKING_NATS_STREAM", stream.clone()),
+                ("RANKING_NATS_CONSUMER", consumer.clone()),
+                ("RANKING_NATS_DLQ_SUBJECT", dead_letters.clone()),
+            ]),
+        }
+        envs
+    }
+
+    /// Publishes `records` (key, payload) in order, each acknowledged by the broker.
+    pub async fn publish(&self, records: &[(String, Vec<u8>)]) {
+        match self {
+            Self::Kafka { brokers, topic, .. } => {
+                let producer: FutureProducer = ClientConfig::new()
+                    .set("bootstrap.servers", brokers)
+                    .set("linger.ms", "5")
+                    .create()
+                    .expect("producer");
+                let sends = records.iter().map(|(key, payload)| {
+                    producer.send(FutureRecord::to(topic).key(key).payload(payload), Duration::from_secs(30))
+                });
+                for sent in futures_util::future::join_all(sends).await {
+                    sent.map_err(|(e, _)| e).expect("record delivered");
+                }
+            }
+            Self::JetStream { url, subject, .. } => {
+                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+                let mut acks = Vec::with_capacity(records.len());
+                for (_, payload) in records {
+                    acks.push(js.publish(subject.clone(), payload.clone().into()).await.expect("published"));
+                }
+                for ack in acks {
+                    ack.await.expect("stored by the stream");
+                }
+            }
+        }
+    }
+
+    /// Every dead letter so far.
+    pub async fn dead_letters(&self) -> Vec<DeadLetter> {
+        match self {
+            Self::Kafka { brokers, dead_letters, .. } => kafka_dead_letters(brokers, dead_letters).await,
+            Self::JetStream { url, dead_letters, .. } => {
+                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+                let stream_name = format!("DLQ_{}", dead_letters.trim_start_matches("dlq."));
+                let mut stream = js.get_stream(&stream_name).await.expect("dead-letter stream");
+                let count = stream.info().await.expect("stream info").state.messages as usize;
+                if count == 0 {
+                    return Vec::new();
+                }
+                let reader = stream.create_consumer(pull::Config::default()).await.expect("reader");
+                let mut batch = reader.fetch().max_messages(count).messages().await.expect("fetch");
+                let mut out = Vec::new();
+                while let Some(Ok(m)) = batch.next().await {
+                    let header = |name: &str| {
+                        m.headers.as_ref().and_then(|h| h.get(name)).map(|v| v.as_str().to_string()).unwrap_or_default()
+                    };
+                    out.push(DeadLetter {
+                        payload: m.payload.to_vec(),
+                        error: header("ranking-error"),
+                        source: header("ranking-source"),
+                    });
+                }
+                out
+            }
+        }
+    }
+
+    /// Kafka: the group's committed offset and the high watermark of every partition.
+    pub fn committed_and_high(&self) -> Vec<(i64, i64)> {
+        let Self::Kafka { brokers, topic, group, .. } = self else { panic!("a Kafka bus") };
+        let consumer: BaseConsumer =
+            ClientConfig::new().set("bootstrap.servers", brokers).set("group.id", group).create().expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition(topic, p);
+        }
+        let committed = consumer.committed_offsets(tpl, Duration::from_secs(30)).expect("committed offsets");
+        (0..PARTITIONS)
+            .map(|p| {
+                let c = match committed.find_partition(topic, p).map(|e| e.offset()) {
+                    Some(Offset::Offset(o)) => o,
+                    _ => -1,
+                };
+                let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(30)).expect("watermarks");
+                (c, high)
+            })
+            .collect()
+    }
+}
+
+fn flag_of(env: &str) -> String {
+    env.trim_start_matches("RANKING_").to_ascii_lowercase().replace('_', "-")
+}
+
+async fn kafka_dead_letters(brokers: &str, topic: &str) -> Vec<DeadLetter> {
+    let brokers = brokers.to_string();
+    let topic = topic.to_string();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("group.id", format!("reader-{:016x}", rand_u64()))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let (low, high) = consumer.fetch_watermarks(&topic, 0, Duration::from_secs(30)).expect("watermarks");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(low)).expect("offset");
+        consumer.assign(&tpl).expect("assign");
+        let mut out = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while (out.len() as i64) < high - low && std::time::Instant::now() < deadline {
+            let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else { continue };
+            let header = |name: &str| {
+                m.headers()
+                    .and_then(|h| h.iter().find(|h| h.key == name).and_then(|h| h.value))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default()
+            };
+            out.push(DeadLetter {
+                payload: m.payload().unwrap_or_default().to_vec(),
+                error: header("ranking-error"),
+                source: header("ranking-source"),
+            });
+        }
+        out
+    })
+    .await
+    .expect("reader task")
+}
+
+/// A broker of one test (tansu on a free port and a data directory of its own, through
+/// `scripts/kafka-broker.sh`), for tests that stop and restart it.
+pub struct ThrowawayBroker {
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl ThrowawayBroker {
+    fn script() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh")
+    }
+
+    /// Starts one (the binary is built once per machine by the script).
+    pub fn start() -> Self {
+        let port = super::free_port();
+        let dir = std::env::temp_dir().join(format!("rk-kafka-{port}-{:x}", rand_u64()));
+        let me = Self { port, dir };
+        me.restart();
+        me
+    }
+
+    /// Its bootstrap address.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Kills it (its data stays).
+    pub fn stop(&self) {
+        let status = std::process::Command::new(Self::script()).arg("stop").arg(&self.dir).status().expect("script");
+        assert!(status.success(), "broker stops");
+        // Wait until the port is free, so the restart binds it again.
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("broker on {} did not stop", self.port);
+    }
+
+    /// Starts it again on the same port and data.
+    pub fn restart(&self) {
+        let status = std::process::Command::new(Self::script())
+            .args(["start", &self.port.to_string()])
+            .arg(&self.dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("script");
+        assert!(status.success(), "broker starts");
+    }
+}
+
+impl Drop for ThrowawayBroker {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(Self::script()).arg("stop").arg(&self.dir).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -8,6 +8,12 @@ REDIS_URL_TEST ?= redis://127.0.0.1:6379
 ## started on ports 7001-7006 (scripts/redis-cluster.sh), or reused when already healthy.
 REDIS_CLUSTER_TEST ?=
 CLUSTER_SEEDS = $(or $(REDIS_CLUSTER_TEST),$$(./scripts/redis-cluster.sh start 7001 /tmp/ranking-test-cluster))
+## The buses of the bus tests: a Kafka-compatible broker (empty: tansu 0.6.0, built once per
+## machine into ~/.cache and started on port 19092 by scripts/kafka-broker.sh, or reused when
+## one answers there) and NATS with JetStream (started by scripts/test-services.sh when down).
+KAFKA_TEST ?=
+KAFKA_BROKERS_TEST = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 19092 /tmp/ranking-test-kafka))
+NATS_TEST  ?= nats://127.0.0.1:4222
 BUF        := .tools/node_modules/.bin/buf
 
 .PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf
@@ -25,13 +31,15 @@ run-release:
 
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
 ## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
-## PostgreSQL + Redis Cluster (servers are started when none answers).
+## PostgreSQL + Redis Cluster (servers are started when none answers); the passes with Redis
+## also run the bus tests against Kafka (tansu) and NATS JetStream.
 test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --workspace
-	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
-	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests
+	kafka=$(KAFKA_BROKERS_TEST) && export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_NATS=$(NATS_TEST) && \
+	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
+	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
 	  $(CARGO) test -p ranking-server --tests
 

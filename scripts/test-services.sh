@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Makes sure the servers the integration tests need are reachable: PostgreSQL, MariaDB and
-# Redis on their standard local ports. A server that is not answering is started from the
+# Makes sure the servers the integration tests need are reachable: PostgreSQL, MariaDB,
+# Redis and NATS with JetStream on their standard local ports. A server that is not answering is started from the
 # local installation (and installed with apt-get first when missing and running as root).
 set -euo pipefail
 
 PG_PORT=${PG_PORT:-5432}
 MYSQL_PORT=${MYSQL_PORT:-3306}
 REDIS_PORT=${REDIS_PORT:-6379}
+NATS_PORT=${NATS_PORT:-4222}
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -45,4 +46,11 @@ if ! up "$MYSQL_PORT"; then
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
   wait_up "$MYSQL_PORT" MariaDB
 fi
-echo "test-services: PostgreSQL :$PG_PORT, MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT reachable"
+if ! up "$NATS_PORT"; then
+  command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || apt_install nats-server
+  mkdir -p /tmp/ranking-test-nats
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p "$NATS_PORT" -js -sd /tmp/ranking-test-nats -l /tmp/ranking-test-nats.log
+  wait_up "$NATS_PORT" "NATS (JetStream)"
+fi
+echo "test-services: PostgreSQL :$PG_PORT, MariaDB :$MYSQL_PORT, Redis :$REDIS_PORT, NATS :$NATS_PORT reachable"

@@ -25,6 +25,10 @@
 //!   rows read and the holder's CPU per pass against a full Recompute, GetRank next to the
 //!   health check while passes run; uniform and Zipf popularity, 100,000 and 1,000,000
 //!   products.
+//! - `bus <kafka-brokers> [events]`: a backlog of 1,000,000 events on 4 partitions (uniform
+//!   over 100,000 products, then Zipf) drained from Kafka into a throwaway PostgreSQL by one
+//!   and two replicas, next to the broker's read-only rate and RecordEvents at the same
+//!   batch size.
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -35,6 +39,7 @@
 //! Other scenarios run the server in this process on port 0 (the integration tests' fixture,
 //! `TestApp`); figures include the gRPC round trip. One module per scenario.
 
+mod bus;
 mod cluster;
 #[allow(dead_code, unused_imports)]
 #[path = "../../tests/it/helpers/mod.rs"]
@@ -133,6 +138,10 @@ async fn main() {
             let redis = args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
             let sizes: Vec<i64> = args.iter().skip(2).filter_map(|s| s.parse().ok()).collect();
             live::bench_live(redis, if sizes.is_empty() { &[100_000, 1_000_000] } else { &sizes }).await;
+        }
+        Some("bus") => {
+            let brokers = args.get(1).map(String::as_str).unwrap_or("127.0.0.1:19092");
+            bus::bench_bus(brokers, args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000)).await;
         }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);

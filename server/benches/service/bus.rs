@@ -1,0 +1,231 @@
+//! `bus <kafka-brokers> [events]`: a backlog of events on 4 partitions (uniform over 100,000
+//! products, the worst case, then Zipf) drained from Kafka into a throwaway PostgreSQL by one
+//! and by two replicas: events/s from the replicas' start until every event is recorded
+//! (lag 0), next to the broker's own rate for a consumer that only reads, and to
+//! RecordEvents with the same batch size from as many writers as there are replicas.
+//!
+//! The replicas run in this process (the integration tests' fixture): with the broker and
+//! PostgreSQL they share the machine's two cores, as a deployment on one host would.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use ranking_client::v1;
+use sea_orm::{ConnectionTrait, Database};
+
+use crate::helpers::bus::TestBus;
+use crate::helpers::{metric_value, pg};
+use crate::ingest::Rng;
+use crate::serve;
+
+const PRODUCTS: u64 = 100_000;
+const BATCH: usize = 5_000;
+
+#[derive(Clone, Copy)]
+enum Popularity {
+    Uniform,
+    Zipf,
+}
+
+impl Popularity {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::Zipf => "Zipf",
+        }
+    }
+}
+
+/// `n` VIEW/LIKE/ORDER events of today.
+fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Event> {
+    let mut rng = Rng(0x51ED_2701 ^ n as u64);
+    let at = prost_types::Timestamp { seconds: Utc::now().timestamp() - 30, nanos: 0 };
+    (0..n)
+        .map(|i| {
+            let product_id = match popularity {
+                Popularity::Uniform => 1 + (rng.next() % PRODUCTS) as i64,
+                Popularity::Zipf => rng.zipf(PRODUCTS).max(1),
+            };
+            let r = rng.next();
+            let (kind, amount) = match r % 20 {
+                0 => (v1::EventType::Order, ((r >> 8) % 200_000) as i64),
+                1..=3 => (v1::EventType::Like, 0),
+                _ => (v1::EventType::View, 0),
+            };
+            v1::Event {
+                event_id: format!("{run}-{i}"),
+                product_id,
+                r#type: kind.into(),
+                amount,
+                occurred_at: Some(at),
+                signal: String::new(),
+            }
+        })
+        .collect()
+}
+
+/// The record a producer would publish: keyed by product, the event in proto3 JSON.
+fn record(e: &v1::Event) -> (String, Vec<u8>) {
+    let at = e.occurred_at.expect("timestamp");
+    let at = chrono::DateTime::<Utc>::from_timestamp(at.seconds, 0).expect("instant").to_rfc3339();
+    let kind = v1::EventType::try_from(e.r#type).expect("type").as_str_name();
+    let json = format!(
+        r#"{{"eventId":"{}","productId":"{}","type":"{kind}","amount":"{}","occurredAt":"{at}"}}"#,
+        e.event_id, e.product_id, e.amount
+    );
+    (e.product_id.to_string(), json.into_bytes())
+}
+
+async fn produce(brokers: &str, topic: &str, records: &[(String, Vec<u8>)]) -> f64 {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("compression.type", "lz4")
+        .create()
+        .expect("producer");
+    let started = Instant::now();
+    for chunk in records.chunks(50_000) {
+        let sends = chunk.iter().map(|(key, payload)| {
+            producer.send(FutureRecord::to(topic).key(key).payload(payload), Duration::from_secs(120))
+        });
+        for sent in futures_util::future::join_all(sends).await {
+            sent.map_err(|(e, _)| e).expect("delivered");
+        }
+    }
+    records.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// A consumer of a fresh group that only reads: the broker's own rate.
+async fn read_only(brokers: &str, topic: &str, n: usize) -> f64 {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("bench-read-{:x}", Utc::now().timestamp_micros()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let started = Instant::now();
+    let mut seen = 0usize;
+    while seen < n {
+        consumer.recv().await.expect("record");
+        seen += 1;
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// A fresh database on the throwaway server.
+async fn fresh_db(server: &str) -> String {
+    let admin = Database::connect(server).await.expect("connect");
+    let name = format!("rk_bus_{:x}", Utc::now().timestamp_micros());
+    admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+    format!("{}/{name}", server.rsplit_once('/').expect("path").0)
+}
+
+/// `replicas` servers consuming the topic until `n` records are recorded: events/s.
+async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usize) -> (f64, f64) {
+    let db = fresh_db(server).await;
+    let group = format!("bench-{:x}", Utc::now().timestamp_micros());
+    let args = vec![
+        format!("--database-url={db}"),
+        "--db-max-connections=32".to_string(),
+        "--live-interval=0".to_string(),
+        format!("--kafka-brokers={brokers}"),
+        format!("--kafka-topics={topic}"),
+        format!("--kafka-group={group}"),
+        format!("--bus-batch={BATCH}"),
+    ];
+    let started = Instant::now();
+    let mut apps = Vec::new();
+    for _ in 0..replicas {
+        apps.push(serve(&args).await);
+    }
+    let counted = |metrics: &str| {
+        ["accepted", "duplicate", "invalid"]
+            .iter()
+            .map(|o| metric_value(metrics, &format!("ranking_bus_records_total{{source=\"kafka\",outcome=\"{o}\"}}")))
+            .sum::<f64>()
+    };
+    loop {
+        let mut total = 0.0;
+        for app in &apps {
+            total += counted(&app.app.scrape_metrics().await);
+        }
+        if total >= n as f64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut batch_seconds = 0.0;
+    let mut batches = 0.0;
+    for app in &apps {
+        let m = app.app.scrape_metrics().await;
+        batch_seconds += metric_value(&m, "ranking_bus_batch_seconds_sum");
+        batches += metric_value(&m, "ranking_bus_batch_seconds_count");
+    }
+    for app in apps {
+        app.stop().await;
+    }
+    (n as f64 / secs, batch_seconds / batches.max(1.0) * 1000.0)
+}
+
+/// RecordEvents of the same events in batches of the bus batch, from `writers` writers.
+async fn record_events(server: &str, events: &[v1::Event], writers: usize) -> f64 {
+    let db = fresh_db(server).await;
+    let app = serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
+    let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(batches));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut client = app.clients[w % app.clients.len()].clone();
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Some(batch) = queue.lock().expect("queue").pop() else { return };
+                client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("RecordEvents");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("writer");
+    }
+    let rate = events.len() as f64 / started.elapsed().as_secs_f64();
+    app.stop().await;
+    rate
+}
+
+pub async fn bench_bus(brokers: &str, n: usize) {
+    let throwaway = pg::ThrowawayPostgres::start_with("-c max_connections=300").expect("PostgreSQL server binaries");
+    let server = throwaway.url();
+    println!("\n## Event-bus ingestion: a backlog of {n} events on 4 partitions drained into PostgreSQL\n");
+    println!("Broker: {brokers}; batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.\n");
+    println!(
+        "| popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for popularity in [Popularity::Uniform, Popularity::Zipf] {
+        let run = format!("{:x}", Utc::now().timestamp_micros());
+        let events = events(n, popularity, &run);
+        let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
+        let TestBus::Kafka { topic, .. } = TestBus::kafka(brokers).await else { unreachable!() };
+        let produced = produce(brokers, &topic, &records).await;
+        drop(records);
+        let read = read_only(brokers, &topic, n).await;
+        for replicas in [1, 2] {
+            let (bus, per_batch) = drain(brokers, &topic, &server, n, replicas).await;
+            let direct = record_events(&server, &events, replicas).await;
+            println!(
+                "| {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} |",
+                popularity.name(),
+                bus / direct
+            );
+        }
+    }
+}

@@ -36,7 +36,7 @@ run-release:
 test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --workspace
+	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
 	kafka=$(KAFKA_BROKERS_TEST) && export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_NATS=$(NATS_TEST) && \
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \

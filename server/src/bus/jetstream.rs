@@ -107,6 +107,7 @@ impl JetStreamSource {
                 let fetch = consumer
                     .batch()
                     .max_messages(self.options.batch.max_records)
+                    .max_bytes(super::MAX_BATCH_BYTES)
                     .expires(self.options.batch.max_wait)
                     .messages();
                 let messages = tokio::select! {

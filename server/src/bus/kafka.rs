@@ -232,10 +232,14 @@ impl KafkaSource {
         let generation = self.consumer.context().generation.load(Ordering::SeqCst);
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.batch.max_wait;
+        let mut bytes = first.payload_len();
         let mut records = vec![first];
-        while records.len() < self.batch.max_records {
+        while records.len() < self.batch.max_records && bytes < super::MAX_BATCH_BYTES {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Ok(Ok(m)) => records.push(m),
+                Ok(Ok(m)) => {
+                    bytes += m.payload_len();
+                    records.push(m);
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "kafka consume error");
                     break;

@@ -34,6 +34,10 @@ pub mod kafka;
 /// The grpc.health service name of the bus sources.
 pub const HEALTH_SERVICE: &str = "ranking.bus";
 
+/// Payload bytes a batch holds at most, whatever the record count: a producer sending
+/// records of a megabyte cannot make a 5,000-record batch hold gigabytes.
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
+
 /// How records are batched (`RANKING_BUS_FORMAT`, `RANKING_BUS_BATCH`, `RANKING_BUS_BATCH_WAIT`).
 #[derive(Debug, Clone, Copy)]
 pub struct BatchOptions {

@@ -10,10 +10,10 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use ranking_client::v1;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::bus::TestBus;
@@ -178,7 +178,8 @@ async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usi
 /// RecordEvents of the same events in batches of the bus batch, from `writers` writers.
 async fn record_events(server: &str, events: &[v1::Event], writers: usize) -> f64 {
     let db = fresh_db(server).await;
-    let app = serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
+    let app =
+        serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
     let queue = std::sync::Arc::new(std::sync::Mutex::new(batches));
     let started = Instant::now();

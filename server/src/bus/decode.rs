@@ -53,8 +53,8 @@ pub fn decode(format: Format, payload: &[u8]) -> Result<RawEvent, Invalid> {
 }
 
 fn json_event(payload: &[u8]) -> Result<pb::Event, Invalid> {
-    let value: Value = serde_json::from_slice(payload)
-        .map_err(|e| Invalid::field("record", format!("not JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(payload).map_err(|e| Invalid::field("record", format!("not JSON: {e}")))?;
     let Value::Object(fields) = value else {
         return Err(Invalid::field("record", "expected a JSON object (a ranking.v1.Event)"));
     };
@@ -118,7 +118,10 @@ fn int64(name: &'static str, value: &Value) -> Result<i64, Invalid> {
 fn event_type(value: &Value) -> Result<i32, Invalid> {
     match value {
         Value::String(s) => pb::EventType::from_str_name(s).map(|t| t as i32).ok_or_else(|| {
-            Invalid::field("type", format!("unknown value {}; use EVENT_TYPE_VIEW, _LIKE, _UNLIKE, _ORDER or _SIGNAL", quote(s)))
+            Invalid::field(
+                "type",
+                format!("unknown value {}; use EVENT_TYPE_VIEW, _LIKE, _UNLIKE, _ORDER or _SIGNAL", quote(s)),
+            )
         }),
         Value::Number(n) => n
             .as_i64()
@@ -165,22 +168,25 @@ mod tests {
         let camel = json(
             r#"{"eventId":"e1","productId":"42","type":"EVENT_TYPE_ORDER","amount":1200,"occurredAt":"2026-12-02T09:30:00.5+09:00"}"#,
         )
-        .unwrap();
-        let snake =
-            json(r#"{"event_id":"e1","product_id":42,"type":4,"amount":"1200","occurred_at":"2026-12-02T00:30:00.5Z"}"#)
-                .unwrap();
+        .expect("accepted");
+        let snake = json(
+            r#"{"event_id":"e1","product_id":42,"type":4,"amount":"1200","occurred_at":"2026-12-02T00:30:00.5Z"}"#,
+        )
+        .expect("accepted");
         assert_eq!(camel, snake);
         assert_eq!(camel.event_id, "e1");
         assert_eq!(camel.product_id, 42);
         assert_eq!(camel.kind, Some(RawKind::Event(EventKind::Order)));
         assert_eq!(camel.amount, 1200);
-        let at = Utc.with_ymd_and_hms(2026, 12, 2, 0, 30, 0).unwrap() + chrono::Duration::milliseconds(500);
+        let at = Utc.with_ymd_and_hms(2026, 12, 2, 0, 30, 0).single().expect("one instant")
+            + chrono::Duration::milliseconds(500);
         assert_eq!(camel.occurred_at, Some(at));
     }
 
     #[test]
     fn null_is_the_default_and_a_missing_field_is_left_to_the_rules() {
-        let e = json(r#"{"eventId":"e","productId":1,"type":"EVENT_TYPE_VIEW","amount":null,"signal":null}"#).unwrap();
+        let e = json(r#"{"eventId":"e","productId":1,"type":"EVENT_TYPE_VIEW","amount":null,"signal":null}"#)
+            .expect("accepted");
         assert_eq!((e.amount, e.signal.as_str(), e.occurred_at), (0, "", None));
     }
 
@@ -199,7 +205,7 @@ mod tests {
             (r#"{"productid":1}"#, "record: unknown field \"productid\""),
         ];
         for (text, expected) in cases {
-            let got = json(text).unwrap_err();
+            let got = json(text).expect_err("refused");
             assert!(got.starts_with(expected), "{text}: {got}");
         }
     }
@@ -213,11 +219,14 @@ mod tests {
             occurred_at: Some(prost_types::Timestamp { seconds: 1_800_000_000, nanos: 0 }),
             ..Default::default()
         };
-        let raw = decode(Format::Protobuf, &event.encode_to_vec()).unwrap();
+        let raw = decode(Format::Protobuf, &event.encode_to_vec()).expect("accepted");
         assert_eq!((raw.event_id.as_str(), raw.product_id, raw.kind), ("p1", 7, Some(RawKind::Event(EventKind::Like))));
-        let err = decode(Format::Protobuf, &[0xff, 0xff, 0xff]).unwrap_err().message();
+        let err = decode(Format::Protobuf, &[0xff, 0xff, 0xff]).expect_err("refused").message();
         assert!(err.starts_with("record: not a ranking.v1.Event in protobuf binary"), "{err}");
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
-        assert_eq!(decode(Format::Json, &huge).unwrap_err().message(), format!("record: {} bytes, at most 65536", MAX_RECORD_BYTES + 1));
+        assert_eq!(
+            decode(Format::Json, &huge).expect_err("refused").message(),
+            format!("record: {} bytes, at most 65536", MAX_RECORD_BYTES + 1)
+        );
     }
 }

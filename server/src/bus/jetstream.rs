@@ -237,7 +237,8 @@ impl JetStreamSource {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("ranking-error", error);
         headers.insert("ranking-source", origin.as_str());
-        let published = async { context.publish_with_headers(subject.clone(), headers, m.payload.clone()).await?.await };
+        let published =
+            async { context.publish_with_headers(subject.clone(), headers, m.payload.clone()).await?.await };
         match published.await {
             Ok(_) => AckKind::Term,
             Err(e) => {

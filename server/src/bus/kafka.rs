@@ -111,7 +111,9 @@ impl ConsumerContext for Context {
             // their next owner starts after it.
             match consumer.commit_consumer_state(CommitMode::Sync) {
                 Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-                Err(e) => tracing::warn!(error = %e, "commit on revocation failed; the next owner gets those records again"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "commit on revocation failed; the next owner gets those records again")
+                }
             }
             for p in partitions.elements() {
                 let labels = LagLabels { source: SOURCE, partition: format!("{}/{}", p.topic(), p.partition()) };
@@ -124,7 +126,9 @@ impl ConsumerContext for Context {
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         match result {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-            Err(e) => tracing::warn!(error = %e, offsets = ?offsets, "kafka offset commit failed; the next commit carries them"),
+            Err(e) => {
+                tracing::warn!(error = %e, offsets = ?offsets, "kafka offset commit failed; the next commit carries them")
+            }
         }
     }
 }
@@ -147,7 +151,12 @@ pub struct KafkaSource {
 impl KafkaSource {
     /// The consumer (subscribed) and the dead-letter producer; librdkafka connects in the
     /// background, so a broker that is down fails nothing here.
-    pub fn new(options: KafkaOptions, ingest: Arc<Ingest>, metrics: Arc<Metrics>, connected: Connected) -> anyhow::Result<Self> {
+    pub fn new(
+        options: KafkaOptions,
+        ingest: Arc<Ingest>,
+        metrics: Arc<Metrics>,
+        connected: Connected,
+    ) -> anyhow::Result<Self> {
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", &options.brokers)
@@ -177,7 +186,9 @@ impl KafkaSource {
                     .set("bootstrap.servers", &options.brokers)
                     .set("client.id", "ranking-service-dlq")
                     .set("message.timeout.ms", DEAD_LETTER_TIMEOUT.as_millis().to_string());
-                for (k, v) in options.properties.iter().filter(|(k, _)| !k.starts_with("session.") && !k.starts_with("group.")) {
+                for (k, v) in
+                    options.properties.iter().filter(|(k, _)| !k.starts_with("session.") && !k.starts_with("group."))
+                {
                     producer.set(k, v);
                 }
                 Some((producer.create::<FutureProducer>()?, topic.clone()))
@@ -207,7 +218,9 @@ impl KafkaSource {
         });
         match tokio::time::timeout(grace.max(Duration::from_secs(1)), close).await {
             Ok(_) => tracing::info!("kafka source stopped: offsets committed, left the group"),
-            Err(_) => tracing::warn!("kafka consumer did not close within the grace; the broker expires its membership"),
+            Err(_) => {
+                tracing::warn!("kafka consumer did not close within the grace; the broker expires its membership")
+            }
         }
     }
 
@@ -280,11 +293,17 @@ impl KafkaSource {
             return false;
         }
         if self.consumer.context().generation.load(Ordering::SeqCst) == batch.generation {
-            if let Err(e) = self.consumer.store_offsets(&next_offsets(batch.records.iter().map(|m| (m.topic(), m.partition(), m.offset())))) {
+            if let Err(e) = self
+                .consumer
+                .store_offsets(&next_offsets(batch.records.iter().map(|m| (m.topic(), m.partition(), m.offset()))))
+            {
                 tracing::warn!(error = %e, "kafka offsets not stored; the batch's records come again as duplicates");
             }
         } else {
-            tracing::info!(records = batch.records.len(), "rebalance during the batch: no offset stored, its records come again as duplicates");
+            tracing::info!(
+                records = batch.records.len(),
+                "rebalance during the batch: no offset stored, its records come again as duplicates"
+            );
         }
         self.sink_metrics().batch_seconds.observe(batch.started.elapsed().as_secs_f64());
         true
@@ -302,7 +321,11 @@ impl KafkaSource {
             return true;
         }
         let Some((producer, topic)) = &self.dead_letters else {
-            tracing::warn!(records = invalid.len(), first_error = invalid[0].1, "invalid kafka records skipped (no dead-letter topic)");
+            tracing::warn!(
+                records = invalid.len(),
+                first_error = invalid[0].1,
+                "invalid kafka records skipped (no dead-letter topic)"
+            );
             return true;
         };
         let mut pending: Vec<usize> = (0..invalid.len()).collect();
@@ -326,11 +349,15 @@ impl KafkaSource {
                 }
             });
             let results = futures_util::future::join_all(sends).await;
-            let failed: Vec<usize> =
-                pending.iter().zip(results).filter_map(|(&i, r)| r.err().map(|e| (i, e))).map(|(i, e)| {
+            let failed: Vec<usize> = pending
+                .iter()
+                .zip(results)
+                .filter_map(|(&i, r)| r.err().map(|e| (i, e)))
+                .map(|(i, e)| {
                     tracing::warn!(error = %e, topic = %topic, "dead letter not delivered; retried");
                     i
-                }).collect();
+                })
+                .collect();
             if failed.is_empty() {
                 return true;
             }
@@ -371,7 +398,11 @@ mod tests {
             tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition(), e.offset())).collect();
         assert_eq!(
             stored,
-            vec![("t".into(), 0, Offset::Offset(13)), ("t".into(), 1, Offset::Offset(4)), ("u".into(), 0, Offset::Offset(1))]
+            vec![
+                ("t".into(), 0, Offset::Offset(13)),
+                ("t".into(), 1, Offset::Offset(4)),
+                ("u".into(), 0, Offset::Offset(1))
+            ]
         );
     }
 }

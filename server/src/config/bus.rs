@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::parse_nonzero_duration;
+use crate::bus::BatchOptions;
 use crate::bus::decode::Format;
 use crate::bus::jetstream::JetStreamOptions;
 use crate::bus::kafka::KafkaOptions;
-use crate::bus::BatchOptions;
 
 /// Kafka and JetStream consumption.
 #[derive(Debug, Clone, Args)]
@@ -29,12 +29,23 @@ pub struct BusSettings {
 
     /// Dead-letter topic of invalid records; empty: invalid records are logged, counted and
     /// skipped.
-    #[arg(long, env = "RANKING_KAFKA_DLQ_TOPIC", value_name = "RANKING_KAFKA_DLQ_TOPIC", default_value = "shopper-events.dlq")]
+    #[arg(
+        long,
+        env = "RANKING_KAFKA_DLQ_TOPIC",
+        value_name = "RANKING_KAFKA_DLQ_TOPIC",
+        default_value = "shopper-events.dlq"
+    )]
     pub kafka_dlq_topic: String,
 
     /// Extra librdkafka properties, `key=value,…` (security.protocol, sasl.*, ssl.*,
     /// session.timeout.ms, …), applied to the consumer and the dead-letter producer last.
-    #[arg(long, env = "RANKING_KAFKA_CONFIG", value_name = "RANKING_KAFKA_CONFIG", default_value = "", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "RANKING_KAFKA_CONFIG",
+        value_name = "RANKING_KAFKA_CONFIG",
+        default_value = "",
+        hide_env_values = true
+    )]
     pub kafka_config: String,
 
     /// NATS server URL; unset: no JetStream source.
@@ -46,12 +57,22 @@ pub struct BusSettings {
     pub nats_stream: String,
 
     /// Durable pull consumer shared by every replica (created when missing).
-    #[arg(long, env = "RANKING_NATS_CONSUMER", value_name = "RANKING_NATS_CONSUMER", default_value = "ranking-service")]
+    #[arg(
+        long,
+        env = "RANKING_NATS_CONSUMER",
+        value_name = "RANKING_NATS_CONSUMER",
+        default_value = "ranking-service"
+    )]
     pub nats_consumer: String,
 
     /// Dead-letter subject of invalid records (published through JetStream: a stream must
     /// capture it); empty: invalid records are logged, counted and terminated.
-    #[arg(long, env = "RANKING_NATS_DLQ_SUBJECT", value_name = "RANKING_NATS_DLQ_SUBJECT", default_value = "shopper.events.dlq")]
+    #[arg(
+        long,
+        env = "RANKING_NATS_DLQ_SUBJECT",
+        value_name = "RANKING_NATS_DLQ_SUBJECT",
+        default_value = "shopper.events.dlq"
+    )]
     pub nats_dlq_subject: String,
 
     /// Encoding of the records: `json` (proto3 JSON mapping) or `protobuf`.
@@ -132,16 +153,16 @@ mod tests {
     #[test]
     fn extra_kafka_properties_are_pairs() {
         assert_eq!(
-            properties("security.protocol=SASL_SSL, sasl.mechanism=PLAIN,").unwrap(),
+            properties("security.protocol=SASL_SSL, sasl.mechanism=PLAIN,").expect("accepted"),
             vec![("security.protocol".into(), "SASL_SSL".into()), ("sasl.mechanism".into(), "PLAIN".into())]
         );
-        assert!(properties("session.timeout.ms").unwrap_err().contains("not key=value"));
-        assert!(properties("").unwrap().is_empty());
+        assert!(properties("session.timeout.ms").expect_err("refused").contains("not key=value"));
+        assert!(properties("").expect("accepted").is_empty());
     }
 
     #[test]
     fn batch_is_bounded_by_the_ingest_batch() {
-        assert_eq!(parse_batch("10000").unwrap().get(), 10_000);
+        assert_eq!(parse_batch("10000").expect("accepted").get(), 10_000);
         assert!(parse_batch("0").is_err());
         assert!(parse_batch("10001").is_err());
     }

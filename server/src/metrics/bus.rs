@@ -61,7 +61,11 @@ impl BusMetrics {
             "Records not yet consumed (Kafka: high watermark - committed offset; JetStream: pending)",
             bus.lag.clone(),
         );
-        registry.register("bus_batch_seconds", "Event-bus batch: first record to offsets stored / acked", bus.batch_seconds.clone());
+        registry.register(
+            "bus_batch_seconds",
+            "Event-bus batch: first record to offsets stored / acked",
+            bus.batch_seconds.clone(),
+        );
         registry.register("bus_connected", "1 while the source is connected to its bus", bus.connected.clone());
         bus
     }

@@ -94,7 +94,10 @@ fn workload(seed: u64, valid: usize) -> (Vec<Record>, Vec<Record>) {
 fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize) -> Vec<Record> {
     let poison: [(&str, &'static str); 6] = [
         ("{not json", "record: not JSON"),
-        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","amount":3,"occurredAt":"NOW"}"#, "amount: must be 0 for VIEW"),
+        (
+            r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","amount":3,"occurredAt":"NOW"}"#,
+            "amount: must be 0 for VIEW",
+        ),
         (r#"{"eventId":"P","productId":0,"type":"EVENT_TYPE_LIKE","occurredAt":"NOW"}"#, "product_id:"),
         (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_CLICK","occurredAt":"NOW"}"#, "type: unknown value"),
         (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"OLD"}"#, "occurred_at:"),
@@ -107,10 +110,12 @@ fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize
             .replace("NOW", &(Utc::now() - Age::seconds(60)).to_rfc3339())
             .replace("OLD", &(Utc::now() - Age::days(30)).to_rfc3339());
         let at = rng.random_range(0..records.len());
-        records.insert(at, Record { key: format!("p{i}"), payload: text.into_bytes(), event: None, error: Some(error) });
+        records
+            .insert(at, Record { key: format!("p{i}"), payload: text.into_bytes(), event: None, error: Some(error) });
     }
     for i in (0..records.len()).step_by(10) {
-        let again = Record { key: records[i].key.clone(), payload: records[i].payload.clone(), event: None, error: None };
+        let again =
+            Record { key: records[i].key.clone(), payload: records[i].payload.clone(), event: None, error: None };
         let at = rng.random_range(i + 1..=records.len());
         records.insert(at, again);
     }
@@ -211,7 +216,11 @@ async fn workload_is_counted_once(bus: TestBus, seed: u64) {
     drained(&db.url, valid, &bus, dead).await;
 
     assert_dead_letters(&bus.dead_letters().await, &records);
-    assert_eq!(boards(&mut survivor).await, reference(&records).await, "rankings equal RecordEvents' of the same events");
+    assert_eq!(
+        boards(&mut survivor).await,
+        reference(&records).await,
+        "rankings equal RecordEvents' of the same events"
+    );
     let metrics = survivor.scrape_metrics().await + &third.scrape_metrics().await;
     let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
     assert!(metrics.contains(&format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}")));
@@ -272,7 +281,12 @@ async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
     let now = Utc::now() - Age::seconds(60);
     let batch = |from: usize| -> Vec<(String, Vec<u8>)> {
         (from..from + 500)
-            .map(|i| (format!("{}", i % 20), json_of(&event(&format!("o-{i}"), 1 + (i % 20) as i64, v1::EventType::View, 0, now), true)))
+            .map(|i| {
+                (
+                    format!("{}", i % 20),
+                    json_of(&event(&format!("o-{i}"), 1 + (i % 20) as i64, v1::EventType::View, 0, now), true),
+                )
+            })
             .collect()
     };
     bus.publish(&batch(0)).await;
@@ -286,7 +300,8 @@ async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
     assert_eq!(count_events(&pg.url()).await, 1_000);
     let metrics = app.scrape_metrics().await;
     let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
-    let accepted = metric_value(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}"));
+    let accepted =
+        metric_value(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}"));
     assert_eq!(accepted, 1_000.0, "nothing counted twice");
     app.stop().await;
 }
@@ -359,7 +374,8 @@ async fn kafka_broker_restart_resumes_consumption() {
     eventually("ranking.bus serving", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
 
     broker.stop();
-    eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 }).await;
+    eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 })
+        .await;
     let main = app.client.record_events(v1::RecordEventsRequest {
         events: vec![event("rpc-1", 99, v1::EventType::View, 0, Utc::now() - Age::seconds(5))],
     });

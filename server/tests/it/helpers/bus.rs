@@ -73,9 +73,13 @@ impl TestBus {
         let consumer = format!("ranking-{id:016x}");
         let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
         for (name, subject) in [(&stream, &subject), (&dlq_stream, &dead_letters)] {
-            js.create_stream(stream::Config { name: name.clone(), subjects: vec![subject.clone()], ..Default::default() })
-                .await
-                .expect("stream created");
+            js.create_stream(stream::Config {
+                name: name.clone(),
+                subjects: vec![subject.clone()],
+                ..Default::default()
+            })
+            .await
+            .expect("stream created");
         }
         let config = pull::Config {
             durable_name: Some(consumer.clone()),

@@ -6,7 +6,7 @@
 #                                          outside any clone, keyed by its version; prints the binary
 #   scripts/kafka-broker.sh start PORT DIR  start one on 127.0.0.1:PORT with its data in DIR
 #                                          (reused when one answers there); prints its address
-#   scripts/kafka-broker.sh stop DIR        stop the one started with DIR
+#   scripts/kafka-broker.sh stop DIR        kill the one started with DIR
 set -euo pipefail
 
 TANSU_VERSION=0.6.0
@@ -35,9 +35,10 @@ case ${1:-} in
       install >/dev/null
       mkdir -p "$dir"
       # The storage URL is relative to the working directory: start it in its data dir.
-      (cd "$dir" && nohup "$BIN" broker --storage-engine sqlite://tansu.db \
+      # Detached from every descriptor of the caller, so a `$(…)` around this returns.
+      (cd "$dir" && exec setsid "$BIN" broker --storage-engine sqlite://tansu.db \
         --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-        >broker.log 2>&1 & echo $! >broker.pid)
+        </dev/null >broker.log 2>&1 & echo $! >"$dir/broker.pid")
       for _ in $(seq 1 120); do up "$port" && break; sleep 0.25; done
       up "$port" || { echo "kafka-broker: tansu did not come up on $port (see $dir/broker.log)" >&2; exit 1; }
     fi
@@ -45,7 +46,8 @@ case ${1:-} in
     ;;
   stop)
     dir=${2:?data dir}
-    [ -f "$dir/broker.pid" ] && kill "$(cat "$dir/broker.pid")" 2>/dev/null || true
+    # SIGKILL: the tests stop it as a crash would (SQLite keeps what it committed).
+    [ -f "$dir/broker.pid" ] && kill -KILL "$(cat "$dir/broker.pid")" 2>/dev/null || true
     ;;
   *) echo "usage: $0 install | start PORT DIR | stop DIR" >&2; exit 2 ;;
 esac

@@ -387,3 +387,35 @@ async fn kafka_broker_restart_resumes_consumption() {
     eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
     app.stop().await;
 }
+
+/// The NATS server goes away: `ranking.bus` turns NOT_SERVING while gRPC ingestion goes
+/// on; it comes back on the same store, the client reconnects by itself and consumption
+/// resumes with the messages it had not acked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jetstream_server_restart_resumes_consumption() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let (Some(_), true) = (test_nats(), once_per_run()) else { return };
+    let Some(nats) = crate::helpers::bus::ThrowawayNats::start() else { return };
+    let bus = TestBus::jetstream(&nats.url()).await;
+    let flags = bus.flags(50);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut app = TestApp::spawn(&flags).await;
+    let db = app.db.as_ref().expect("db").url.clone();
+    bus.publish(&views_json("before", 300)).await;
+    eventually("the first 300 in SQL", || async { count_events(&db).await == 300 }).await;
+    eventually("ranking.bus serving", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+
+    nats.stop();
+    eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 })
+        .await;
+    let main = app.client.record_events(v1::RecordEventsRequest {
+        events: vec![event("rpc-1", 99, v1::EventType::View, 0, Utc::now() - Age::seconds(5))],
+    });
+    assert!(main.await.is_ok(), "gRPC ingestion works without the bus");
+
+    nats.restart();
+    bus.publish(&views_json("after", 300)).await;
+    eventually("all 601 in SQL", || async { count_events(&db).await == 601 }).await;
+    eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+    app.stop().await;
+}

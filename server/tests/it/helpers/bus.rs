@@ -299,3 +299,65 @@ impl Drop for ThrowawayBroker {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A NATS server with JetStream of one test (Debian's `nats-server` on a free port, its
+/// store in a directory of its own), for tests that stop and restart it.
+pub struct ThrowawayNats {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: std::sync::Mutex<Option<std::process::Child>>,
+}
+
+impl ThrowawayNats {
+    /// Starts one, or `None` when `nats-server` is not installed.
+    pub fn start() -> Option<Self> {
+        let port = super::free_port();
+        let dir = std::env::temp_dir().join(format!("rk-nats-{port}-{:x}", rand_u64()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let me = Self { port, dir, child: std::sync::Mutex::new(None) };
+        me.restart_checked().then_some(me)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn restart_checked(&self) -> bool {
+        let child = std::process::Command::new("/usr/sbin/nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(&self.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let Ok(child) = child else { return false };
+        *self.child.lock().expect("child") = Some(child);
+        for _ in 0..400 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// Kills it (its store stays).
+    pub fn stop(&self) {
+        if let Some(mut child) = self.child.lock().expect("child").take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and store.
+    pub fn restart(&self) {
+        assert!(self.restart_checked(), "nats-server restarts");
+    }
+}
+
+impl Drop for ThrowawayNats {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -17,7 +17,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::bus::TestBus;
-use crate::helpers::{metric_value, pg};
+use crate::helpers::pg;
 use crate::ingest::Rng;
 use crate::serve;
 
@@ -77,6 +77,16 @@ fn record(e: &v1::Event) -> (String, Vec<u8>) {
         e.event_id, e.product_id, e.amount
     );
     (e.product_id.to_string(), json.into_bytes())
+}
+
+/// A sample of Prometheus text, 0 while the series does not exist yet.
+fn sample(metrics: &str, line_prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }
 
 async fn produce(brokers: &str, topic: &str, records: &[(String, Vec<u8>)]) -> f64 {
@@ -148,7 +158,7 @@ async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usi
     let counted = |metrics: &str| {
         ["accepted", "duplicate", "invalid"]
             .iter()
-            .map(|o| metric_value(metrics, &format!("ranking_bus_records_total{{source=\"kafka\",outcome=\"{o}\"}}")))
+            .map(|o| sample(metrics, &format!("ranking_bus_records_total{{source=\"kafka\",outcome=\"{o}\"}}")))
             .sum::<f64>()
     };
     loop {
@@ -166,8 +176,8 @@ async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usi
     let mut batches = 0.0;
     for app in &apps {
         let m = app.app.scrape_metrics().await;
-        batch_seconds += metric_value(&m, "ranking_bus_batch_seconds_sum");
-        batches += metric_value(&m, "ranking_bus_batch_seconds_count");
+        batch_seconds += sample(&m, "ranking_bus_batch_seconds_sum");
+        batches += sample(&m, "ranking_bus_batch_seconds_count");
     }
     for app in apps {
         app.stop().await;

@@ -385,6 +385,14 @@ async fn kafka_broker_restart_resumes_consumption() {
     bus.publish(&views_json("after", 300)).await;
     eventually("all 601 in SQL", || async { count_events(&db).await == 601 }).await;
     eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+    // Lag per assigned partition (high watermark − committed offset) reaches 0 once the
+    // auto-commit has run.
+    eventually("lag 0 on every partition", || async {
+        let metrics = app.scrape_metrics().await;
+        let lags: Vec<&str> = metrics.lines().filter(|l| l.starts_with("ranking_bus_lag_records{")).collect();
+        lags.len() == crate::helpers::bus::PARTITIONS as usize && lags.iter().all(|l| l.ends_with(" 0"))
+    })
+    .await;
     app.stop().await;
 }
 

@@ -17,6 +17,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::bus::TestBus;
+use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::ingest::Rng;
 use crate::serve;
@@ -77,16 +78,6 @@ fn record(e: &v1::Event) -> (String, Vec<u8>) {
         e.event_id, e.product_id, e.amount
     );
     (e.product_id.to_string(), json.into_bytes())
-}
-
-/// A sample of Prometheus text, 0 while the series does not exist yet.
-fn sample(metrics: &str, line_prefix: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 async fn produce(brokers: &str, topic: &str, records: &[(String, Vec<u8>)]) -> f64 {

@@ -20,6 +20,7 @@ use prost::Message;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
+use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
@@ -34,16 +35,6 @@ const WRITERS: u64 = 2;
 const RUN: Duration = Duration::from_secs(30);
 /// One probe every this long.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
-
-/// A sample of Prometheus text, 0 when absent.
-fn sample(metrics: &str, line_prefix: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
 
 async fn scrape(port: u16) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

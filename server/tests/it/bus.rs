@@ -357,14 +357,11 @@ async fn bus_health(app: &TestApp) -> i32 {
     health.check(request).await.map(|r| r.into_inner().status).unwrap_or(-1)
 }
 
-/// The broker goes away: `ranking.bus` turns NOT_SERVING while gRPC ingestion and reads
-/// go on; it comes back on the same data and consumption resumes where it stopped.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kafka_broker_restart_resumes_consumption() {
+/// The bus goes away under a consuming replica: `ranking.bus` turns NOT_SERVING while
+/// gRPC ingestion goes on; the bus comes back on the same data, the source reconnects by
+/// itself and consumption resumes where it stopped.
+async fn bus_restart_resumes_consumption(bus: &TestBus, stop: impl Fn(), restart: impl Fn()) -> TestApp {
     use tonic_health::pb::health_check_response::ServingStatus;
-    let (Some(_), true) = (test_kafka(), once_per_run()) else { return };
-    let broker = crate::helpers::bus::ThrowawayBroker::start();
-    let bus = TestBus::kafka(&broker.address()).await;
     let flags = bus.flags(50);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let mut app = TestApp::spawn(&flags).await;
@@ -373,7 +370,7 @@ async fn kafka_broker_restart_resumes_consumption() {
     eventually("the first 300 in SQL", || async { count_events(&db).await == 300 }).await;
     eventually("ranking.bus serving", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
 
-    broker.stop();
+    stop();
     eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 })
         .await;
     let main = app.client.record_events(v1::RecordEventsRequest {
@@ -381,10 +378,19 @@ async fn kafka_broker_restart_resumes_consumption() {
     });
     assert!(main.await.is_ok(), "gRPC ingestion works without the bus");
 
-    broker.restart();
+    restart();
     bus.publish(&views_json("after", 300)).await;
     eventually("all 601 in SQL", || async { count_events(&db).await == 601 }).await;
     eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+    app
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_broker_restart_resumes_consumption() {
+    let (Some(_), true) = (test_kafka(), once_per_run()) else { return };
+    let broker = crate::helpers::bus::ThrowawayBroker::start();
+    let bus = TestBus::kafka(&broker.address()).await;
+    let app = bus_restart_resumes_consumption(&bus, || broker.stop(), || broker.restart()).await;
     // Lag per assigned partition (high watermark − committed offset) reaches 0 once the
     // auto-commit has run.
     eventually("lag 0 on every partition", || async {
@@ -396,34 +402,13 @@ async fn kafka_broker_restart_resumes_consumption() {
     app.stop().await;
 }
 
-/// The NATS server goes away: `ranking.bus` turns NOT_SERVING while gRPC ingestion goes
-/// on; it comes back on the same store, the client reconnects by itself and consumption
-/// resumes with the messages it had not acked.
+/// The same with a NATS server of the test's own: the client reconnects and the messages
+/// it had not acked come again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jetstream_server_restart_resumes_consumption() {
-    use tonic_health::pb::health_check_response::ServingStatus;
     let (Some(_), true) = (test_nats(), once_per_run()) else { return };
     let Some(nats) = crate::helpers::bus::ThrowawayNats::start() else { return };
     let bus = TestBus::jetstream(&nats.url()).await;
-    let flags = bus.flags(50);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let mut app = TestApp::spawn(&flags).await;
-    let db = app.db.as_ref().expect("db").url.clone();
-    bus.publish(&views_json("before", 300)).await;
-    eventually("the first 300 in SQL", || async { count_events(&db).await == 300 }).await;
-    eventually("ranking.bus serving", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
-
-    nats.stop();
-    eventually("ranking.bus not serving", || async { bus_health(&app).await == ServingStatus::NotServing as i32 })
-        .await;
-    let main = app.client.record_events(v1::RecordEventsRequest {
-        events: vec![event("rpc-1", 99, v1::EventType::View, 0, Utc::now() - Age::seconds(5))],
-    });
-    assert!(main.await.is_ok(), "gRPC ingestion works without the bus");
-
-    nats.restart();
-    bus.publish(&views_json("after", 300)).await;
-    eventually("all 601 in SQL", || async { count_events(&db).await == 601 }).await;
-    eventually("ranking.bus serving again", || async { bus_health(&app).await == ServingStatus::Serving as i32 }).await;
+    let app = bus_restart_resumes_consumption(&bus, || nats.stop(), || nats.restart()).await;
     app.stop().await;
 }

@@ -13,21 +13,12 @@ use ranking_client::v1;
 use ranking_server::test_support::{eventually, noon};
 use sea_orm::{ConnectionTrait, Database, TransactionTrait};
 
+use crate::helpers::metric_or_zero as sample;
 use crate::helpers::process::ServerProcess;
 use crate::helpers::{TestApp, TestDb, event, rand_u64, test_redis_mode, views};
 use crate::redis_store::{redis_settings, redis_url};
 
 const LIVE: &str = "--live-interval=50ms";
-
-/// A sample of Prometheus text, 0 when absent.
-fn sample(metrics: &str, line_prefix: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
 
 fn passes_of(metrics: &str, outcomes: &[&str]) -> f64 {
     outcomes.iter().map(|o| sample(metrics, &format!("ranking_live_passes_total{{outcome=\"{o}\"}}"))).sum()

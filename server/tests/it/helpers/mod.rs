@@ -298,12 +298,17 @@ pub fn views(prefix: &str, product_id: i64, n: usize, at: DateTime<Utc>) -> Vec<
 /// The value of the first sample in Prometheus text `metrics` whose line starts with
 /// `line_prefix` (name and labels).
 pub fn metric_value(metrics: &str, line_prefix: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
+    metric_sample(metrics, line_prefix).unwrap_or_else(|| panic!("no {line_prefix} in\n{metrics}"))
+}
+
+/// The value of the first line of Prometheus text starting with `line_prefix`, if any.
+pub fn metric_sample(metrics: &str, line_prefix: &str) -> Option<f64> {
+    metrics.lines().find(|l| l.starts_with(line_prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+}
+
+/// As [`metric_sample`], 0 while the series does not exist yet.
+pub fn metric_or_zero(metrics: &str, line_prefix: &str) -> f64 {
+    metric_sample(metrics, line_prefix).unwrap_or(0.0)
 }
 
 /// §4's normalisation written out independently of the service: `round(999 / (1 + e^-z))`

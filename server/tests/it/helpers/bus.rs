@@ -161,17 +161,35 @@ impl TestBus {
                     return Vec::new();
                 }
                 let reader = stream.create_consumer(pull::Config::default()).await.expect("reader");
-                let mut batch = reader.fetch().max_messages(count).messages().await.expect("fetch");
+                // One pull may deliver fewer than asked: pull again until all `count` are read
+                // (a pull that brings nothing ends the read with what it has).
                 let mut out = Vec::new();
-                while let Some(Ok(m)) = batch.next().await {
-                    let header = |name: &str| {
-                        m.headers.as_ref().and_then(|h| h.get(name)).map(|v| v.as_str().to_string()).unwrap_or_default()
-                    };
-                    out.push(DeadLetter {
-                        payload: m.payload.to_vec(),
-                        error: header("ranking-error"),
-                        source: header("ranking-source"),
-                    });
+                while out.len() < count {
+                    let before = out.len();
+                    let mut batch = reader
+                        .batch()
+                        .max_messages(count - out.len())
+                        .expires(Duration::from_secs(2))
+                        .messages()
+                        .await
+                        .expect("fetch");
+                    while let Some(Ok(m)) = batch.next().await {
+                        let header = |name: &str| {
+                            m.headers
+                                .as_ref()
+                                .and_then(|h| h.get(name))
+                                .map(|v| v.as_str().to_string())
+                                .unwrap_or_default()
+                        };
+                        out.push(DeadLetter {
+                            payload: m.payload.to_vec(),
+                            error: header("ranking-error"),
+                            source: header("ranking-source"),
+                        });
+                    }
+                    if out.len() == before {
+                        break;
+                    }
                 }
                 out
             }

@@ -10,6 +10,9 @@
 //! naks the whole batch with the backoff's delay (`Nak(Some(delay))`) and waits as long
 //! before fetching again: nothing is lost and nothing spins. A replica killed with messages
 //! unacked has them redelivered after the ack wait; what it committed is DUPLICATE then.
+//!
+//! While a batch commits, the next one is fetched (one batch ahead, no more), so fetching
+//! and committing overlap. A batch fetched at shutdown is naked at once for another replica.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -103,50 +106,46 @@ impl JetStreamSource {
                     continue;
                 }
             };
+            // While a batch commits, the next one is fetched (one batch ahead, no more), so
+            // fetching and committing overlap instead of taking turns.
+            let mut ready: Option<Vec<Message>> = None;
             loop {
-                let fetch = consumer
-                    .batch()
-                    .max_messages(self.options.batch.max_records)
-                    .max_bytes(super::MAX_BATCH_BYTES)
-                    .expires(self.options.batch.max_wait)
-                    .messages();
-                let messages = tokio::select! {
-                    fetched = fetch => match fetched {
-                        Ok(batch) => batch,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "jetstream fetch failed; retried");
+                let batch = match ready.take() {
+                    Some(batch) => batch,
+                    None => match self.fetch(&consumer, &stop).await {
+                        Fetched::Batch(batch) => batch,
+                        Fetched::Failed => {
                             if !backoff.wait(&stop).await {
                                 break 'consumer;
                             }
                             continue 'consumer;
                         }
+                        Fetched::Stopped => break 'consumer,
                     },
-                    () = stop.cancelled() => break 'consumer,
                 };
-                let mut batch = Vec::new();
-                let mut messages = std::pin::pin!(messages);
-                loop {
-                    tokio::select! {
-                        next = messages.next() => match next {
-                            Some(Ok(m)) => batch.push(m),
-                            Some(Err(e)) => {
-                                tracing::debug!(error = %e, "jetstream fetch ended early");
-                                break;
-                            }
-                            None => break,
-                        },
-                        // Not acked: redelivered after the ack wait.
-                        () = stop.cancelled() => break 'consumer,
-                    }
-                }
-                let labels = LagLabels { source: SOURCE, partition: self.options.stream.clone() };
-                let pending = batch.last().and_then(|m| m.info().ok().map(|i| i.pending)).unwrap_or(0);
-                self.metrics.bus.lag.get_or_create(&labels).set(i64::try_from(pending).unwrap_or(i64::MAX));
                 if batch.is_empty() {
                     continue;
                 }
-                if !self.handle(&context, batch, &stop, &mut backoff).await {
+                let progress_every = progress_interval(consumer.cached_info().config.ack_wait);
+                let (handled, next) = tokio::join!(
+                    self.handle(&context, batch, progress_every, &stop, &mut backoff),
+                    self.fetch(&consumer, &stop)
+                );
+                if !handled {
+                    if let Fetched::Batch(next) = next {
+                        release(&next).await;
+                    }
                     break 'consumer;
+                }
+                match next {
+                    Fetched::Batch(next) => ready = Some(next),
+                    Fetched::Failed => {
+                        if !backoff.wait(&stop).await {
+                            break 'consumer;
+                        }
+                        continue 'consumer;
+                    }
+                    Fetched::Stopped => break 'consumer,
                 }
             }
         }
@@ -155,6 +154,49 @@ impl JetStreamSource {
             tracing::warn!("nats flush at shutdown timed out; unflushed acks mean redeliveries");
         }
         tracing::info!("jetstream source stopped");
+    }
+
+    /// One pull of up to a batch, waiting at most the batch wait; updates the lag. At
+    /// `stop`, what was pulled is released (naked) for another replica at once.
+    async fn fetch(&self, consumer: &PullConsumer, stop: &CancellationToken) -> Fetched {
+        let fetch = consumer
+            .batch()
+            .max_messages(self.options.batch.max_records)
+            .max_bytes(super::MAX_BATCH_BYTES)
+            .expires(self.options.batch.max_wait)
+            .messages();
+        let messages = tokio::select! {
+            fetched = fetch => match fetched {
+                Ok(messages) => messages,
+                Err(e) => {
+                    tracing::warn!(error = %e, "jetstream fetch failed; retried");
+                    return Fetched::Failed;
+                }
+            },
+            () = stop.cancelled() => return Fetched::Stopped,
+        };
+        let mut batch = Vec::new();
+        let mut messages = std::pin::pin!(messages);
+        loop {
+            tokio::select! {
+                next = messages.next() => match next {
+                    Some(Ok(m)) => batch.push(m),
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "jetstream fetch ended early");
+                        break;
+                    }
+                    None => break,
+                },
+                () = stop.cancelled() => {
+                    release(&batch).await;
+                    return Fetched::Stopped;
+                }
+            }
+        }
+        let labels = LagLabels { source: SOURCE, partition: self.options.stream.clone() };
+        let pending = batch.last().and_then(|m| m.info().ok().map(|i| i.pending)).unwrap_or(0);
+        self.metrics.bus.lag.get_or_create(&labels).set(i64::try_from(pending).unwrap_or(i64::MAX));
+        Fetched::Batch(batch)
     }
 
     /// The durable pull consumer, created with explicit acks when missing.
@@ -177,6 +219,7 @@ impl JetStreamSource {
         &self,
         context: &jetstream::Context,
         batch: Vec<Message>,
+        progress_every: Duration,
         stop: &CancellationToken,
         backoff: &mut Backoff,
     ) -> bool {
@@ -184,7 +227,7 @@ impl JetStreamSource {
         let payloads: Vec<Option<&[u8]>> = batch.iter().map(|m| Some(m.payload.as_ref())).collect();
         let recorded = {
             let record = std::pin::pin!(self.sink.record(&payloads));
-            let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + ACK_WAIT / 3, ACK_WAIT / 3);
+            let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + progress_every, progress_every);
             let mut record = record;
             loop {
                 tokio::select! {
@@ -246,5 +289,38 @@ impl JetStreamSource {
                 AckKind::Nak(Some(Duration::from_secs(5)))
             }
         }
+    }
+}
+
+/// How often a committing batch says it is in progress: a third of the consumer's own ack
+/// wait (an existing consumer keeps its own, which may be far shorter than [`ACK_WAIT`]).
+fn progress_interval(ack_wait: Duration) -> Duration {
+    if ack_wait.is_zero() { ACK_WAIT / 3 } else { (ack_wait / 3).max(Duration::from_millis(100)) }
+}
+
+/// What a pull brought.
+enum Fetched {
+    Batch(Vec<Message>),
+    /// Failed; the consumer is looked up again after a backoff.
+    Failed,
+    Stopped,
+}
+
+/// Hands messages back unprocessed (`Nak` without delay): another replica gets them now
+/// rather than after the ack wait. A nak that is not sent only delays them to the ack wait.
+async fn release(batch: &[Message]) {
+    futures_util::future::join_all(batch.iter().map(|m| m.ack_with(AckKind::Nak(None)))).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_follows_the_consumers_own_ack_wait() {
+        assert_eq!(progress_interval(Duration::from_secs(2)), Duration::from_nanos(666_666_666));
+        assert_eq!(progress_interval(Duration::from_secs(30)), Duration::from_secs(10));
+        assert_eq!(progress_interval(Duration::from_millis(30)), Duration::from_millis(100));
+        assert_eq!(progress_interval(Duration::ZERO), ACK_WAIT / 3);
     }
 }

@@ -17,10 +17,14 @@
 //! - *an async commit whose failure is never seen*: `commit_callback` logs every failed
 //!   commit (the next commit carries the same offsets or later ones).
 //!
-//! A database outage holds the batch and retries it with backoff without fetching; an
-//! outage longer than `max.poll.interval.ms` makes the member leave the group, and its
-//! partitions' uncommitted records go to another member, DUPLICATEs for what this one
-//! committed meanwhile. Shutdown: stop fetching, commit what is stored, close the consumer
+//! While a batch commits, the next one is gathered, so fetching and committing overlap; a
+//! batch is handled only after the one before it, so offsets are stored in fetch order, and
+//! the rebalance check above covers the batch gathered meanwhile (its own generation).
+//!
+//! A database outage holds the batch (and the one gathered behind it) and retries it with
+//! backoff without fetching more; an outage longer than `max.poll.interval.ms` makes the
+//! member leave the group, and its partitions' uncommitted records go to another member,
+//! DUPLICATEs for what this one committed meanwhile. Shutdown: stop fetching, commit what is stored, close the consumer
 //! (which leaves the group) off the runtime, within the grace.
 
 use std::collections::BTreeMap;
@@ -202,10 +206,16 @@ impl KafkaSource {
     /// close at most `grace`.
     pub async fn run(self, stop: CancellationToken, grace: Duration) {
         let mut backoff = Backoff::default();
-        while let Some(batch) = self.next_batch(&stop, &mut backoff).await {
-            if !self.handle(batch, &stop).await {
+        let mut next = self.next_batch(&stop, &mut backoff).await;
+        // While a batch commits, the next one is gathered (one batch ahead, no more): the
+        // fetch and the commit overlap instead of taking turns. Offsets are still stored in
+        // fetch order, since a batch is handled only after the one before it.
+        while let Some(batch) = next.take() {
+            let (handled, following) = tokio::join!(self.handle(batch, &stop), self.next_batch(&stop, &mut backoff));
+            if !handled {
                 break;
             }
+            next = following;
         }
         let consumer = self.consumer;
         let close = tokio::task::spawn_blocking(move || {

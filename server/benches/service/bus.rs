@@ -1,15 +1,18 @@
-//! `bus <kafka-brokers> [events]`: a backlog of events on 4 partitions (uniform over 100,000
-//! products, the worst case, then Zipf) drained from Kafka into a throwaway PostgreSQL by one
-//! and by two replicas: events/s from the replicas' start until every event is recorded
-//! (lag 0), next to the broker's own rate for a consumer that only reads, and to
-//! RecordEvents with the same batch size from as many writers as there are replicas.
+//! `bus <kafka-brokers> [events] [nats-url]`: a backlog of events (uniform over 100,000
+//! products, the worst case, then Zipf) on a Kafka topic of 4 partitions and on a JetStream
+//! stream, drained into a throwaway PostgreSQL by one and by two replicas: events/s from the
+//! replicas' start until every event is recorded (lag 0), next to the broker's own rate for
+//! a consumer that only reads, and to RecordEvents with the same batch size from as many
+//! writers as there are replicas. A broker given as `-` is skipped.
 //!
 //! The replicas run in this process (the integration tests' fixture): with the broker and
 //! PostgreSQL they share the machine's two cores, as a deployment on one host would.
 
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::{self, consumer::pull};
 use chrono::Utc;
+use futures_util::StreamExt;
 use ranking_client::v1;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -36,6 +39,61 @@ impl Popularity {
         match self {
             Self::Uniform => "uniform",
             Self::Zipf => "Zipf",
+        }
+    }
+}
+
+/// The bus a backlog is drained from.
+#[derive(Clone, Copy)]
+enum Broker<'a> {
+    Kafka(&'a str),
+    JetStream(&'a str),
+}
+
+impl Broker<'_> {
+    fn source(self) -> &'static str {
+        match self {
+            Self::Kafka(_) => "kafka",
+            Self::JetStream(_) => "jetstream",
+        }
+    }
+
+    /// A fresh topic or stream with the records on it: (its name, produce events/s).
+    async fn backlog(self, records: &[(String, Vec<u8>)]) -> (String, f64) {
+        match self {
+            Self::Kafka(brokers) => {
+                let TestBus::Kafka { topic, .. } = TestBus::kafka(brokers).await else { unreachable!() };
+                let rate = produce(brokers, &topic, records).await;
+                (topic, rate)
+            }
+            Self::JetStream(url) => {
+                let TestBus::JetStream { stream, subject, .. } = TestBus::jetstream(url).await else { unreachable!() };
+                let rate = publish(url, &subject, records).await;
+                (stream, rate)
+            }
+        }
+    }
+
+    /// A consumer that only reads the whole backlog: events/s.
+    async fn read_only(self, name: &str, n: usize) -> f64 {
+        match self {
+            Self::Kafka(brokers) => read_only(brokers, name, n).await,
+            Self::JetStream(url) => read_only_jetstream(url, name, n).await,
+        }
+    }
+
+    /// The server flags that consume `name` under a fresh group / durable consumer.
+    fn flags(self, name: &str) -> Vec<String> {
+        let id = format!("bench-{:x}", Utc::now().timestamp_micros());
+        match self {
+            Self::Kafka(brokers) => vec![
+                format!("--kafka-brokers={brokers}"),
+                format!("--kafka-topics={name}"),
+                format!("--kafka-group={id}"),
+            ],
+            Self::JetStream(url) => {
+                vec![format!("--nats-url={url}"), format!("--nats-stream={name}"), format!("--nats-consumer={id}")]
+            }
         }
     }
 }
@@ -120,6 +178,41 @@ async fn read_only(brokers: &str, topic: &str, n: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Publishes the records to JetStream, 1,000 acknowledgements in flight at most (the client
+/// holds 5,000).
+async fn publish(url: &str, subject: &str, records: &[(String, Vec<u8>)]) -> f64 {
+    let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+    let started = Instant::now();
+    for chunk in records.chunks(1_000) {
+        let mut acks = Vec::with_capacity(chunk.len());
+        for (_, payload) in chunk {
+            acks.push(js.publish(subject.to_string(), payload.clone().into()).await.expect("published"));
+        }
+        for ack in acks {
+            ack.await.expect("stored by the stream");
+        }
+    }
+    records.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// A consumer without acks that pulls the whole stream in batches: the server's own rate.
+async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
+    let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+    let config = pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() };
+    let reader = js.get_stream(stream).await.expect("stream").create_consumer(config).await.expect("reader");
+    let started = Instant::now();
+    let mut seen = 0usize;
+    while seen < n {
+        let mut batch =
+            reader.batch().max_messages(BATCH).expires(Duration::from_secs(1)).messages().await.expect("fetch");
+        while let Some(m) = batch.next().await {
+            m.expect("message");
+            seen += 1;
+        }
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
 /// A fresh database on the throwaway server.
 async fn fresh_db(server: &str) -> String {
     let admin = Database::connect(server).await.expect("connect");
@@ -128,19 +221,18 @@ async fn fresh_db(server: &str) -> String {
     format!("{}/{name}", server.rsplit_once('/').expect("path").0)
 }
 
-/// `replicas` servers consuming the topic until `n` records are recorded: events/s.
-async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usize) -> (f64, f64) {
+/// `replicas` servers consuming the topic or stream until `n` records are recorded:
+/// (events/s, ms per batch).
+async fn drain(broker: Broker<'_>, name: &str, server: &str, n: usize, replicas: usize) -> (f64, f64) {
     let db = fresh_db(server).await;
-    let group = format!("bench-{:x}", Utc::now().timestamp_micros());
-    let args = vec![
+    let mut args = vec![
         format!("--database-url={db}"),
         "--db-max-connections=32".to_string(),
         "--live-interval=0".to_string(),
-        format!("--kafka-brokers={brokers}"),
-        format!("--kafka-topics={topic}"),
-        format!("--kafka-group={group}"),
         format!("--bus-batch={BATCH}"),
     ];
+    args.extend(broker.flags(name));
+    let source = broker.source();
     let started = Instant::now();
     let mut apps = Vec::new();
     for _ in 0..replicas {
@@ -149,7 +241,7 @@ async fn drain(brokers: &str, topic: &str, server: &str, n: usize, replicas: usi
     let counted = |metrics: &str| {
         ["accepted", "duplicate", "invalid"]
             .iter()
-            .map(|o| sample(metrics, &format!("ranking_bus_records_total{{source=\"kafka\",outcome=\"{o}\"}}")))
+            .map(|o| sample(metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"{o}\"}}")))
             .sum::<f64>()
     };
     loop {
@@ -203,31 +295,40 @@ async fn record_events(server: &str, events: &[v1::Event], writers: usize) -> f6
     rate
 }
 
-pub async fn bench_bus(brokers: &str, n: usize) {
+pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
     let throwaway = pg::ThrowawayPostgres::start_with("-c max_connections=300").expect("PostgreSQL server binaries");
     let server = throwaway.url();
-    println!("\n## Event-bus ingestion: a backlog of {n} events on 4 partitions drained into PostgreSQL\n");
-    println!("Broker: {brokers}; batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.\n");
+    let brokers: Vec<Broker<'_>> = kafka.map(Broker::Kafka).into_iter().chain(nats.map(Broker::JetStream)).collect();
+    println!("\n## Event-bus ingestion: a backlog of {n} events drained into PostgreSQL\n");
     println!(
-        "| popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents |"
+        "Kafka: {}, a topic of 4 partitions; JetStream: {}, one stream.",
+        kafka.unwrap_or("-"),
+        nats.unwrap_or("-")
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.\n");
+    println!(
+        "| bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for popularity in [Popularity::Uniform, Popularity::Zipf] {
-        let run = format!("{:x}", Utc::now().timestamp_micros());
-        let events = events(n, popularity, &run);
-        let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
-        let TestBus::Kafka { topic, .. } = TestBus::kafka(brokers).await else { unreachable!() };
-        let produced = produce(brokers, &topic, &records).await;
-        drop(records);
-        let read = read_only(brokers, &topic, n).await;
-        for replicas in [1, 2] {
-            let (bus, per_batch) = drain(brokers, &topic, &server, n, replicas).await;
-            let direct = record_events(&server, &events, replicas).await;
-            println!(
-                "| {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} |",
-                popularity.name(),
-                bus / direct
-            );
+        for &broker in &brokers {
+            let run = format!("{:x}", Utc::now().timestamp_micros());
+            let events = events(n, popularity, &run);
+            let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
+            let (name, produced) = broker.backlog(&records).await;
+            drop(records);
+            let read = broker.read_only(&name, n).await;
+            for replicas in [1, 2] {
+                let (bus, per_batch) = drain(broker, &name, &server, n, replicas).await;
+                let direct = record_events(&server, &events, replicas).await;
+                println!(
+                    "| {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} |",
+                    broker.source(),
+                    popularity.name(),
+                    bus / direct,
+                    bus / read
+                );
+            }
         }
     }
 }

@@ -25,10 +25,10 @@
 //!   rows read and the holder's CPU per pass against a full Recompute, GetRank next to the
 //!   health check while passes run; uniform and Zipf popularity, 100,000 and 1,000,000
 //!   products.
-//! - `bus <kafka-brokers> [events]`: a backlog of 1,000,000 events on 4 partitions (uniform
-//!   over 100,000 products, then Zipf) drained from Kafka into a throwaway PostgreSQL by one
-//!   and two replicas, next to the broker's read-only rate and RecordEvents at the same
-//!   batch size.
+//! - `bus <kafka-brokers> [events] [nats-url]`: a backlog of 1,000,000 events (uniform over
+//!   100,000 products, then Zipf) on Kafka (4 partitions) and on JetStream, drained into a
+//!   throwaway PostgreSQL by one and two replicas, next to the broker's read-only rate and
+//!   RecordEvents at the same batch size (`-` skips a broker).
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -140,8 +140,11 @@ async fn main() {
             live::bench_live(redis, if sizes.is_empty() { &[100_000, 1_000_000] } else { &sizes }).await;
         }
         Some("bus") => {
-            let brokers = args.get(1).map(String::as_str).unwrap_or("127.0.0.1:19092");
-            bus::bench_bus(brokers, args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000)).await;
+            let given = |i: usize, default: &'static str| {
+                Some(args.get(i).map(String::as_str).unwrap_or(default)).filter(|b| *b != "-")
+            };
+            let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+            bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n).await;
         }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);

@@ -33,6 +33,9 @@ pub const SOURCE: &str = "jetstream";
 /// Ack wait of the consumer this source creates (an existing consumer keeps its own).
 const ACK_WAIT: Duration = Duration::from_secs(30);
 
+/// Acks and dead-letter publications of a batch in flight at once.
+const ACKS_IN_FLIGHT: usize = 1_000;
+
 /// The JetStream source's settings.
 #[derive(Debug, Clone)]
 pub struct JetStreamOptions {
@@ -251,16 +254,20 @@ impl JetStreamSource {
             }
         };
         backoff.reset();
-        let acks = batch.iter().zip(&dispositions).map(|(m, d)| async move {
-            let kind = match d {
-                Disposition::Recorded(_) => AckKind::Ack,
-                Disposition::Invalid(error) => self.dead_letter(context, m, error).await,
-            };
-            if let Err(e) = m.ack_with(kind).await {
-                tracing::warn!(error = %e, "jetstream ack not sent; the message is redelivered (a DUPLICATE)");
-            }
-        });
-        futures_util::future::join_all(acks).await;
+        // In slices: a dead letter waits for the stream's ack, and the client refuses
+        // publications beyond its in-flight bound (5,000) rather than queueing them.
+        for (messages, dispositions) in batch.chunks(ACKS_IN_FLIGHT).zip(dispositions.chunks(ACKS_IN_FLIGHT)) {
+            let acks = messages.iter().zip(dispositions).map(|(m, d)| async move {
+                let kind = match d {
+                    Disposition::Recorded(_) => AckKind::Ack,
+                    Disposition::Invalid(error) => self.dead_letter(context, m, error).await,
+                };
+                if let Err(e) = m.ack_with(kind).await {
+                    tracing::warn!(error = %e, "jetstream ack not sent; the message is redelivered (a DUPLICATE)");
+                }
+            });
+            futures_util::future::join_all(acks).await;
+        }
         self.metrics.bus.batch_seconds.observe(started.elapsed().as_secs_f64());
         true
     }

@@ -137,12 +137,15 @@ impl TestBus {
             }
             Self::JetStream { url, subject, .. } => {
                 let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
-                let mut acks = Vec::with_capacity(records.len());
-                for (_, payload) in records {
-                    acks.push(js.publish(subject.clone(), payload.clone().into()).await.expect("published"));
-                }
-                for ack in acks {
-                    ack.await.expect("stored by the stream");
+                // The client holds 5,000 unacknowledged publications at most.
+                for chunk in records.chunks(1_000) {
+                    let mut acks = Vec::with_capacity(chunk.len());
+                    for (_, payload) in chunk {
+                        acks.push(js.publish(subject.clone(), payload.clone().into()).await.expect("published"));
+                    }
+                    for ack in acks {
+                        ack.await.expect("stored by the stream");
+                    }
                 }
             }
         }

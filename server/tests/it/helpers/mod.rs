@@ -27,6 +27,21 @@ use sea_orm::{ConnectionTrait, Database};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// How long before midnight (UTC, the servers' default `RANKING_TZ`) a test waits for the
+/// new day instead of starting: a test records "now" and then reads today's ranking, and a
+/// day that ends in between leaves today's ranking without its events. No test runs this long.
+const MIDNIGHT_MARGIN: chrono::Duration = chrono::Duration::seconds(150);
+
+/// Waits, when the day is about to end, until a few seconds into the next one.
+pub async fn clear_of_midnight() {
+    let now = Utc::now();
+    let next_day = (now.date_naive() + chrono::Days::new(1)).and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    if next_day - now < MIDNIGHT_MARGIN {
+        let wait = (next_day - now + chrono::Duration::seconds(2)).to_std().expect("positive");
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// An isolated database for one test.
 pub struct TestDb {
     /// URL the server connects to.
@@ -168,6 +183,7 @@ impl TestApp {
 
     /// Starts a server with explicit settings.
     pub async fn spawn_on(settings: Settings) -> Self {
+        clear_of_midnight().await;
         let redis = settings
             .redis
             .redis_url

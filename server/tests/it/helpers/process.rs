@@ -39,6 +39,7 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts the binary with a clean environment plus `envs`, and waits for it to serve.
     pub async fn start(envs: &[(&str, String)]) -> Self {
+        super::clear_of_midnight().await;
         let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", super::rand_u64()));
         let mut child = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
             .env_clear()

@@ -3,7 +3,10 @@
 //! stream, drained into a throwaway PostgreSQL by one and by two replicas: events/s from the
 //! replicas' start until every event is recorded (lag 0), next to the broker's own rate for
 //! a consumer that only reads, and to RecordEvents with the same batch size from as many
-//! writers as there are replicas. A broker given as `-` is skipped.
+//! writers as there are replicas. A broker given as `-` is skipped. Beside the rates, the CPU
+//! each path spends per event: the replicas' (this process), PostgreSQL's and the broker's
+//! for the bus, the service's (with its callers) and PostgreSQL's for RecordEvents; on two
+//! shared cores the rates follow these sums once the cores are busy.
 //!
 //! The replicas run in this process (the integration tests' fixture): with the broker and
 //! PostgreSQL they share the machine's two cores, as a deployment on one host would.
@@ -78,6 +81,14 @@ impl Broker<'_> {
     }
 
     /// A consumer that only reads the whole backlog: events/s.
+    /// The broker's process name on this machine (its CPU is read from /proc).
+    fn process(self) -> &'static str {
+        match self {
+            Self::Kafka(_) => "tansu",
+            Self::JetStream(_) => "nats-server",
+        }
+    }
+
     async fn read_only(self, name: &str, n: usize) -> f64 {
         match self {
             Self::Kafka(brokers) => read_only(brokers, name, n).await,
@@ -207,10 +218,62 @@ async fn fresh_db(server: &str) -> String {
     format!("{}/{name}", server.rsplit_once('/').expect("path").0)
 }
 
+/// CPU seconds so far of every process named `name` (`comm`), e.g. the broker.
+fn cpu_of(name: &str) -> f64 {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name))
+        .map(crate::reads::cpu_seconds)
+        .sum()
+}
+
+/// CPU spent per event by the replicas (this process: the in-process servers, plus the
+/// callers of RecordEvents), PostgreSQL and the broker, µs.
+#[derive(Clone, Copy, Default)]
+struct CpuPerEvent {
+    service: f64,
+    database: f64,
+    broker: f64,
+}
+
+/// Reads the three CPU clocks at the start of a run and divides their growth by its events.
+struct CpuMeter<'a> {
+    database: &'a pg::ThrowawayPostgres,
+    broker: &'static str,
+    start: [f64; 3],
+}
+
+impl<'a> CpuMeter<'a> {
+    fn start(database: &'a pg::ThrowawayPostgres, broker: &'static str) -> Self {
+        let mut meter = Self { database, broker, start: [0.0; 3] };
+        meter.start = meter.read();
+        meter
+    }
+
+    fn read(&self) -> [f64; 3] {
+        [crate::reads::cpu_seconds(std::process::id()), self.database.cpu_seconds(), cpu_of(self.broker)]
+    }
+
+    fn per_event(&self, n: usize) -> CpuPerEvent {
+        let now = self.read();
+        let us = |i: usize| (now[i] - self.start[i]) / n as f64 * 1e6;
+        CpuPerEvent { service: us(0), database: us(1), broker: us(2) }
+    }
+}
+
 /// `replicas` servers consuming the topic or stream until `n` records are recorded:
-/// (events/s, ms per batch).
-async fn drain(broker: Broker<'_>, name: &str, server: &str, n: usize, replicas: usize) -> (f64, f64) {
-    let db = fresh_db(server).await;
+/// (events/s, ms per batch, CPU per event).
+async fn drain(
+    broker: Broker<'_>,
+    name: &str,
+    database: &pg::ThrowawayPostgres,
+    n: usize,
+    replicas: usize,
+) -> (f64, f64, CpuPerEvent) {
+    let db = fresh_db(&database.url()).await;
     let mut args = vec![
         format!("--database-url={db}"),
         "--db-max-connections=32".to_string(),
@@ -219,6 +282,7 @@ async fn drain(broker: Broker<'_>, name: &str, server: &str, n: usize, replicas:
     ];
     args.extend(broker.flags(name));
     let source = broker.source();
+    let cpu = CpuMeter::start(database, broker.process());
     let started = Instant::now();
     let mut apps = Vec::new();
     for _ in 0..replicas {
@@ -241,6 +305,7 @@ async fn drain(broker: Broker<'_>, name: &str, server: &str, n: usize, replicas:
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu.per_event(n);
     let mut batch_seconds = 0.0;
     let mut batches = 0.0;
     for app in &apps {
@@ -251,16 +316,18 @@ async fn drain(broker: Broker<'_>, name: &str, server: &str, n: usize, replicas:
     for app in apps {
         app.stop().await;
     }
-    (n as f64 / secs, batch_seconds / batches.max(1.0) * 1000.0)
+    (n as f64 / secs, batch_seconds / batches.max(1.0) * 1000.0, cpu)
 }
 
-/// RecordEvents of the same events in batches of the bus batch, from `writers` writers.
-async fn record_events(server: &str, events: &[v1::Event], writers: usize) -> f64 {
-    let db = fresh_db(server).await;
+/// RecordEvents of the same events in batches of the bus batch, from `writers` writers:
+/// (events/s, CPU per event).
+async fn record_events(database: &pg::ThrowawayPostgres, events: &[v1::Event], writers: usize) -> (f64, CpuPerEvent) {
+    let db = fresh_db(&database.url()).await;
     let app =
         serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
     let queue = std::sync::Arc::new(std::sync::Mutex::new(batches));
+    let cpu = CpuMeter::start(database, "-");
     let started = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..writers {
@@ -277,13 +344,13 @@ async fn record_events(server: &str, events: &[v1::Event], writers: usize) -> f6
         t.await.expect("writer");
     }
     let rate = events.len() as f64 / started.elapsed().as_secs_f64();
+    let cpu = cpu.per_event(events.len());
     app.stop().await;
-    rate
+    (rate, cpu)
 }
 
 pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
     let throwaway = pg::ThrowawayPostgres::start_with("-c max_connections=300").expect("PostgreSQL server binaries");
-    let server = throwaway.url();
     let brokers: Vec<Broker<'_>> = kafka.map(Broker::Kafka).into_iter().chain(nats.map(Broker::JetStream)).collect();
     println!("\n## Event-bus ingestion: a backlog of {n} events drained into PostgreSQL\n");
     println!(
@@ -293,9 +360,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
     );
     println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.\n");
     println!(
-        "| bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only |"
+        "| bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for popularity in [Popularity::Uniform, Popularity::Zipf] {
         for &broker in &brokers {
             let run = format!("{:x}", Utc::now().timestamp_micros());
@@ -305,14 +372,21 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
             drop(records);
             let read = broker.read_only(&name, n).await;
             for replicas in [1, 2] {
-                let (bus, per_batch) = drain(broker, &name, &server, n, replicas).await;
-                let direct = record_events(&server, &events, replicas).await;
+                let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
+                let (direct, direct_cpu) = record_events(&throwaway, &events, replicas).await;
                 println!(
-                    "| {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} |",
+                    "| {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
                     broker.source(),
                     popularity.name(),
                     bus / direct,
-                    bus / read
+                    bus / read,
+                    bus_cpu.service,
+                    bus_cpu.database,
+                    bus_cpu.broker,
+                    bus_cpu.service + bus_cpu.database + bus_cpu.broker,
+                    direct_cpu.service,
+                    direct_cpu.database,
+                    direct_cpu.service + direct_cpu.database,
                 );
             }
         }

@@ -4,6 +4,10 @@
 //! - `ingest <database-url|throwaway-postgres>`: RecordEvents throughput for batches of 100,
 //!   1,000 and 10,000 (Zipf-like product popularity, 5 % duplicate ids), statements per batch
 //!   as counted by the database, and RecordEvent throughput at 256 concurrent callers.
+//! - `write-path [events]`: where the ingest path's time goes on PostgreSQL: RecordEvents
+//!   of 1,000,000 events (uniform over 100,000 products, then Zipf) in 10,000-event batches
+//!   from 4 writers, CPU µs per event of the service and of PostgreSQL, and each statement's
+//!   share of the database's execution time (pg_stat_statements).
 //! - `recompute <products> <redis-url>`: Recompute end to end on a throwaway PostgreSQL with
 //!   `<products>` products ranked today: wall time and the process's peak memory.
 //! - `explain <products> <redis-url>`: ExplainRank p50/p95/p99 of random products of a day
@@ -52,6 +56,7 @@ mod reads;
 mod recompute;
 mod retention;
 mod watch;
+mod write_path;
 
 use clap::Parser;
 use ranking_client::RankingServiceClient;
@@ -125,6 +130,9 @@ async fn main() {
     match args.first().map(String::as_str) {
         Some("ingest") => {
             ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres"), false).await
+        }
+        Some("write-path") => {
+            write_path::bench_write_path(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000)).await
         }
         Some("ingest-signals") => {
             ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres"), true).await

@@ -1,0 +1,147 @@
+//! `write-path [events]`: where the time of the ingest path goes on PostgreSQL. RecordEvents
+//! of `events` VIEW/LIKE/ORDER events (uniform over 100,000 products, the worst case, then
+//! Zipf, both without live passes as the bus benchmark runs; then uniform with live passes
+//! at the default interval of 1 s, each advancing the change epoch) in 10,000-event batches from 4 writers into a throwaway PostgreSQL (fsync on, the
+//! events table in day partitions with the 8 retained days before today, as in production):
+//! events/s; CPU µs per event of this process (server and callers) and of PostgreSQL; and
+//! each statement of the write path with its calls, rows and share of the database's
+//! execution time (pg_stat_statements).
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use chrono::Utc;
+use ranking_client::v1;
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+
+use crate::helpers::pg;
+use crate::ingest::Rng;
+use crate::serve;
+
+const PRODUCTS: u64 = 100_000;
+const BATCH: usize = 10_000;
+const WRITERS: usize = 4;
+
+/// `n` events of today over [`PRODUCTS`] products.
+fn events(n: usize, uniform: bool, run: &str) -> Vec<v1::Event> {
+    let mut rng = Rng(0x0DDB_1A5E ^ n as u64);
+    let at = prost_types::Timestamp { seconds: Utc::now().timestamp() - 30, nanos: 0 };
+    (0..n)
+        .map(|i| {
+            let product_id = if uniform { 1 + (rng.next() % PRODUCTS) as i64 } else { rng.zipf(PRODUCTS).max(1) };
+            let r = rng.next();
+            let (kind, amount) = match r % 20 {
+                0 => (v1::EventType::Order, ((r >> 8) % 200_000) as i64),
+                1..=3 => (v1::EventType::Like, 0),
+                _ => (v1::EventType::View, 0),
+            };
+            v1::Event {
+                event_id: format!("{run}-{i}"),
+                product_id,
+                r#type: kind.into(),
+                amount,
+                occurred_at: Some(at),
+                signal: String::new(),
+            }
+        })
+        .collect()
+}
+
+/// User + system CPU seconds of this process so far.
+fn own_cpu_seconds() -> f64 {
+    crate::reads::cpu_seconds(std::process::id())
+}
+
+/// The statements of this database as pg_stat_statements counts them: (query, calls, rows,
+/// total ms), most expensive first.
+async fn statements(db: &DatabaseConnection) -> Vec<(String, i64, i64, f64)> {
+    let sql = "SELECT s.query, s.calls, s.rows, s.total_exec_time FROM pg_stat_statements s \
+               JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database() \
+               AND s.query NOT ILIKE '%pg_stat_statements%' ORDER BY s.total_exec_time DESC";
+    let rows = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.expect("statements");
+    rows.iter()
+        .map(|r| {
+            (
+                r.try_get_by_index::<String>(0).expect("query"),
+                r.try_get_by_index::<i64>(1).expect("calls"),
+                r.try_get_by_index::<i64>(2).expect("rows"),
+                r.try_get_by_index::<f64>(3).expect("time"),
+            )
+        })
+        .collect()
+}
+
+/// A statement's text cut to what tells it apart.
+fn shape(query: &str) -> String {
+    let flat: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = flat.chars().take(90).collect();
+    cut.replace('|', "\\|")
+}
+
+pub async fn bench_write_path(n: usize) {
+    let throwaway =
+        pg::ThrowawayPostgres::start_with("-c shared_preload_libraries=pg_stat_statements -c max_connections=300")
+            .expect("PostgreSQL server binaries");
+    println!("\n## The ingest path on PostgreSQL: {n} events, {BATCH}-event batches, {WRITERS} writers\n");
+    for (uniform, live) in [(true, "0"), (false, "0"), (true, "1s")] {
+        let admin = Database::connect(throwaway.url()).await.expect("connect");
+        let name = format!("rk_write_{:x}", Utc::now().timestamp_micros());
+        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+        let url = format!("{}/{name}", throwaway.url().rsplit_once('/').expect("path").0);
+        let app =
+            serve(&[format!("--database-url={url}"), "--db-max-connections=32".into(), format!("--live-interval={live}")])
+                .await;
+        let db = Database::connect(&url).await.expect("connect");
+        db.execute_unprepared("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.expect("extension");
+        let today = Utc::now().date_naive();
+        ranking_server::adapters::sql::partitions::ensure(&db, today - chrono::Days::new(8), today)
+            .await
+            .expect("partitions");
+        db.execute_unprepared("SELECT pg_stat_statements_reset()").await.expect("reset");
+
+        let run = format!("{:x}", Utc::now().timestamp_micros());
+        let batches: Vec<Vec<v1::Event>> =
+            events(n, uniform, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
+        let queue = Arc::new(Mutex::new(batches));
+        let (own, database) = (own_cpu_seconds(), throwaway.cpu_seconds());
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for w in 0..WRITERS {
+            let mut client = app.clients[w % app.clients.len()].clone();
+            let queue = queue.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let Some(batch) = queue.lock().expect("queue").pop() else { return };
+                    client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("RecordEvents");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("writer");
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let own = (own_cpu_seconds() - own) / n as f64 * 1e6;
+        let database = (throwaway.cpu_seconds() - database) / n as f64 * 1e6;
+        let popularity = if uniform { "uniform" } else { "Zipf" };
+        let passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
+        println!("### {popularity}, {passes}\n");
+        println!("| events/s | service + callers CPU µs/event | PostgreSQL CPU µs/event | seconds |");
+        println!("|---:|---:|---:|---:|");
+        println!("| {:.0} | {own:.1} | {database:.1} | {secs:.1} |\n", n as f64 / secs);
+        let statements = statements(&db).await;
+        let total: f64 = statements.iter().map(|s| s.3).sum();
+        println!("| statement | calls | rows/call | ms/call | share of execution time |");
+        println!("|---|---:|---:|---:|---:|");
+        for (query, calls, rows, ms) in statements.iter().take(8) {
+            println!(
+                "| `{}` | {calls} | {:.0} | {:.2} | {:.0} % |",
+                shape(query),
+                *rows as f64 / (*calls).max(1) as f64,
+                ms / (*calls).max(1) as f64,
+                ms / total * 100.0
+            );
+        }
+        println!("\nexecution time in all: {:.1} s over {secs:.1} s of wall time\n", total / 1000.0);
+        app.stop().await;
+    }
+}

@@ -83,6 +83,7 @@ bench:
 	@: > target/bench-report.md
 	$(BENCH) ingest-signals throwaway-postgres | tee -a target/bench-report.md
 	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md
+	$(BENCH) write-path 1000000 | tee -a target/bench-report.md
 	kafka=$(KAFKA_BROKERS_TEST) && $(BENCH) bus $$kafka 1000000 $(NATS_TEST) | tee -a target/bench-report.md
 	$(BENCH) retention 1000000 | tee -a target/bench-report.md
 	$(BENCH) recompute-header | tee -a target/bench-report.md

@@ -11,8 +11,11 @@
 //! before fetching again: nothing is lost and nothing spins. A replica killed with messages
 //! unacked has them redelivered after the ack wait; what it committed is DUPLICATE then.
 //!
-//! While a batch commits, the next one is fetched (one batch ahead, no more), so fetching
-//! and committing overlap. A batch fetched at shutdown is naked at once for another replica.
+//! While a batch commits, the next one is fetched (one batch ahead, no more) and the acks and
+//! dead letters of the batch before it go out, so fetching, committing and acknowledging
+//! overlap; a batch is only ever acknowledged after its own commit. With nothing to overlap
+//! them with (an empty pull, a failure, the shutdown) the acks go out at once. A batch
+//! fetched at shutdown is naked at once for another replica.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,42 +101,58 @@ impl JetStreamSource {
         }
         let context = jetstream::new(client.clone());
         let mut backoff = Backoff::default();
+        // A committed batch whose acks have not gone out yet (at most one).
+        let mut unsettled: Option<Settlement> = None;
         'consumer: while !stop.is_cancelled() {
             let consumer = match self.consumer(&context).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, stream = %self.options.stream, "jetstream consumer unavailable; retried");
+                    self.settle(&context, unsettled.take()).await;
                     if !backoff.wait(&stop).await {
                         break;
                     }
                     continue;
                 }
             };
-            // While a batch commits, the next one is fetched (one batch ahead, no more), so
-            // fetching and committing overlap instead of taking turns.
+            // While a batch commits, the next one is fetched (one batch ahead, no more) and
+            // the one before it is acknowledged, so the three overlap instead of taking turns.
             let mut ready: Option<Vec<Message>> = None;
             loop {
                 let batch = match ready.take() {
                     Some(batch) => batch,
-                    None => match self.fetch(&consumer, &stop).await {
-                        Fetched::Batch(batch) => batch,
-                        Fetched::Failed => {
-                            if !backoff.wait(&stop).await {
-                                break 'consumer;
+                    None => {
+                        // Nothing to overlap the acks with: they go out before the pull waits.
+                        self.settle(&context, unsettled.take()).await;
+                        match self.fetch(&consumer, &stop).await {
+                            Fetched::Batch(batch) => batch,
+                            Fetched::Failed => {
+                                if !backoff.wait(&stop).await {
+                                    break 'consumer;
+                                }
+                                continue 'consumer;
                             }
-                            continue 'consumer;
+                            Fetched::Stopped => break 'consumer,
                         }
-                        Fetched::Stopped => break 'consumer,
-                    },
+                    }
                 };
                 if batch.is_empty() {
                     continue;
                 }
                 let progress_every = progress_interval(consumer.cached_info().config.ack_wait);
-                let (handled, next) = tokio::join!(
-                    self.handle(&context, batch, progress_every, &stop, &mut backoff),
-                    self.fetch(&consumer, &stop)
+                let (handled, next, ()) = tokio::join!(
+                    self.handle(batch, progress_every, &stop, &mut backoff),
+                    self.fetch(&consumer, &stop),
+                    self.settle(&context, unsettled.take())
                 );
+                let handled = match handled {
+                    Handled::Committed(settlement) => {
+                        unsettled = Some(settlement);
+                        true
+                    }
+                    Handled::Naked => true,
+                    Handled::Stopped => false,
+                };
                 if !handled {
                     if let Fetched::Batch(next) = next {
                         release(&next).await;
@@ -143,6 +162,7 @@ impl JetStreamSource {
                 match next {
                     Fetched::Batch(next) => ready = Some(next),
                     Fetched::Failed => {
+                        self.settle(&context, unsettled.take()).await;
                         if !backoff.wait(&stop).await {
                             break 'consumer;
                         }
@@ -152,6 +172,7 @@ impl JetStreamSource {
                 }
             }
         }
+        self.settle(&context, unsettled.take()).await;
         // Acks are written by the client's connection task: flush them before leaving.
         if tokio::time::timeout(Duration::from_secs(5), client.flush()).await.is_err() {
             tracing::warn!("nats flush at shutdown timed out; unflushed acks mean redeliveries");
@@ -217,15 +238,15 @@ impl JetStreamSource {
         Ok(stream.get_or_create_consumer(&self.options.consumer, config).await?)
     }
 
-    /// Records, acks, dead-letters one batch; false when `stop` came while waiting.
+    /// Records one batch: committed (to be settled), or naked after a database failure and
+    /// its backoff waited out.
     async fn handle(
         &self,
-        context: &jetstream::Context,
         batch: Vec<Message>,
         progress_every: Duration,
         stop: &CancellationToken,
         backoff: &mut Backoff,
-    ) -> bool {
+    ) -> Handled {
         let started = Instant::now();
         let payloads: Vec<Option<&[u8]>> = batch.iter().map(|m| Some(m.payload.as_ref())).collect();
         let recorded = {
@@ -248,12 +269,18 @@ impl JetStreamSource {
                 tracing::warn!(error = %e, records = batch.len(), delay = ?delay, "database unavailable: jetstream batch naked with a delay");
                 futures_util::future::join_all(batch.iter().map(|m| m.ack_with(AckKind::Nak(Some(delay))))).await;
                 return tokio::select! {
-                    () = tokio::time::sleep(delay) => true,
-                    () = stop.cancelled() => false,
+                    () = tokio::time::sleep(delay) => Handled::Naked,
+                    () = stop.cancelled() => Handled::Stopped,
                 };
             }
         };
         backoff.reset();
+        Handled::Committed(Settlement { batch, dispositions, started })
+    }
+
+    /// Acks a committed batch's messages, dead-letters (then terminates) its invalid ones.
+    async fn settle(&self, context: &jetstream::Context, settlement: Option<Settlement>) {
+        let Some(Settlement { batch, dispositions, started }) = settlement else { return };
         // In slices: a dead letter waits for the stream's ack, and the client refuses
         // publications beyond its in-flight bound (5,000) rather than queueing them.
         for (messages, dispositions) in batch.chunks(ACKS_IN_FLIGHT).zip(dispositions.chunks(ACKS_IN_FLIGHT)) {
@@ -269,7 +296,6 @@ impl JetStreamSource {
             futures_util::future::join_all(acks).await;
         }
         self.metrics.bus.batch_seconds.observe(started.elapsed().as_secs_f64());
-        true
     }
 
     /// Publishes an invalid message to the dead-letter subject (through JetStream, waiting
@@ -303,6 +329,24 @@ impl JetStreamSource {
 /// wait (an existing consumer keeps its own, which may be far shorter than [`ACK_WAIT`]).
 fn progress_interval(ack_wait: Duration) -> Duration {
     if ack_wait.is_zero() { ACK_WAIT / 3 } else { (ack_wait / 3).max(Duration::from_millis(100)) }
+}
+
+/// What became of a batch handed to the sink.
+enum Handled {
+    /// Committed; its messages are acknowledged by [`JetStreamSource::settle`].
+    Committed(Settlement),
+    /// Not committed (the database failed): naked with a delay, which was waited out.
+    Naked,
+    /// Not committed, naked, and `stop` came during the wait.
+    Stopped,
+}
+
+/// A committed batch and what became of each of its messages, until they are acknowledged.
+struct Settlement {
+    batch: Vec<Message>,
+    dispositions: Vec<Disposition>,
+    /// When its handling began (`ranking_bus_batch_seconds` runs to its last ack).
+    started: Instant,
 }
 
 /// What a pull brought.

@@ -350,6 +350,36 @@ async fn kafka_shutdown_commits_what_committed() {
     assert!(offsets.iter().all(|(c, h)| c == h), "committed at the stop: {offsets:?}");
 }
 
+/// A graceful stop right after the last batch committed acknowledges it (a batch's acks go
+/// out while the next one commits, or before the source waits or stops) and has dead-lettered
+/// its poison record: the durable consumer holds nothing pending or unacknowledged after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jetstream_shutdown_acknowledges_what_committed() {
+    let Some(url) = test_nats() else { return };
+    let bus = TestBus::jetstream(&url).await;
+    let flags = bus.flags(50);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let app = TestApp::spawn(&flags).await;
+    let mut records = views_json("s", 400);
+    records.push(("x".into(), b"not json".to_vec()));
+    bus.publish(&records).await;
+    let db = app.db.as_ref().expect("db").url.clone();
+    eventually("all 400 in SQL", || async { count_events(&db).await == 400 }).await;
+    eventually("the poison record dead-lettered", || async { bus.dead_letters().await.len() == 1 }).await;
+    app.stop().await;
+    assert_eq!(bus.unacknowledged().await, (0, 0), "acknowledged at the stop");
+
+    // Stopped mid-stream: the batch committing at the stop is acknowledged, the one fetched
+    // behind it handed back; nothing stays delivered and unacknowledged.
+    let app = TestApp::spawn(&flags).await;
+    bus.publish(&views_json("m", 5_000)).await;
+    let db = app.db.as_ref().expect("db").url.clone();
+    eventually("the stream being consumed", || async { count_events(&db).await > 0 }).await;
+    app.stop().await;
+    let (delivered_unacknowledged, _) = bus.unacknowledged().await;
+    assert_eq!(delivered_unacknowledged, 0, "acknowledged or handed back at the stop");
+}
+
 async fn bus_health(app: &TestApp) -> i32 {
     let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{}", app.addr))
         .expect("uri")

@@ -151,6 +151,17 @@ impl TestBus {
         }
     }
 
+    /// The JetStream durable consumer's messages delivered but not acknowledged, and those
+    /// not delivered yet.
+    pub async fn unacknowledged(&self) -> (usize, u64) {
+        let Self::JetStream { url, stream, consumer, .. } = self else { panic!("a JetStream bus") };
+        let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+        let stream = js.get_stream(stream).await.expect("stream");
+        let mut consumer = stream.get_consumer::<pull::Config>(consumer).await.expect("the service's consumer");
+        let info = consumer.info().await.expect("consumer info");
+        (info.num_ack_pending, info.num_pending)
+    }
+
     /// Every dead letter so far.
     pub async fn dead_letters(&self) -> Vec<DeadLetter> {
         match self {

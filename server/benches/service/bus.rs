@@ -28,17 +28,17 @@ use crate::helpers::pg;
 use crate::ingest::Rng;
 use crate::serve;
 
-const PRODUCTS: u64 = 100_000;
+pub(crate) const PRODUCTS: u64 = 100_000;
 const BATCH: usize = 5_000;
 
 #[derive(Clone, Copy)]
-enum Popularity {
+pub(crate) enum Popularity {
     Uniform,
     Zipf,
 }
 
 impl Popularity {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Uniform => "uniform",
             Self::Zipf => "Zipf",
@@ -112,8 +112,9 @@ impl Broker<'_> {
     }
 }
 
-/// `n` VIEW/LIKE/ORDER events of today.
-fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Event> {
+/// `n` VIEW/LIKE/ORDER events of today over [`PRODUCTS`] products (also the write-path
+/// benchmark's).
+pub(crate) fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Event> {
     let mut rng = Rng(0x51ED_2701 ^ n as u64);
     let at = prost_types::Timestamp { seconds: Utc::now().timestamp() - 30, nanos: 0 };
     (0..n)

@@ -14,38 +14,12 @@ use chrono::Utc;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 
+use crate::bus::{Popularity, events};
 use crate::helpers::pg;
-use crate::ingest::Rng;
 use crate::serve;
 
-const PRODUCTS: u64 = 100_000;
 const BATCH: usize = 10_000;
 const WRITERS: usize = 4;
-
-/// `n` events of today over [`PRODUCTS`] products.
-fn events(n: usize, uniform: bool, run: &str) -> Vec<v1::Event> {
-    let mut rng = Rng(0x0DDB_1A5E ^ n as u64);
-    let at = prost_types::Timestamp { seconds: Utc::now().timestamp() - 30, nanos: 0 };
-    (0..n)
-        .map(|i| {
-            let product_id = if uniform { 1 + (rng.next() % PRODUCTS) as i64 } else { rng.zipf(PRODUCTS).max(1) };
-            let r = rng.next();
-            let (kind, amount) = match r % 20 {
-                0 => (v1::EventType::Order, ((r >> 8) % 200_000) as i64),
-                1..=3 => (v1::EventType::Like, 0),
-                _ => (v1::EventType::View, 0),
-            };
-            v1::Event {
-                event_id: format!("{run}-{i}"),
-                product_id,
-                r#type: kind.into(),
-                amount,
-                occurred_at: Some(at),
-                signal: String::new(),
-            }
-        })
-        .collect()
-}
 
 /// User + system CPU seconds of this process so far.
 fn own_cpu_seconds() -> f64 {
@@ -83,14 +57,17 @@ pub async fn bench_write_path(n: usize) {
         pg::ThrowawayPostgres::start_with("-c shared_preload_libraries=pg_stat_statements -c max_connections=300")
             .expect("PostgreSQL server binaries");
     println!("\n## The ingest path on PostgreSQL: {n} events, {BATCH}-event batches, {WRITERS} writers\n");
-    for (uniform, live) in [(true, "0"), (false, "0"), (true, "1s")] {
+    for (popularity, live) in [(Popularity::Uniform, "0"), (Popularity::Zipf, "0"), (Popularity::Uniform, "1s")] {
         let admin = Database::connect(throwaway.url()).await.expect("connect");
         let name = format!("rk_write_{:x}", Utc::now().timestamp_micros());
         admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
         let url = format!("{}/{name}", throwaway.url().rsplit_once('/').expect("path").0);
-        let app =
-            serve(&[format!("--database-url={url}"), "--db-max-connections=32".into(), format!("--live-interval={live}")])
-                .await;
+        let app = serve(&[
+            format!("--database-url={url}"),
+            "--db-max-connections=32".into(),
+            format!("--live-interval={live}"),
+        ])
+        .await;
         let db = Database::connect(&url).await.expect("connect");
         db.execute_unprepared("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.expect("extension");
         let today = Utc::now().date_naive();
@@ -101,7 +78,7 @@ pub async fn bench_write_path(n: usize) {
 
         let run = format!("{:x}", Utc::now().timestamp_micros());
         let batches: Vec<Vec<v1::Event>> =
-            events(n, uniform, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
+            events(n, popularity, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
         let queue = Arc::new(Mutex::new(batches));
         let (own, database) = (own_cpu_seconds(), throwaway.cpu_seconds());
         let started = Instant::now();
@@ -122,9 +99,8 @@ pub async fn bench_write_path(n: usize) {
         let secs = started.elapsed().as_secs_f64();
         let own = (own_cpu_seconds() - own) / n as f64 * 1e6;
         let database = (throwaway.cpu_seconds() - database) / n as f64 * 1e6;
-        let popularity = if uniform { "uniform" } else { "Zipf" };
         let passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
-        println!("### {popularity}, {passes}\n");
+        println!("### {}, {passes}\n", popularity.name());
         println!("| events/s | service + callers CPU µs/event | PostgreSQL CPU µs/event | seconds |");
         println!("|---:|---:|---:|---:|");
         println!("| {:.0} | {own:.1} | {database:.1} | {secs:.1} |\n", n as f64 / secs);

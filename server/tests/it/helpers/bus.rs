@@ -151,15 +151,16 @@ impl TestBus {
         }
     }
 
-    /// The JetStream durable consumer's messages delivered but not acknowledged, and those
-    /// not delivered yet.
-    pub async fn unacknowledged(&self) -> (usize, u64) {
+    /// The JetStream durable consumer's messages delivered but not acknowledged, those not
+    /// delivered yet, and its ack floor (the stream sequence up to which every message is
+    /// acknowledged).
+    pub async fn unacknowledged(&self) -> (usize, u64, u64) {
         let Self::JetStream { url, stream, consumer, .. } = self else { panic!("a JetStream bus") };
         let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
         let stream = js.get_stream(stream).await.expect("stream");
         let mut consumer = stream.get_consumer::<pull::Config>(consumer).await.expect("the service's consumer");
         let info = consumer.info().await.expect("consumer info");
-        (info.num_ack_pending, info.num_pending)
+        (info.num_ack_pending, info.num_pending, info.ack_floor.stream_sequence)
     }
 
     /// Every dead letter so far.

@@ -211,12 +211,21 @@ async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// A fresh database on the throwaway server.
+/// A fresh database on the throwaway server, after a checkpoint: the dirty pages of the runs
+/// before it are written now rather than by a checkpoint inside this run's window.
 async fn fresh_db(server: &str) -> String {
     let admin = Database::connect(server).await.expect("connect");
     let name = format!("rk_bus_{:x}", Utc::now().timestamp_micros());
     admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+    admin.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
     format!("{}/{name}", server.rsplit_once('/').expect("path").0)
+}
+
+/// Drops a run's database, so that no later run's window holds its autovacuum.
+async fn drop_db(server: &str, url: &str) {
+    let admin = Database::connect(server).await.expect("connect");
+    let name = url.rsplit_once('/').expect("path").1;
+    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.expect("drop database");
 }
 
 /// CPU seconds so far of every process named `name` (`comm`), e.g. the broker.
@@ -319,6 +328,7 @@ async fn drain(
     for app in apps {
         app.stop().await;
     }
+    drop_db(&database.url(), &db).await;
     (measured as f64 / secs, batch_seconds / batches.max(1.0) * 1000.0, cpu)
 }
 
@@ -349,6 +359,7 @@ async fn record_events(database: &pg::ThrowawayPostgres, events: &[v1::Event], w
     let rate = events.len() as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu.per_event(events.len());
     app.stop().await;
+    drop_db(&database.url(), &db).await;
     (rate, cpu)
 }
 

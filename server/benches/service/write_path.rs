@@ -61,6 +61,9 @@ pub async fn bench_write_path(n: usize) {
         let admin = Database::connect(throwaway.url()).await.expect("connect");
         let name = format!("rk_write_{:x}", Utc::now().timestamp_micros());
         admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+        // The dirty pages of the case before are written now, not by a checkpoint inside
+        // this case's window (its database is dropped below, so no autovacuum of it either).
+        admin.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
         let url = format!("{}/{name}", throwaway.url().rsplit_once('/').expect("path").0);
         let app = serve(&[
             format!("--database-url={url}"),
@@ -119,5 +122,7 @@ pub async fn bench_write_path(n: usize) {
         }
         println!("\nexecution time in all: {:.1} s over {secs:.1} s of wall time\n", total / 1000.0);
         app.stop().await;
+        drop(db);
+        admin.execute_unprepared(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop database");
     }
 }

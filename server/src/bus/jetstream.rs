@@ -145,19 +145,15 @@ impl JetStreamSource {
                     self.fetch(&consumer, &stop),
                     self.settle(&context, unsettled.take())
                 );
-                let handled = match handled {
-                    Handled::Committed(settlement) => {
-                        unsettled = Some(settlement);
-                        true
+                match handled {
+                    Handled::Committed(settlement) => unsettled = Some(settlement),
+                    Handled::Naked => {}
+                    Handled::Stopped => {
+                        if let Fetched::Batch(next) = next {
+                            release(&next).await;
+                        }
+                        break 'consumer;
                     }
-                    Handled::Naked => true,
-                    Handled::Stopped => false,
-                };
-                if !handled {
-                    if let Fetched::Batch(next) = next {
-                        release(&next).await;
-                    }
-                    break 'consumer;
                 }
                 match next {
                     Fetched::Batch(next) => ready = Some(next),

@@ -20,12 +20,12 @@ use ranking_client::v1;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::bus::TestBus;
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::ingest::Rng;
+use crate::runs::{CpuMeter, CpuPerEvent, drop_db, fresh_db, write_batches};
 use crate::serve;
 
 pub(crate) const PRODUCTS: u64 = 100_000;
@@ -211,69 +211,6 @@ async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// A fresh database on the throwaway server, after a checkpoint: the dirty pages of the runs
-/// before it are written now rather than by a checkpoint inside this run's window.
-async fn fresh_db(server: &str) -> String {
-    let admin = Database::connect(server).await.expect("connect");
-    let name = format!("rk_bus_{:x}", Utc::now().timestamp_micros());
-    admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
-    admin.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
-    format!("{}/{name}", server.rsplit_once('/').expect("path").0)
-}
-
-/// Drops a run's database, so that no later run's window holds its autovacuum.
-async fn drop_db(server: &str, url: &str) {
-    let admin = Database::connect(server).await.expect("connect");
-    let name = url.rsplit_once('/').expect("path").1;
-    admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.expect("drop database");
-}
-
-/// CPU seconds so far of every process named `name` (`comm`), e.g. the broker.
-fn cpu_of(name: &str) -> f64 {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name))
-        .map(crate::reads::cpu_seconds)
-        .sum()
-}
-
-/// CPU spent per event by the replicas (this process: the in-process servers, plus the
-/// callers of RecordEvents), PostgreSQL and the broker, µs.
-#[derive(Clone, Copy, Default)]
-struct CpuPerEvent {
-    service: f64,
-    database: f64,
-    broker: f64,
-}
-
-/// Reads the three CPU clocks at the start of a run and divides their growth by its events.
-struct CpuMeter<'a> {
-    database: &'a pg::ThrowawayPostgres,
-    broker: &'static str,
-    start: [f64; 3],
-}
-
-impl<'a> CpuMeter<'a> {
-    fn start(database: &'a pg::ThrowawayPostgres, broker: &'static str) -> Self {
-        let mut meter = Self { database, broker, start: [0.0; 3] };
-        meter.start = meter.read();
-        meter
-    }
-
-    fn read(&self) -> [f64; 3] {
-        [crate::reads::cpu_seconds(std::process::id()), self.database.cpu_seconds(), cpu_of(self.broker)]
-    }
-
-    fn per_event(&self, n: usize) -> CpuPerEvent {
-        let now = self.read();
-        let us = |i: usize| (now[i] - self.start[i]) / n as f64 * 1e6;
-        CpuPerEvent { service: us(0), database: us(1), broker: us(2) }
-    }
-}
-
 /// `replicas` servers consuming the topic or stream until `n` records are recorded:
 /// (events/s, ms per batch, CPU per event).
 async fn drain(
@@ -310,7 +247,7 @@ async fn drain(
     // a replica's start (migrations, the start-up recompute) is not part of its drain rate.
     // What the first replicas recorded while the others started is left out of the window.
     let before = counted(&apps).await;
-    let cpu = CpuMeter::start(database, broker.process());
+    let cpu = CpuMeter::start(database, Some(broker.process()));
     let started = Instant::now();
     while counted(&apps).await < n {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -339,23 +276,9 @@ async fn record_events(database: &pg::ThrowawayPostgres, events: &[v1::Event], w
     let app =
         serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
-    let queue = std::sync::Arc::new(std::sync::Mutex::new(batches));
-    let cpu = CpuMeter::start(database, "-");
+    let cpu = CpuMeter::start(database, None);
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let mut client = app.clients[w % app.clients.len()].clone();
-        let queue = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let Some(batch) = queue.lock().expect("queue").pop() else { return };
-                client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("RecordEvents");
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("writer");
-    }
+    write_batches(&app, batches, writers).await;
     let rate = events.len() as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu.per_event(events.len());
     app.stop().await;

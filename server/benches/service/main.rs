@@ -55,6 +55,7 @@ mod profiles;
 mod reads;
 mod recompute;
 mod retention;
+mod runs;
 mod watch;
 mod write_path;
 

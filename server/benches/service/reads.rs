@@ -53,36 +53,13 @@ struct Round {
     generator_us: f64,
 }
 
-/// User + system CPU seconds of a process so far.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
-        + fields.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
-    ticks / clock_ticks()
-}
+pub use crate::helpers::process::cpu_seconds;
 
 /// User + system CPU seconds of this process's finished children so far (`h2load`, run
 /// and waited for one at a time: the load generator's own cost per call).
 fn children_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // cutime is field 16, cstime 17.
-    let ticks: f64 = fields.get(13).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
-        + fields.get(14).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
-    ticks / clock_ticks()
-}
-
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
+    crate::helpers::process::stat_fields("self")
+        .map_or(f64::NAN, |fields| crate::helpers::process::tick_seconds(&fields, 13))
 }
 
 /// `redis-benchmark` requests/s of one command in a shape (streams = pipelined requests).

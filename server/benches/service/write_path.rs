@@ -7,7 +7,6 @@
 //! each statement of the write path with its calls, rows and share of the database's
 //! execution time (pg_stat_statements).
 
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -16,15 +15,11 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 
 use crate::bus::{Popularity, events};
 use crate::helpers::pg;
+use crate::runs::{CpuMeter, drop_db, fresh_db, write_batches};
 use crate::serve;
 
 const BATCH: usize = 10_000;
 const WRITERS: usize = 4;
-
-/// User + system CPU seconds of this process so far.
-fn own_cpu_seconds() -> f64 {
-    crate::reads::cpu_seconds(std::process::id())
-}
 
 /// The statements of this database as pg_stat_statements counts them: (query, calls, rows,
 /// total ms), most expensive first.
@@ -58,13 +53,7 @@ pub async fn bench_write_path(n: usize) {
             .expect("PostgreSQL server binaries");
     println!("\n## The ingest path on PostgreSQL: {n} events, {BATCH}-event batches, {WRITERS} writers\n");
     for (popularity, live) in [(Popularity::Uniform, "0"), (Popularity::Zipf, "0"), (Popularity::Uniform, "1s")] {
-        let admin = Database::connect(throwaway.url()).await.expect("connect");
-        let name = format!("rk_write_{:x}", Utc::now().timestamp_micros());
-        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
-        // The dirty pages of the case before are written now, not by a checkpoint inside
-        // this case's window (its database is dropped below, so no autovacuum of it either).
-        admin.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
-        let url = format!("{}/{name}", throwaway.url().rsplit_once('/').expect("path").0);
+        let url = fresh_db(&throwaway.url()).await;
         let app = serve(&[
             format!("--database-url={url}"),
             "--db-max-connections=32".into(),
@@ -82,26 +71,12 @@ pub async fn bench_write_path(n: usize) {
         let run = format!("{:x}", Utc::now().timestamp_micros());
         let batches: Vec<Vec<v1::Event>> =
             events(n, popularity, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
-        let queue = Arc::new(Mutex::new(batches));
-        let (own, database) = (own_cpu_seconds(), throwaway.cpu_seconds());
+        let cpu = CpuMeter::start(&throwaway, None);
         let started = Instant::now();
-        let mut tasks = Vec::new();
-        for w in 0..WRITERS {
-            let mut client = app.clients[w % app.clients.len()].clone();
-            let queue = queue.clone();
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let Some(batch) = queue.lock().expect("queue").pop() else { return };
-                    client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("RecordEvents");
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.expect("writer");
-        }
+        write_batches(&app, batches, WRITERS).await;
         let secs = started.elapsed().as_secs_f64();
-        let own = (own_cpu_seconds() - own) / n as f64 * 1e6;
-        let database = (throwaway.cpu_seconds() - database) / n as f64 * 1e6;
+        let cpu = cpu.per_event(n);
+        let (own, database) = (cpu.service, cpu.database);
         let passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
         println!("### {}, {passes}\n", popularity.name());
         println!("| events/s | service + callers CPU µs/event | PostgreSQL CPU µs/event | seconds |");
@@ -123,6 +98,6 @@ pub async fn bench_write_path(n: usize) {
         println!("\nexecution time in all: {:.1} s over {secs:.1} s of wall time\n", total / 1000.0);
         app.stop().await;
         drop(db);
-        admin.execute_unprepared(&format!("DROP DATABASE {name} WITH (FORCE)")).await.expect("drop database");
+        drop_db(&throwaway.url(), &url).await;
     }
 }

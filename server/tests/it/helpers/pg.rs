@@ -85,21 +85,18 @@ impl ThrowawayPostgres {
     pub fn cpu_seconds(&self) -> f64 {
         let pid_file = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap_or_default();
         let Some(postmaster) = pid_file.lines().next().map(str::to_string) else { return f64::NAN };
-        let ticks_per_second = 100.0; // USER_HZ on Linux
-        let mut ticks = 0u64;
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-            // Fields after the command name (which may hold spaces): state, ppid, … utime (14th
-            // field of the line), stime (15th).
-            let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let pid = entry.file_name().to_string_lossy().to_string();
-            if pid == postmaster || fields.get(1) == Some(&postmaster.as_str()) {
-                ticks += fields.get(11).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-                ticks += fields.get(12).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
-        ticks as f64 / ticks_per_second
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_string_lossy().to_string();
+                let fields = super::process::stat_fields(&pid)?;
+                // The second field is the parent's pid.
+                (pid == postmaster || fields.get(1) == Some(&postmaster))
+                    .then(|| super::process::tick_seconds(&fields, 11))
+            })
+            .sum()
     }
 
     /// Stops the server immediately (connections are cut).

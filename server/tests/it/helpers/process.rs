@@ -10,6 +10,40 @@ use std::time::Duration;
 /// A generous bound for a process to reach a state; never an assertion about speed.
 pub const EVENTUALLY: Duration = Duration::from_secs(120);
 
+/// The fields of `/proc/<process>/stat` (a pid, or `self`) after the parenthesised command
+/// name, which may hold spaces: the state first, then the parent's pid, …; `None` when the
+/// process is gone.
+pub fn stat_fields(process: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Seconds of the two tick counters of `fields` (from [`stat_fields`]) at `first` and
+/// `first + 1`: 11 is the process's own user + system time, 13 that of its finished children.
+pub fn tick_seconds(fields: &[String], first: usize) -> f64 {
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(first) + ticks(first + 1)) / clock_ticks()
+}
+
+/// User + system CPU seconds of a process so far.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    stat_fields(&pid.to_string()).map_or(f64::NAN, |fields| tick_seconds(&fields, 11))
+}
+
+/// Clock ticks per second of the `/proc` counters, asked of `getconf` once.
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
 /// Waits (blocking, at most [`EVENTUALLY`]) for a line of `output` containing `needle` and
 /// returns it; the rest of the output is drained on a thread of its own, so the child never
 /// blocks on a full pipe. `None` when the output ended or the deadline passed first.

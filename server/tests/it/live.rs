@@ -270,13 +270,14 @@ async fn the_other_replica_takes_over_live_passes_when_the_holder_is_killed() {
 async fn without_live_passes_nothing_moves_between_recomputes() {
     let mut app = TestApp::spawn(&["--live-interval=0"]).await;
     let (version, total, _) = board(&mut app, v1::Window::Daily, "").await;
-    app.record(views("v", 1, 3, Utc::now() - Age::seconds(30))).await;
-    // The events are stored (the hourly ranking has them), and a live pass would have had
-    // several turns meanwhile.
+    let at = Utc::now() - Age::seconds(30);
+    app.record(views("v", 1, 3, at)).await;
+    // The events are stored (the hourly ranking of their hour has them), and a live pass
+    // would have had several turns meanwhile.
     let hour = v1::GetTopNRequest {
         window: v1::Window::Hourly.into(),
-        date: Utc::now().date_naive().to_string(),
-        hour: Some(chrono::Timelike::hour(&Utc::now())),
+        date: at.date_naive().to_string(),
+        hour: Some(chrono::Timelike::hour(&at)),
         limit: 10,
         ..Default::default()
     };

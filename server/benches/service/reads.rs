@@ -203,7 +203,7 @@ pub async fn bench_reads(redis: &str) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         loads.push((n, publish_took, load, rss_mb(pid) - rss_before));
 
-        let redis_key = store.versioned_key(key, version);
+        let redis_key = store.sorted_set_key(key);
         let member = ranking_server::adapters::redis::member(n / 2);
         let top_request = v1::GetTopNRequest { limit: 20, ..Default::default() };
         let rank_request = v1::GetRankRequest { product_id: n / 2, ..Default::default() };

@@ -129,17 +129,16 @@ pub(crate) async fn phases(app: &crate::Running) -> (f64, f64, f64) {
     (phase("daily"), phase("weekly"), phase("segments"))
 }
 
-/// `MEMORY USAGE` of the current version of a ranking (its ZSET and its packed copy) per
-/// entry.
+/// `MEMORY USAGE` of the current version of a ranking (its packed copy and product index)
+/// and of the daily ranking's sorted set (SPEC §5; the others have none: its usage reads 0)
+/// per entry.
 async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64, f64) {
     let version: u64 = redis::cmd("GET").arg(format!("{base}:version")).query_async(conn).await.expect("pointer");
     let key = format!("{base}:v{version}");
-    // Entries from the packed copy: weekly and segment rankings have no ZSET (its usage
-    // reads 0), the daily ranking has no product index.
     let packed_bytes: u64 = redis::cmd("STRLEN").arg(format!("{key}:packed")).query_async(conn).await.expect("STRLEN");
     let entries = packed_bytes / 16;
     let usage = |k: String| redis::cmd("MEMORY").arg("USAGE").arg(k).arg("SAMPLES").arg(0).to_owned();
-    let zset: u64 = usage(key.clone()).query_async(conn).await.unwrap_or(0);
+    let zset: u64 = usage(base.to_string()).query_async(conn).await.unwrap_or(0);
     let packed: u64 = usage(format!("{key}:packed")).query_async(conn).await.unwrap_or(0);
     let index: u64 = usage(format!("{key}:index")).query_async(conn).await.unwrap_or(0);
     let per = |b: u64| if entries == 0 { f64::NAN } else { b as f64 / entries as f64 };

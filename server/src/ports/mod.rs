@@ -216,6 +216,19 @@ pub trait RankingStore: Send + Sync + 'static {
     /// Returns the new version.
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
 
+    /// [`RankingStore::publish`] in the form replicas load only (a live pass's, SPEC §10.2):
+    /// the version is read and served like any other, while a form kept for readers outside
+    /// the service (the daily ranking's sorted set of SPEC §5) stays as the last
+    /// [`RankingStore::publish`] wrote it. A store with one form publishes it.
+    async fn publish_loadable(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+    ) -> Result<u64, StoreError> {
+        self.publish(key, entries, life).await
+    }
+
     /// The current version of each versioned ranking, `None` for one that was never
     /// published since the store was last emptied (a lost ranking, told from an empty day).
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError>;

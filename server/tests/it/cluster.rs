@@ -253,9 +253,7 @@ async fn a_master_lost_during_a_recompute_leaves_no_partial_ranking() {
     // Redis holds the served version whole.
     let mut conn = crate::helpers::test_redis_connection(&cluster.seeds);
     let members: Vec<(String, f64)> =
-        redis::AsyncCommands::zrevrange_withscores(&mut conn, format!("{base}:v{version}"), 0, -1)
-            .await
-            .expect("ZREVRANGE");
+        redis::AsyncCommands::zrevrange_withscores(&mut conn, &base, 0, -1).await.expect("ZREVRANGE");
     let held: Vec<(i64, u64)> = members.iter().map(|(m, s)| (m.parse().expect("id"), s.to_bits())).collect();
     assert_eq!(held, expected);
     app.stop().await;

@@ -289,3 +289,65 @@ async fn without_live_passes_nothing_moves_between_recomputes() {
     assert_eq!(board(&mut app, v1::Window::Daily, "").await.2.len(), 1);
     app.stop().await;
 }
+
+/// The day's sorted set (SPEC §5) as `(product, score)`, best first.
+async fn sorted_set(prefix: &str) -> Vec<(i64, f64)> {
+    let mut conn = crate::redis_store::redis().await;
+    let key = format!("{prefix}:{{daily:{}}}", Utc::now().date_naive());
+    let members: Vec<(String, f64)> =
+        redis::AsyncCommands::zrevrange_withscores(&mut conn, &key, 0, -1).await.expect("ZREVRANGE");
+    members.into_iter().map(|(m, s)| (m.parse().expect("a product id"), s)).collect()
+}
+
+/// A live pass publishes the daily ranking in the form replicas load only (SPEC §10.2): a
+/// replica that holds no copy reads the live version from Redis like any other, entry for
+/// entry what the holder serves from its copy, while the day's sorted set keeps the last
+/// recompute's ranking until the next recompute replaces it.
+#[tokio::test]
+async fn live_versions_are_read_from_redis_and_the_sorted_set_follows_the_recompute() {
+    if crate::helpers::test_redis().is_none() {
+        return; // the in-process store has one form
+    }
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let direct_settings = ["--snapshot-max-entries=0", "--live-interval=0"];
+    let mut direct = TestApp::spawn_on(redis_settings(&db.url, &prefix, &direct_settings)).await;
+    // Both start-up recomputes over before the workload: the recomputes below are the only
+    // full publications of its rows.
+    eventually("the start-up recompute", || async {
+        let top = v1::GetTopNRequest { window: v1::Window::Daily.into(), limit: 1, ..Default::default() };
+        direct.client.clone().get_top_n(top).await.is_ok_and(|r| r.into_inner().version > 0)
+    })
+    .await;
+    let mut holder = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[LIVE])).await;
+    settled(&holder).await;
+    let seed = rand_u64();
+    eprintln!("workload seed {seed}");
+    let mut rng = Lcg(seed);
+    holder.record(workload(&mut rng, "a", 300, 100, 0)).await;
+    holder.recompute("").await;
+    let recomputed = board(&mut holder, v1::Window::Daily, "").await;
+    assert_eq!(sorted_set(&prefix).await, recomputed.2, "a recompute writes the sorted set");
+
+    holder.record(workload(&mut rng, "b", 300, 100, 0)).await;
+    settled(&holder).await;
+    let live = board(&mut holder, v1::Window::Daily, "").await;
+    assert!(live.0 > recomputed.0 && live.2 != recomputed.2, "a live version moved the ranking");
+    assert_eq!(board(&mut direct, v1::Window::Daily, "").await, live, "read from Redis, as served from the copy");
+    let ids: Vec<i64> = (1..=101).collect();
+    let ranks = |app: &TestApp| {
+        let mut client = app.client.clone();
+        let request = v1::GetRanksRequest { product_ids: ids.clone(), ..Default::default() };
+        async move { format!("{:?}", client.get_ranks(request).await.expect("GetRanks").into_inner()) }
+    };
+    assert_eq!(ranks(&direct).await, ranks(&holder).await, "GetRanks from Redis and from the copy");
+    assert_eq!(sorted_set(&prefix).await, recomputed.2, "live passes leave the sorted set to the recompute");
+
+    holder.recompute("").await;
+    let again = board(&mut holder, v1::Window::Daily, "").await;
+    assert_eq!((again.1, &again.2), (live.1, &live.2), "no event since: the recompute ranks as the live pass did");
+    assert_eq!(sorted_set(&prefix).await, live.2, "the recompute replaced the sorted set");
+    holder.stop().await;
+    direct.stop().await;
+    db.drop_db().await;
+}

@@ -63,22 +63,23 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     }) {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
-        let members: Vec<(String, f64)> = if pointer.contains("seg:") || pointer.contains("{weekly:") {
-            // Weekly and segment rankings are kept as their packed copy only: 16 bytes an entry, id and
-            // score bits big-endian, in ranking order (listed here lowest first, like ZRANGE).
-            let packed: Vec<u8> = conn.get(format!("{key}:packed")).await.expect("GET");
-            let mut members: Vec<(String, f64)> = packed
-                .chunks_exact(16)
-                .map(|e| {
-                    let id = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-                    (format!("{id:019}"), f64::from_bits(u64::from_be_bytes(e[8..].try_into().expect("8 bytes"))))
-                })
-                .collect();
-            members.reverse();
-            members
-        } else {
-            conn.zrange_withscores(&key, 0, -1).await.expect("ZRANGE")
-        };
+        // Every version is its packed copy: 16 bytes an entry, id and score bits big-endian, in
+        // ranking order (listed here lowest first, like ZRANGE).
+        let packed: Vec<u8> = conn.get(format!("{key}:packed")).await.expect("GET");
+        let mut members: Vec<(String, f64)> = packed
+            .chunks_exact(16)
+            .map(|e| {
+                let id = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+                (format!("{id:019}"), f64::from_bits(u64::from_be_bytes(e[8..].try_into().expect("8 bytes"))))
+            })
+            .collect();
+        members.reverse();
+        if pointer.contains("{daily:") {
+            // The daily ranking's sorted set (SPEC §5) holds the same version after a recompute.
+            let sorted_set: Vec<(String, f64)> =
+                conn.zrange_withscores(pointer.trim_end_matches(":version"), 0, -1).await.expect("ZRANGE");
+            assert_eq!(sorted_set, members, "{pointer}: the sorted set and the packed copy of version {version}");
+        }
         out.push((pointer, version, members));
     }
     out
@@ -117,7 +118,12 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
     let versions_before = versions(&prefix).await;
     let today = versions_before.iter().find(|(k, _, _)| k.contains(&day(0))).expect("today");
     let mut conn = redis().await;
-    for key in [today.0.clone(), format!("{prefix}:{{daily:{}}}:v{}", day(0), today.1)] {
+    for key in [
+        today.0.clone(),
+        format!("{prefix}:{{daily:{}}}", day(0)),
+        format!("{prefix}:{{daily:{}}}:v{}:packed", day(0), today.1),
+        format!("{prefix}:{{daily:{}}}:v{}:index", day(0), today.1),
+    ] {
         let ttl: i64 = conn.ttl(&key).await.expect("TTL");
         assert!(ttl > 8 * 86_400 && ttl <= 9 * 86_400, "{key} expires retention days after the day ends: {ttl}");
     }

@@ -159,8 +159,9 @@ async fn segments_beyond_the_limit_get_no_ranking_and_are_counted() {
     app.stop().await;
 }
 
-/// Weekly and segment rankings are kept in Redis as their packed copy and product index only:
-/// a replica that holds no copy (`--snapshot-max-entries=0`) answers every read of them from
+/// Every version is kept in Redis as its packed copy and product index (the daily ranking's
+/// sorted set is not read by the service): a replica that holds no copy
+/// (`--snapshot-max-entries=0`) answers every read of them from
 /// Redis, and its answers equal those of the replica serving its in-memory copy: pages and
 /// totals, ranks, tied ranks (many products tie), neighbours, many ranks at once with
 /// non-members, page tokens of either; also for versions without a product index (published
@@ -212,7 +213,7 @@ async fn packed_reads_from_redis_equal_reads_from_the_copy() {
     // Without product indexes, the same answers.
     let mut conn = crate::redis_store::redis().await;
     let indexes: Vec<String> = conn.keys(format!("{prefix}:*:index")).await.expect("KEYS");
-    assert!(indexes.len() >= 5, "weekly and segment versions have indexes: {indexes:?}");
+    assert!(indexes.len() >= 6, "every version has an index: {indexes:?}");
     for index in indexes {
         let _: () = conn.del(index).await.expect("DEL");
     }

@@ -124,7 +124,8 @@ async fn the_copy_answers_exactly_what_redis_holds() {
     let n = 3_000;
     record_all(&mut app, population(1, n)).await;
     let version = app.recompute("").await.version;
-    let key = format!("{prefix}:{{daily:{}}}:v{version}", Utc::now().date_naive());
+    // The sorted set of SPEC §5, written by the recompute with its version.
+    let key = format!("{prefix}:{{daily:{}}}", Utc::now().date_naive());
     let mut conn = redis().await;
     let mut rng = rand_u64();
     for _ in 0..300 {

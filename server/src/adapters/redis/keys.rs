@@ -41,15 +41,10 @@ impl Keys {
         format!("{}:version", self.base(key))
     }
 
-    /// What a version number is appended to for the key of that version (`…:v`); the
-    /// scripts append `N`, `N:packed` and `N:index`.
+    /// What a version number is appended to for the keys of that version (`…:v`); the
+    /// scripts append `N:packed` and `N:index`.
     pub fn versions(&self, key: RankingKey) -> String {
         format!("{}:v", self.base(key))
-    }
-
-    /// The ZSET of version `version`.
-    pub fn version(&self, key: RankingKey, version: u64) -> String {
-        format!("{}{version}", self.versions(key))
     }
 
     /// The index of superseded versions still kept.
@@ -154,14 +149,17 @@ mod tests {
         let tag = |k: &str| k[k.find('{').expect("open")..=k.find('}').expect("close")].to_string();
         let all = [
             keys.pointer(daily),
-            keys.version(daily, 5),
+            keys.versions(daily),
             keys.superseded(daily),
             keys.segments(daily),
             keys.staging(daily),
         ];
         assert!(all.iter().all(|k| tag(k) == "{daily:2026-12-01}"), "{all:?}");
         assert_ne!(tag(&keys.pointer(RankingKey::Weekly(date))), tag(&keys.pointer(daily)));
-        assert_eq!(keys.version(daily, 5), "p:{daily:2026-12-01}:v5");
+        assert_eq!(
+            (keys.versions(daily), keys.base(daily)),
+            ("p:{daily:2026-12-01}:v".into(), "p:{daily:2026-12-01}".into())
+        );
         assert_eq!((member(999) < member(1000), product_of(&member(42)).ok()), (true, Some(42)));
     }
 }

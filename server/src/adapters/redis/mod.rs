@@ -8,11 +8,11 @@
 //! | key | type | content |
 //! |---|---|---|
 //! | `P:{R}:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
-//! | `P:{daily:D}:v<N>` | ZSET | version N of the daily ranking (absent when it has no entry); immutable once written. Weekly and segment rankings have no ZSET, only the packed copy and its index ([`packed`]) |
-//! | `P:{R}:v<N>:packed` | string | version N packed for replicas to load: 16 bytes per entry (product id, score bits; big-endian) in ranking order |
-//! | `P:{R}:v<N>:index` | string | weekly and segment rankings: where each product is in the packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
+//! | `P:{R}:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
+//! | `P:{R}:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
+//! | `P:{daily:D}` | ZSET | the daily ranking in the form of SPEC §5, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:{R}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:{R}:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>[:packed\|:index]` when complete; expires after the staging TTL should its writer die |
+//! | `P:{R}:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
 //! | `P:{daily:D}:segments`, `P:{weekly:D}:segments` | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker, retention) |
@@ -24,16 +24,18 @@
 //!
 //! Publishing is one Lua script: the new version number is `max(Redis TIME in ms,
 //! previous+1)`, so it only grows, also after FLUSHALL (the clock does not go back); the
-//! staging key is renamed to its version key (no key is overwritten, so nothing big is freed inside the
-//! script), the pointer moves, the superseded version gets `RANKING_SNAPSHOT_TTL` (0: UNLINK
+//! staging keys are renamed to the version's keys (no key is overwritten, so nothing big is
+//! freed inside the script; the day's ZSET is UNLINKed before its replacement is renamed to
+//! it), the pointer moves, the superseded version gets `RANKING_SNAPSHOT_TTL` (0: UNLINK
 //! at once), versions past their time are UNLINKed (freed off the main thread; a superseded
 //! version also expires by itself at twice its life, should no publication come to sweep
 //! it), and the announcement is published. A reader resolves the pointer and reads the version in one
 //! script, so it sees one version whole.
 //!
-//! Members are product ids zero-padded to 19 digits ([`member`]): Redis orders equal scores
-//! by member bytes, and padding makes that order numeric ("999" sorts before "1000"). Reads
-//! use `ZREVRANGE`, so equal scores come in descending product id.
+//! Members of the ZSETs are product ids zero-padded to 19 digits ([`member`]): Redis orders
+//! equal scores by member bytes, and padding makes that order numeric ("999" sorts before
+//! "1000"). Reads use `ZREVRANGE`, so equal scores come in descending product id, the order
+//! of the packed copies too.
 //!
 //! - [`connection`]: one node or a cluster, per-slot pipelines, pub/sub.
 //! - [`keys`]: key and channel names, announcements.
@@ -62,7 +64,8 @@ pub use connection::RedisMode;
 use connection::{Connection, Subscriber};
 pub use keys::member;
 use keys::{Keys, parse_announcement, parse_version, product_of};
-use packed::{PACKED, byte_range, packed_only, unpack};
+use packed::{PACKED, byte_range, unpack};
+use publish::Form;
 use scripts::Scripts;
 
 use crate::domain::calendar::RankingHour;
@@ -138,16 +141,25 @@ impl RedisRankingStore {
         })
     }
 
-    /// The key of one version of a ranking's ZSET (tests and benchmarks read it directly).
-    pub fn versioned_key(&self, key: RankingKey, version: u64) -> String {
-        self.keys.version(key, version)
+    /// The sorted set of a daily ranking (SPEC §5; tests and benchmarks read it directly).
+    pub fn sorted_set_key(&self, key: RankingKey) -> String {
+        self.keys.base(key)
     }
 }
 
 #[async_trait]
 impl RankingStore for RedisRankingStore {
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, life).await
+        self.publish_version(key, entries, life, Form::Full).await
+    }
+
+    async fn publish_loadable(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+    ) -> Result<u64, StoreError> {
+        self.publish_version(key, entries, life, Form::Loadable).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
@@ -180,25 +192,7 @@ impl RankingStore for RedisRankingStore {
         offset: u64,
         limit: u64,
     ) -> Result<Option<Page>, StoreError> {
-        if packed_only(key) {
-            return self.version_chunk(key, version, offset, limit).await;
-        }
-        let (start, stop) = bounds(offset, limit);
-        let (kept, members, total): (u8, Vec<(String, f64)>, u64) = self
-            .scripts
-            .version_page
-            .key(self.keys.pointer(key))
-            .arg(self.keys.versions(key))
-            .arg(version)
-            .arg(start)
-            .arg(stop)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        if kept == 0 {
-            return Ok(None);
-        }
-        Ok(Some(Page { entries: scored(members)?, total, version: Some(version) }))
+        self.version_chunk(key, version, offset, limit).await
     }
 
     async fn version_chunk(
@@ -208,9 +202,6 @@ impl RankingStore for RedisRankingStore {
         start: u64,
         count: u64,
     ) -> Result<Option<Page>, StoreError> {
-        if count == 0 && !packed_only(key) {
-            return self.version_page(key, version, start, 0).await;
-        }
         let (first, last) = byte_range(start, count);
         let (kept, bytes, total): (u8, Vec<u8>, u64) = self
             .scripts
@@ -292,7 +283,7 @@ impl RankingStore for RedisRankingStore {
     }
 
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
-        if packed_only(key) {
+        if key.is_versioned() {
             let (first, last) = byte_range(offset, limit);
             let (version, bytes, total): (Option<String>, Vec<u8>, u64) = self
                 .scripts
@@ -311,19 +302,6 @@ impl RankingStore for RedisRankingStore {
             });
         }
         let (start, stop) = bounds(offset, limit);
-        if key.is_versioned() {
-            let (version, members, total): (Option<String>, Vec<(String, f64)>, u64) = self
-                .scripts
-                .current_page
-                .key(self.keys.pointer(key))
-                .arg(self.keys.versions(key))
-                .arg(start)
-                .arg(stop)
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
-            return Ok(Page { entries: scored(members)?, total, version: parse_version(version)? });
-        }
         let key = self.keys.base(key);
         let (members, total): (Vec<(String, f64)>, u64) = redis::pipe()
             .cmd("ZREVRANGE")

@@ -1,8 +1,12 @@
 //! The packed copy of a version (16 bytes an entry: product id and score bits, big-endian,
-//! in ranking order), which replicas load and weekly and segment rankings are read from, and
-//! its product index (4 bytes an entry: positions in the packed copy, in ascending product id).
+//! in ranking order), which replicas load and every read of a version decodes
+//! (`scripts/current_packed.lua`, `scripts/version_chunk.lua`, `scripts/packed_placements.lua`),
+//! and its product index (4 bytes an entry: positions in the packed copy, in ascending product
+//! id). A ZSET would cost 118 bytes an entry and a ZADD of every entry per publication (a
+//! million for a big day) against 20 for these two, written as a few large appends; only the
+//! daily ranking keeps one besides, the form of SPEC §5, refreshed by full publications.
 
-use crate::ports::{RankingKey, Scored, StoreError};
+use crate::ports::{Scored, StoreError};
 
 /// Bytes per packed entry: product id and score bits, big-endian.
 pub(super) const PACKED: usize = 16;
@@ -11,16 +15,6 @@ pub(super) const PACKED: usize = 16;
 /// is the packed copy's at that position: the index costs 4 bytes an entry, not 12, for one
 /// more `GETRANGE` per step of a search.
 const INDEXED: usize = 4;
-
-/// Whether a ranking is stored as its packed copy and product index only (no ZSET). Weekly
-/// and segment rankings are: replicas serve them from memory, and a ZSET would cost 118 bytes
-/// an entry and a ZADD of every entry per recompute (a million for the week) against 26 for
-/// the packed copy and its index, written as a few large appends. Their reads from Redis
-/// decode the packed copy (`scripts/packed_placements.lua`, `scripts/current_packed.lua`).
-/// The daily ranking keeps its ZSET, the first wave's daily key (SPEC §5).
-pub(super) fn packed_only(key: RankingKey) -> bool {
-    matches!(key, RankingKey::Weekly(..) | RankingKey::DailySegment(..) | RankingKey::WeeklySegment(..))
-}
 
 pub(super) fn pack(entries: &[Scored]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(entries.len() * PACKED);

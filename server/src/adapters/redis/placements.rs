@@ -1,12 +1,12 @@
-//! Several products' places in one version: `scripts/placements.lua` on a ZSET ranking
-//! (daily, hourly), `scripts/packed_placements.lua` on a packed-only one (weekly, segments).
+//! Several products' places in one ranking: `scripts/packed_placements.lua` in a version of
+//! a versioned ranking (its packed copy and product index), `scripts/placements.lua` in an
+//! hourly ranking (a ZSET).
 //! Both answer `{version or false, entries, then per product: index, score, entries with a
 //! greater score (or three falses)}`, parsed by one function; only the score's form differs.
 
 use redis::Value;
 
 use super::keys::{member, parse_version};
-use super::packed::packed_only;
 use super::{RedisRankingStore, unavailable};
 use crate::ports::{Found, Placements, RankingKey, StoreError};
 
@@ -18,28 +18,29 @@ impl RedisRankingStore {
         version: Option<u64>,
         product_ids: &[i64],
     ) -> Result<Placements, StoreError> {
-        let packed = packed_only(key);
-        let script = if packed { &self.scripts.packed_placements } else { &self.scripts.placements };
-        let mut invocation = script.key(self.keys.pointer(key));
-        if key.is_versioned() {
+        let versioned = key.is_versioned();
+        let raw: Vec<Value> = if versioned {
+            let mut invocation = self.scripts.packed_placements.key(self.keys.pointer(key));
             invocation.arg(self.keys.versions(key));
             match version {
                 Some(v) => invocation.arg(v),
                 None => invocation.arg("current"),
             };
+            // The script compares the packed copy's 8-byte ids.
+            for id in product_ids {
+                invocation.arg(id.to_be_bytes().as_slice());
+            }
+            invocation.invoke_async(&mut self.conn.clone()).await
         } else {
-            invocation.arg(self.keys.base(key)).arg("hourly");
+            let mut invocation = self.scripts.placements.key(self.keys.base(key));
+            for id in product_ids {
+                invocation.arg(member(*id));
+            }
+            invocation.invoke_async(&mut self.conn.clone()).await
         }
-        for id in product_ids {
-            // The packed script compares the packed copy's 8-byte ids; the ZSET one members.
-            match packed {
-                true => invocation.arg(id.to_be_bytes().as_slice()),
-                false => invocation.arg(member(*id)),
-            };
-        }
-        let raw: Vec<Value> = invocation.invoke_async(&mut self.conn.clone()).await.map_err(unavailable)?;
-        let score = if packed { score_bits } else { score_text };
-        parse(&raw, product_ids.len(), key.is_versioned(), score)
+        .map_err(unavailable)?;
+        let score = if versioned { score_bits } else { score_text };
+        parse(&raw, product_ids.len(), versioned, score)
             .ok_or_else(|| StoreError::Corrupt(format!("unexpected reply to a placements script for {key:?}")))
     }
 }

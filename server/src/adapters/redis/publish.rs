@@ -1,12 +1,13 @@
-//! Publishing a version: the entries written into fresh staging keys (the ZSET of a daily
-//! ranking, the packed copy, the product index of a packed-only ranking), then one script
-//! (`scripts/publish.lua`) that renames them to the next version, moves the pointer, keeps
-//! the superseded version for `RANKING_SNAPSHOT_TTL` and announces the new one.
+//! Publishing a version: the entries written into fresh staging keys (the packed copy, its
+//! product index and, for a daily ranking's full publication, the sorted set of SPEC §5),
+//! then one script (`scripts/publish.lua`) that renames them to the next version (the sorted
+//! set to the day's key), moves the pointer, keeps the superseded version for
+//! `RANKING_SNAPSHOT_TTL` and announces the new one.
 
 use redis::RedisError;
 
 use super::keys::{announced, member};
-use super::packed::{indexed, pack, packed_only, product_order};
+use super::packed::{indexed, pack, product_order};
 use super::{RedisRankingStore, unavailable};
 use crate::ports::{RankingKey, Scored, StoreError, VersionLife};
 
@@ -34,17 +35,28 @@ impl Staged {
     }
 }
 
+/// The forms a publication writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Form {
+    /// The packed copy and its product index, and a daily ranking's sorted set (SPEC §5).
+    Full,
+    /// The packed copy and its product index only: what replicas load and every read of a
+    /// version uses (a live pass's daily ranking; SPEC §10.2).
+    Loadable,
+}
+
 impl RedisRankingStore {
-    /// [`crate::ports::RankingStore::publish`].
+    /// [`crate::ports::RankingStore::publish`] and `publish_loadable`.
     pub(super) async fn publish_version(
         &self,
         key: RankingKey,
         entries: &[Scored],
         life: VersionLife,
+        form: Form,
     ) -> Result<u64, StoreError> {
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
-        let zset = !packed_only(key);
-        let staged = self.stage(key, entries, zset).await.map_err(unavailable)?;
+        let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
+        let staged = self.stage(key, entries, sorted_set).await.map_err(unavailable)?;
         let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .scripts
@@ -54,13 +66,14 @@ impl RedisRankingStore {
             .key(self.keys.superseded(key))
             .key(&staged.packed)
             .key(&staged.index)
+            .key(self.keys.base(key))
             .arg(self.keys.versions(key))
             .arg(life.expire_at.timestamp())
             .arg(superseded_ms)
             .arg(self.keys.channel())
             .arg(announced)
             .arg(if entries.is_empty() { "0" } else { "1" })
-            .arg(if zset { "1" } else { "0" })
+            .arg(if sorted_set { "1" } else { "0" })
             .invoke_async::<u64>(&mut self.conn.clone())
             .await;
         if published.is_err() && !entries.is_empty() {
@@ -69,17 +82,17 @@ impl RedisRankingStore {
         published.map_err(unavailable)
     }
 
-    /// Writes `entries` into fresh staging keys of `key`: a ZSET when `zset`, else the
-    /// product index; and the packed copy (a string, for replicas to load).
-    async fn stage(&self, key: RankingKey, entries: &[Scored], zset: bool) -> Result<Staged, RedisError> {
+    /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for
+    /// replicas to load), its product index, and a sorted set when `sorted_set`.
+    async fn stage(&self, key: RankingKey, entries: &[Scored], sorted_set: bool) -> Result<Staged, RedisError> {
         let mut conn = self.conn.clone();
         let staged = Staged::named(self.keys.staging(key));
         let ttl = self.staging_ttl.as_secs().max(1);
-        let order = if zset { Vec::new() } else { product_order(entries) };
+        let order = product_order(entries);
         let mut index = order.chunks(STAGE_GROUP);
         for group in entries.chunks(STAGE_GROUP) {
             let mut pipe = redis::pipe();
-            for chunk in group.chunks(ZADD_CHUNK).filter(|_| zset) {
+            for chunk in group.chunks(ZADD_CHUNK).filter(|_| sorted_set) {
                 let mut zadd = redis::cmd("ZADD");
                 zadd.arg(&staged.zset);
                 for e in chunk {

@@ -9,17 +9,13 @@ use redis::Script;
 pub(super) struct Scripts {
     /// Publishes a staged version: [`super::RankingStore::publish`].
     pub publish: Script,
-    /// The current version and a page of its ZSET.
-    pub current_page: Script,
-    /// A page of a named version's ZSET, if kept.
-    pub version_page: Script,
     /// A byte range of a named version's packed copy, if kept.
     pub version_chunk: Script,
-    /// The current version of a packed-only ranking and a byte range of it.
+    /// The current version of a ranking and a byte range of its packed copy.
     pub current_packed: Script,
-    /// Several products' places in a ZSET ranking.
+    /// Several products' places in an hourly ranking (a ZSET).
     pub placements: Script,
-    /// Several products' places in a packed-only ranking (binary searches of its index).
+    /// Several products' places in a version (binary searches of its product index).
     pub packed_placements: Script,
     /// Deletes a lease its holder still has.
     pub release: Script,
@@ -31,8 +27,6 @@ impl Scripts {
     pub fn new() -> Self {
         Self {
             publish: Script::new(include_str!("scripts/publish.lua")),
-            current_page: Script::new(include_str!("scripts/current_page.lua")),
-            version_page: Script::new(include_str!("scripts/version_page.lua")),
             version_chunk: Script::new(include_str!("scripts/version_chunk.lua")),
             current_packed: Script::new(include_str!("scripts/current_packed.lua")),
             placements: Script::new(include_str!("scripts/placements.lua")),

@@ -42,7 +42,7 @@ impl Recompute {
         let life = self.life(date);
         let publish_daily = async {
             let publication = async {
-                let version = self.publish_whole(key, &whole, clamped, life).await?;
+                let version = self.publish_whole(key, &whole, clamped, life, false).await?;
                 self.record(date, version, stats, clock).await?;
                 Ok(version)
             };
@@ -61,7 +61,7 @@ impl Recompute {
         drop(population);
         let week = ranked_copy(week)?;
         let weekly = RankingKey::Weekly(date);
-        self.publish_whole(weekly, &week, clamped, life).await?;
+        self.publish_whole(weekly, &week, clamped, life, false).await?;
         let weekly_elapsed = weekly_started.elapsed();
         let segments_started = Instant::now();
         self.publish_segments(weekly, &week, &catalog, life).await?;
@@ -81,15 +81,21 @@ impl Recompute {
 
     /// Publishes a whole (daily or weekly) ranking from its copy and installs the copy: served
     /// by this replica before the call returns; the others load it on the announcement or
-    /// their next poll.
+    /// their next poll. A live pass's publication (`live`) is in the form replicas load only
+    /// (SPEC §10.2: the daily ranking's sorted set waits for the next recompute).
     async fn publish_whole(
         &self,
         key: RankingKey,
         whole: &Arc<Snapshot>,
         clamped: usize,
         life: VersionLife,
+        live: bool,
     ) -> Result<u64, StoreError> {
-        let version = self.rankings.publish(key, &whole.page(0, u64::MAX), life).await?;
+        let entries = whole.page(0, u64::MAX);
+        let version = match live {
+            true => self.rankings.publish_loadable(key, &entries, life).await?,
+            false => self.rankings.publish(key, &entries, life).await?,
+        };
         self.metrics.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install_copy(key, version, whole.clone()).await;
         Ok(version)
@@ -131,7 +137,7 @@ impl Recompute {
         let day = async {
             let key = RankingKey::Daily(date);
             let whole = ranked_copy(daily.entries)?;
-            let version = self.publish_whole(key, &whole, daily.clamped, life).await?;
+            let version = self.publish_whole(key, &whole, daily.clamped, life, true).await?;
             self.record(date, version, daily.stats, daily.clock).await?;
             self.publish_segments(key, &whole, catalog, life).await?;
             Ok::<_, StoreError>(version)
@@ -139,7 +145,7 @@ impl Recompute {
         let week = async {
             let key = RankingKey::Weekly(date);
             let whole = ranked_copy(weekly.entries)?;
-            self.publish_whole(key, &whole, weekly.clamped, life).await?;
+            self.publish_whole(key, &whole, weekly.clamped, life, true).await?;
             self.publish_segments(key, &whole, catalog, life).await
         };
         let (version, ()) = tokio::try_join!(day, week)?;

@@ -1,4 +1,4 @@
--- The current version of a packed-only ranking and a byte range of it. KEYS: version
+-- The current version of a ranking and a byte range of its packed copy. KEYS: version
 -- pointer. ARGV: version key prefix, first byte, last byte. Returns {version or false, bytes,
 -- total bytes}.
 local v = redis.call('GET', KEYS[1])

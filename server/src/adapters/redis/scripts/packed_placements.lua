@@ -1,4 +1,4 @@
--- Several products' places in a packed-only ranking (entries of 16 bytes in ranking order:
+-- Several products' places in a version of a ranking (entries of 16 bytes in ranking order:
 -- product id and score bits, big-endian). KEYS: version pointer. ARGV: version key prefix,
 -- `current` or a version number, then each product id as its 8 bytes. Returns {version or
 -- false, entries, then per product: index or false, score bits or false, entries with a

@@ -1,13 +1,16 @@
--- Publishes a staging key (and its packed copy) as the next version. KEYS: staging,
--- version pointer, superseded index, packed staging, product index staging. ARGV: version
--- key prefix, expire-at (Unix s), superseded life (ms), channel, announcement prefix,
--- whether the version holds entries (1/0), whether it has a ZSET besides its packed copy
--- (1/0; weekly and segment rankings have the packed copy and its product index instead).
+-- Publishes a staged version as the next version. KEYS: staging sorted set, version pointer,
+-- superseded index, packed staging, product index staging, the daily ranking's sorted set
+-- (SPEC §5). ARGV: version key prefix, expire-at (Unix s), superseded life (ms), channel,
+-- announcement prefix, whether the version holds entries (1/0), whether the staged sorted
+-- set replaces the daily ranking's (1/0: a daily ranking's full publication; a live pass's
+-- and the other rankings have the packed copy and its product index only).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local old = tonumber(redis.call('GET', KEYS[2]) or '0')
 local v = math.max(now, old + 1)
 local vs = string.format('%.0f', v)
+-- `ARGV[1] .. g` without a suffix: the sorted set of a version published before the daily
+-- ranking's moved to its own key.
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g, ARGV[1] .. g .. ':packed', ARGV[1] .. g .. ':index') end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
@@ -25,14 +28,17 @@ if old > 0 then
     redis.call('UNLINK', ok, ok .. ':packed', ok .. ':index')
   end
 end
-if ARGV[6] == '1' then
-  if ARGV[7] == '1' then
-    redis.call('RENAME', KEYS[1], ARGV[1] .. vs)
-    redis.call('EXPIREAT', ARGV[1] .. vs, ARGV[2])
-  else
-    redis.call('RENAME', KEYS[5], ARGV[1] .. vs .. ':index')
-    redis.call('EXPIREAT', ARGV[1] .. vs .. ':index', ARGV[2])
+if ARGV[7] == '1' then
+  -- UNLINK first: RENAME over a big key would free it inside the script.
+  redis.call('UNLINK', KEYS[6])
+  if ARGV[6] == '1' then
+    redis.call('RENAME', KEYS[1], KEYS[6])
+    redis.call('EXPIREAT', KEYS[6], ARGV[2])
   end
+end
+if ARGV[6] == '1' then
+  redis.call('RENAME', KEYS[5], ARGV[1] .. vs .. ':index')
+  redis.call('EXPIREAT', ARGV[1] .. vs .. ':index', ARGV[2])
   redis.call('RENAME', KEYS[4], ARGV[1] .. vs .. ':packed')
   redis.call('EXPIREAT', ARGV[1] .. vs .. ':packed', ARGV[2])
 end

@@ -55,9 +55,12 @@ pub(super) fn byte_range(start: u64, count: u64) -> (u64, u64) {
 /// The positions of `entries` (in ranking order) in ascending product order: the product
 /// index.
 pub(super) fn product_order(entries: &[Scored]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..u32::try_from(entries.len()).unwrap_or(u32::MAX)).collect();
-    order.sort_unstable_by_key(|&i| entries[i as usize].product_id);
-    order
+    // Sorted as (id, position) pairs side by side rather than as positions keyed by a lookup
+    // of the id: no random access into `entries` per comparison (45 against 97 ms at a
+    // million entries in random order here).
+    let mut pairs: Vec<(i64, u32)> = entries.iter().zip(0..u32::MAX).map(|(e, at)| (e.product_id, at)).collect();
+    pairs.sort_unstable();
+    pairs.into_iter().map(|(_, at)| at).collect()
 }
 
 /// The product index entries of `positions` (a run of [`product_order`]).

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 
 use super::{Computed, Recompute};
+use crate::app::policy::Policy;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
 use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
@@ -71,23 +72,7 @@ impl Recompute {
     /// (ascending): they are left out before the normalisation. `contenders` is left empty,
     /// its buffer kept for the next population.
     pub(super) fn rank(&self, date: NaiveDate, contenders: &mut Vec<Contender>, hidden: &[i64]) -> Computed {
-        // A fixed order makes the floating-point sums of the normalisation, and so every
-        // score, identical across rebuilds.
-        contenders.sort_unstable_by_key(|c| c.product_id);
-        // Both ascending: one walk through the hidden products.
-        let mut hidden = hidden.iter().peekable();
-        contenders.retain(|c| {
-            while hidden.next_if(|h| **h < c.product_id).is_some() {}
-            hidden.peek() != Some(&&c.product_id)
-        });
-        let clock = self.clock(date);
-        let profile = &self.policy.profile;
-        let (entries, clamped, stats) =
-            rank_population(profile, contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| {
-                Scored { product_id, score }
-            });
-        contenders.clear();
-        Computed { entries, clamped, stats, clock }
+        rank(&self.policy, date, contenders, hidden)
     }
 
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
@@ -117,10 +102,35 @@ impl Recompute {
     /// Recency of day `date` is measured from its start to its end: a fixed reference keeps
     /// the floating-point result identical across rebuilds.
     pub fn clock(&self, date: NaiveDate) -> RecencyClock {
-        let calendar = self.policy.calendar;
-        RecencyClock {
-            day_start_us: calendar.day_start(date).timestamp_micros(),
-            reference_us: calendar.day_end(date).timestamp_micros(),
-        }
+        clock(&self.policy, date)
+    }
+}
+
+/// [`Recompute::rank`], on a policy alone: what a live pass ranks on a blocking thread.
+pub(super) fn rank(policy: &Policy, date: NaiveDate, contenders: &mut Vec<Contender>, hidden: &[i64]) -> Computed {
+    // A fixed order makes the floating-point sums of the normalisation, and so every
+    // score, identical across rebuilds.
+    contenders.sort_unstable_by_key(|c| c.product_id);
+    // Both ascending: one walk through the hidden products.
+    let mut hidden = hidden.iter().peekable();
+    contenders.retain(|c| {
+        while hidden.next_if(|h| **h < c.product_id).is_some() {}
+        hidden.peek() != Some(&&c.product_id)
+    });
+    let clock = clock(policy, date);
+    let (entries, clamped, stats) =
+        rank_population(&policy.profile, contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| {
+            Scored { product_id, score }
+        });
+    contenders.clear();
+    Computed { entries, clamped, stats, clock }
+}
+
+/// [`Recompute::clock`], on a policy alone.
+fn clock(policy: &Policy, date: NaiveDate) -> RecencyClock {
+    let calendar = policy.calendar;
+    RecencyClock {
+        day_start_us: calendar.day_start(date).timestamp_micros(),
+        reference_us: calendar.day_end(date).timestamp_micros(),
     }
 }

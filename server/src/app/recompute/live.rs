@@ -12,8 +12,10 @@
 //!    replace the product's row; a row of an earlier day (a late event) has the product's rows
 //!    over the carry chain and the week read again by key ([`LiveDay::refresh`]);
 //! 3. reads the catalog again only when one of its rows carries such an epoch;
-//! 4. ranks the whole population with the recompute's own [`Recompute::rank`] and publishes
-//!    like a recompute.
+//! 4. ranks the whole population with the recompute's own ranking and publishes like a
+//!    recompute, the day first: its copy is published while the week is ranked (both ranked
+//!    on blocking threads), and only in the form replicas load (SPEC §10.2: the daily
+//!    ranking's sorted set is the recompute's).
 //!
 //! The first pass of a holder reads the day whole (after advancing the epoch, so that what
 //! it reads is covered by the next pass); any failure drops the population, and the next pass
@@ -25,9 +27,12 @@ use chrono::{NaiveDate, Utc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::build::rank;
+use super::publish::{RankedCopy, ranked_copy};
 use super::{Computed, Recompute, day_lease};
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
+use crate::domain::ranking::Contender;
 use crate::ports::{ChangedRow, Lease, StoreError};
 
 /// What the holder of today's live lease keeps between passes.
@@ -36,8 +41,8 @@ struct Held {
     /// The first epoch not read yet.
     from: i64,
     membership: Membership,
-    /// Hidden products, ascending.
-    hidden: Vec<i64>,
+    /// Hidden products, ascending (shared with the threads that rank).
+    hidden: Arc<[i64]>,
 }
 
 /// The live lease of a day and, once read, its population.
@@ -185,7 +190,7 @@ impl Recompute {
         }
         let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
         let day = LiveDay::new(Arc::clone(profile), days, ledger, today, before);
-        Ok(Held { day, from, membership, hidden })
+        Ok(Held { day, from, membership, hidden: hidden.into() })
     }
 
     /// One pass over `held` (read whole first when there is none): the changes since the
@@ -232,14 +237,20 @@ impl Recompute {
         let catalog = self.store.catalog_changed(epochs).await?;
         if catalog {
             let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
-            (h.membership, h.hidden) = (membership, hidden);
+            (h.membership, h.hidden) = (membership, hidden.into());
         }
         h.from = to;
         if !loaded && !changed && !catalog {
             return Ok(Pass::Unchanged);
         }
 
-        let (daily, weekly) = self.live_rank(date, h);
+        // The day first: it is published while the week is ranked on another thread.
+        let mut contenders = Vec::new();
+        h.day.daily_contenders(&mut contenders);
+        let (daily, mut contenders) = self.rank_apart(date, contenders, &h.hidden).await?;
+        h.day.weekly_contenders(&mut contenders);
+        let weekly = self.rank_apart(date, contenders, &h.hidden);
+        let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
         let version = self.publish_computed(date, daily, weekly, &h.membership).await?;
         if let Some(newest_us) = newest_us {
             // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.
@@ -250,15 +261,31 @@ impl Recompute {
         Ok(if loaded { Pass::Loaded } else { Pass::Published })
     }
 
-    /// The day's and the week's rankings of the held population, through the recompute's
-    /// own ranking (hidden products left out, the same order and sums).
-    fn live_rank(&self, date: NaiveDate, held: &Held) -> (Computed, Computed) {
-        let mut contenders = Vec::new();
-        held.day.daily_contenders(&mut contenders);
-        let daily = self.rank(date, &mut contenders, &held.hidden);
-        held.day.weekly_contenders(&mut contenders);
-        let weekly = self.rank(date, &mut contenders, &held.hidden);
-        (daily, weekly)
+    /// Ranks `contenders` of `date` with the recompute's own ranking (hidden products left
+    /// out, the same order and sums) and builds its copy, on a blocking thread: hundreds of
+    /// milliseconds at a million products, which would otherwise hold a worker of the
+    /// runtime (and the publication waiting on it). Started at once; gives the emptied buffer
+    /// back.
+    fn rank_apart(
+        &self,
+        date: NaiveDate,
+        mut contenders: Vec<Contender>,
+        hidden: &Arc<[i64]>,
+    ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
+        let (policy, hidden) = (Arc::clone(&self.policy), Arc::clone(hidden));
+        let task = tokio::task::spawn_blocking(move || {
+            let Computed { entries, clamped, stats, clock } = rank(&policy, date, &mut contenders, &hidden);
+            let whole = ranked_copy(entries)?;
+            Ok((RankedCopy { whole, clamped, stats, clock }, contenders))
+        });
+        async move {
+            match task.await {
+                Ok(ranked) => ranked,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime is shutting down.
+                Err(e) => Err(StoreError::ranking(e)),
+            }
+        }
     }
 }
 

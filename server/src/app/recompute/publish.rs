@@ -16,8 +16,17 @@ use crate::ports::{RankingKey, RankingRun, Scored, StoreError, VersionLife};
 
 /// The copy of a recompute's ranking (`entries` in any order), built once: it is what gets
 /// published, this replica's copy, and the index its segments are found in.
-fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
+pub(super) fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
     Snapshot::from_unordered(entries).map(Arc::new).map_err(StoreError::ranking)
+}
+
+/// A ranked population as a live pass publishes it: its copy in ranking order, with what
+/// [`Computed`] says of it.
+pub(super) struct RankedCopy {
+    pub whole: Arc<Snapshot>,
+    pub clamped: usize,
+    pub stats: crate::domain::ranking::PopulationStats,
+    pub clock: crate::domain::explain::RecencyClock,
 }
 
 /// Segment rankings being published at once by one recompute.
@@ -122,31 +131,29 @@ impl Recompute {
         self.store.record_run(&run).await
     }
 
-    /// Publishes computed rankings of `date` (a live pass's): the daily ranking, its record
-    /// and segments, then the weekly ranking and its segments, fanned out by `catalog`.
-    /// Returns the daily version.
+    /// Publishes a live pass's rankings of `date`: the daily ranking, its record and
+    /// segments, and the weekly ranking and its segments once `weekly` is ranked (on another
+    /// thread meanwhile), fanned out by `catalog`. Returns the daily version.
     pub(super) async fn publish_computed(
         &self,
         date: NaiveDate,
-        daily: Computed,
-        weekly: Computed,
+        daily: RankedCopy,
+        weekly: impl Future<Output = Result<RankedCopy, StoreError>>,
         catalog: &Membership,
     ) -> Result<u64, StoreError> {
         let life = self.life(date);
-        // Both at once: one's copy is built and encoded while Redis stores the other's.
         let day = async {
             let key = RankingKey::Daily(date);
-            let whole = ranked_copy(daily.entries)?;
-            let version = self.publish_whole(key, &whole, daily.clamped, life, true).await?;
+            let version = self.publish_whole(key, &daily.whole, daily.clamped, life, true).await?;
             self.record(date, version, daily.stats, daily.clock).await?;
-            self.publish_segments(key, &whole, catalog, life).await?;
+            self.publish_segments(key, &daily.whole, catalog, life).await?;
             Ok::<_, StoreError>(version)
         };
         let week = async {
             let key = RankingKey::Weekly(date);
-            let whole = ranked_copy(weekly.entries)?;
-            self.publish_whole(key, &whole, weekly.clamped, life, true).await?;
-            self.publish_segments(key, &whole, catalog, life).await
+            let weekly = weekly.await?;
+            self.publish_whole(key, &weekly.whole, weekly.clamped, life, true).await?;
+            self.publish_segments(key, &weekly.whole, catalog, life).await
         };
         let (version, ()) = tokio::try_join!(day, week)?;
         Ok(version)

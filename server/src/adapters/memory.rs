@@ -178,8 +178,11 @@ impl RankingStore for MemoryRankingStore {
         self.with_versioned(|rankings| {
             let superseded = match rankings.remove(&key) {
                 Some(mut old) => {
-                    if !life.superseded_for.is_zero() {
-                        old.superseded.push((old.current, old.ranking, Instant::now() + life.superseded_for));
+                    let now = Instant::now();
+                    let longest = old.superseded.iter().map(|(_, _, until)| until.saturating_duration_since(now)).max();
+                    let keep = life.superseded_life(longest);
+                    if !keep.is_zero() {
+                        old.superseded.push((old.current, old.ranking, now + keep));
                     }
                     old.superseded
                 }

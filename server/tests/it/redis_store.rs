@@ -202,6 +202,53 @@ async fn two_replicas_recompute_each_day_once_per_tick() {
     db.drop_db().await;
 }
 
+/// The Redis ranking store of the tests' Redis under `prefix`, without a service around it.
+fn direct_store(prefix: &str) -> ranking_server::adapters::redis::RedisRankingStore {
+    let mut options = ranking_server::adapters::redis::RedisOptions::new(redis_url());
+    options.prefix = prefix.to_string();
+    options.mode = match crate::helpers::test_redis_mode() {
+        "cluster" => ranking_server::adapters::redis::RedisMode::Cluster,
+        _ => ranking_server::adapters::redis::RedisMode::Single,
+    };
+    ranking_server::adapters::redis::RedisRankingStore::connect(&options).expect("store")
+}
+
+/// Versions superseded in quick succession (a live pass's, every second): the first is kept
+/// for the whole `RANKING_SNAPSHOT_TTL`, the ones superseded within a tenth of it after that
+/// for the grace only, each still readable meanwhile; so live passes keep tens of versions
+/// of a ranking in Redis, not hundreds.
+#[tokio::test]
+async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
+    use ranking_server::ports::{RankingKey, RankingStore, SUPERSEDED_GRACE, Scored, VersionLife};
+    let prefix = format!("t{:x}", rand_u64());
+    let store = direct_store(&prefix);
+    let day = Utc::now().date_naive();
+    let key = RankingKey::Daily(day);
+    let ttl = std::time::Duration::from_secs(600);
+    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: ttl };
+    let mut published = Vec::new();
+    for n in 1..=4i64 {
+        let entries: Vec<Scored> = (1..=n).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
+        published.push(store.publish_loadable(key, &entries, life).await.expect("publish"));
+    }
+    let mut conn = redis().await;
+    let kept: Vec<(String, f64)> =
+        conn.zrange_withscores(format!("{prefix}:{{daily:{day}}}:superseded"), 0, -1).await.expect("ZRANGE");
+    let now_ms = Utc::now().timestamp_millis() as f64;
+    let left: Vec<(u64, f64)> =
+        kept.iter().map(|(v, until)| (v.parse().expect("a version"), (until - now_ms) / 1e3)).collect();
+    assert_eq!(left.len(), 3, "three superseded versions: {left:?}");
+    let (whole, graced): (Vec<_>, Vec<_>) = left.iter().partition(|(_, s)| *s > SUPERSEDED_GRACE.as_secs_f64() + 5.0);
+    assert_eq!(whole.iter().map(|(v, _)| *v).collect::<Vec<_>>(), vec![published[0]], "{left:?}");
+    assert!(whole[0].1 > ttl.as_secs_f64() - 30.0, "kept for the TTL: {left:?}");
+    assert!(graced.iter().all(|(_, s)| *s > 0.0), "{left:?}");
+    for (n, version) in published.iter().enumerate() {
+        let page = store.version_page(key, *version, 0, 10).await.expect("read").expect("still readable");
+        assert_eq!(page.total, n as u64 + 1);
+    }
+    flush(&prefix).await;
+}
+
 #[tokio::test]
 async fn readers_never_see_a_partial_ranking() {
     let db = TestDb::create().await;
@@ -221,14 +268,8 @@ async fn readers_never_see_a_partial_ranking() {
     app.record(more).await;
 
     // Read Redis itself, not the replica's copy (which is swapped in whole whatever Redis
-    // holds): the daily ZSET through the pointer, and the packed copy of the version read.
-    let mut options = ranking_server::adapters::redis::RedisOptions::new(redis_url());
-    options.prefix = prefix.clone();
-    options.mode = match crate::helpers::test_redis_mode() {
-        "cluster" => ranking_server::adapters::redis::RedisMode::Cluster,
-        _ => ranking_server::adapters::redis::RedisMode::Single,
-    };
-    let direct = ranking_server::adapters::redis::RedisRankingStore::connect(&options).expect("store");
+    // holds): the current version through the pointer, and that version by its number.
+    let direct = direct_store(&prefix);
     let today = ranking_server::ports::RankingKey::Daily(Utc::now().date_naive());
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();

@@ -57,7 +57,7 @@ impl RedisRankingStore {
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
         let staged = self.stage(key, entries, sorted_set).await.map_err(unavailable)?;
-        let superseded_ms = u64::try_from(life.superseded_for.as_millis()).unwrap_or(u64::MAX);
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .scripts
             .publish
@@ -69,11 +69,13 @@ impl RedisRankingStore {
             .key(self.keys.base(key))
             .arg(self.keys.versions(key))
             .arg(life.expire_at.timestamp())
-            .arg(superseded_ms)
+            .arg(ms(life.superseded_for))
             .arg(self.keys.channel())
             .arg(announced)
             .arg(if entries.is_empty() { "0" } else { "1" })
             .arg(if sorted_set { "1" } else { "0" })
+            .arg(ms(life.superseded_spacing()))
+            .arg(ms(life.superseded_grace()))
             .invoke_async::<u64>(&mut self.conn.clone())
             .await;
         if published.is_err() && !entries.is_empty() {

@@ -3,7 +3,9 @@
 -- (SPEC §5). ARGV: version key prefix, expire-at (Unix s), superseded life (ms), channel,
 -- announcement prefix, whether the version holds entries (1/0), whether the staged sorted
 -- set replaces the daily ranking's (1/0: a daily ranking's full publication; a live pass's
--- and the other rankings have the packed copy and its product index only).
+-- and the other rankings have the packed copy and its product index only), the spacing of
+-- superseded versions kept for their whole life and the grace of the others (ms; see
+-- `VersionLife::superseded_life`).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local old = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -18,6 +20,8 @@ if old > 0 then
   local os = string.format('%.0f', old)
   local ok = ARGV[1] .. os
   local keep = tonumber(ARGV[3])
+  local longest = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if longest[2] and tonumber(longest[2]) - now + tonumber(ARGV[8]) > keep then keep = tonumber(ARGV[9]) end
   if keep > 0 and redis.call('EXISTS', ok .. ':packed') == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
     redis.call('PEXPIRE', ok .. ':packed', keep * 2)

@@ -64,6 +64,9 @@ struct Figures {
     events_per_second: f64,
     freshness_ms: Vec<f64>,
     passes: f64,
+    /// Passes that found the day's lease taken, and passes that failed (an epoch advance
+    /// past its deadline among them): what a stall in the freshness column comes from.
+    busy_failed: (f64, f64),
     rows_read_per_pass: f64,
     rows_changed_per_pass: f64,
     cpu_ms_per_pass: f64,
@@ -92,14 +95,14 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
     }
     println!("\n## Live exact ranking under RecordEvents load (throwaway PostgreSQL, one Redis, 2 release replicas)\n");
     println!(
-        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | passes | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
+        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
     );
     println!("|---:|---|---|---:|---|---:|---|---:|---:|---|---:|");
     for f in &all {
         let mut sorted = f.freshness_ms.clone();
         sorted.sort_by(f64::total_cmp);
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0} | {:.0}, {:.0}, {} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0} | {:.0}, {:.0}, {} | {:.2} |",
             f.products,
             f.interval,
             f.distribution,
@@ -109,6 +112,8 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
             sorted.last().copied().unwrap_or(f64::NAN),
             sorted.len(),
             f.passes,
+            f.busy_failed.0,
+            f.busy_failed.1,
             f.rows_read_per_pass,
             f.rows_changed_per_pass,
             f.rows_read_per_pass / f.rows_changed_per_pass.max(1.0),
@@ -306,6 +311,10 @@ async fn run(
         events_per_second: sent_in_load as f64 / load_seconds,
         freshness_ms,
         passes,
+        busy_failed: (
+            delta("ranking_live_passes_total{outcome=\"busy\"}"),
+            delta("ranking_live_passes_total{outcome=\"failed\"}"),
+        ),
         rows_read_per_pass: delta("ranking_live_rows_read_total") / passes.max(1.0),
         // Each writer's distinct products per second, summed over the writers (an upper
         // bound: their products overlap), times the seconds between passes.

@@ -45,6 +45,21 @@ async fn scrape(port: u16) -> String {
     body
 }
 
+/// The smallest bucket bound of histogram `name` holding every observation made between the
+/// two scrapes: an upper bound of the slowest one (`NaN` when none was made).
+fn slowest(before: &str, after: &str, name: &str) -> f64 {
+    let count = sample(after, &format!("{name}_count")) - sample(before, &format!("{name}_count"));
+    let bucket = format!("{name}_bucket{{le=\"");
+    let bounds = after.lines().filter_map(|l| l.strip_prefix(bucket.as_str())?.split('"').next());
+    bounds
+        .filter_map(|le| {
+            let series = format!("{bucket}{le}\"}}");
+            let within = sample(after, &series) - sample(before, &series);
+            (count > 0.0 && within >= count).then(|| le.parse::<f64>().unwrap_or(f64::INFINITY))
+        })
+        .fold(f64::NAN, f64::min)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -67,6 +82,8 @@ struct Figures {
     /// Passes that found the day's lease taken, and passes that failed (an epoch advance
     /// past its deadline among them): what a stall in the freshness column comes from.
     busy_failed: (f64, f64),
+    /// The upper bound of the slowest pass's histogram bucket.
+    slowest_pass_ms: f64,
     rows_read_per_pass: f64,
     rows_changed_per_pass: f64,
     cpu_ms_per_pass: f64,
@@ -95,14 +112,14 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
     }
     println!("\n## Live exact ranking under RecordEvents load (throwaway PostgreSQL, one Redis, 2 release replicas)\n");
     println!(
-        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
+        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean, slowest ≤) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
     );
     println!("|---:|---|---|---:|---|---:|---|---:|---:|---|---:|");
     for f in &all {
         let mut sorted = f.freshness_ms.clone();
         sorted.sort_by(f64::total_cmp);
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0} | {:.0}, {:.0}, {} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0}, {:.0} | {:.0}, {:.0}, {} | {:.2} |",
             f.products,
             f.interval,
             f.distribution,
@@ -119,6 +136,7 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
             f.rows_read_per_pass / f.rows_changed_per_pass.max(1.0),
             f.cpu_ms_per_pass,
             f.pass_ms,
+            f.slowest_pass_ms,
             f.recompute_ms,
             f.recompute_cpu_ms,
             f.recompute_rows,
@@ -315,6 +333,7 @@ async fn run(
             delta("ranking_live_passes_total{outcome=\"busy\"}"),
             delta("ranking_live_passes_total{outcome=\"failed\"}"),
         ),
+        slowest_pass_ms: slowest(&before, &after, "ranking_live_pass_seconds") * 1e3,
         rows_read_per_pass: delta("ranking_live_rows_read_total") / passes.max(1.0),
         // Each writer's distinct products per second, summed over the writers (an upper
         // bound: their products overlap), times the seconds between passes.

@@ -206,10 +206,7 @@ async fn two_replicas_recompute_each_day_once_per_tick() {
 fn direct_store(prefix: &str) -> ranking_server::adapters::redis::RedisRankingStore {
     let mut options = ranking_server::adapters::redis::RedisOptions::new(redis_url());
     options.prefix = prefix.to_string();
-    options.mode = match crate::helpers::test_redis_mode() {
-        "cluster" => ranking_server::adapters::redis::RedisMode::Cluster,
-        _ => ranking_server::adapters::redis::RedisMode::Single,
-    };
+    options.mode = crate::helpers::test_redis_topology();
     ranking_server::adapters::redis::RedisRankingStore::connect(&options).expect("store")
 }
 

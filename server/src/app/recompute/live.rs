@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::build::rank;
-use super::publish::{RankedCopy, ranked_copy};
-use super::{Computed, Recompute, day_lease};
+use super::publish::RankedCopy;
+use super::{Recompute, day_lease};
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
 use crate::domain::ranking::Contender;
@@ -275,9 +275,8 @@ impl Recompute {
     ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
         let (policy, hidden) = (Arc::clone(&self.policy), Arc::clone(hidden));
         let task = tokio::task::spawn_blocking(move || {
-            let Computed { entries, clamped, stats, clock } = rank(&policy, date, &mut contenders, &hidden);
-            let whole = ranked_copy(entries)?;
-            Ok((RankedCopy { whole, clamped, stats, clock }, contenders))
+            let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden))?;
+            Ok((ranked, contenders))
         });
         async move {
             match task.await {

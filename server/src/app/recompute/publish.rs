@@ -12,21 +12,25 @@ use tokio::time::Instant;
 use super::{Computed, Recompute, RecomputeReport};
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{RankingKey, RankingRun, Scored, StoreError, VersionLife};
+use crate::ports::{RankingKey, RankingRun, StoreError, VersionLife};
 
-/// The copy of a recompute's ranking (`entries` in any order), built once: it is what gets
-/// published, this replica's copy, and the index its segments are found in.
-pub(super) fn ranked_copy(entries: Vec<Scored>) -> Result<Arc<Snapshot>, StoreError> {
-    Snapshot::from_unordered(entries).map(Arc::new).map_err(StoreError::ranking)
-}
-
-/// A ranked population as a live pass publishes it: its copy in ranking order, with what
+/// A ranked population as it is published: its copy in ranking order, built once (what gets
+/// published, this replica's copy, and the index its segments are found in), with what
 /// [`Computed`] says of it.
 pub(super) struct RankedCopy {
     pub whole: Arc<Snapshot>,
     pub clamped: usize,
     pub stats: crate::domain::ranking::PopulationStats,
     pub clock: crate::domain::explain::RecencyClock,
+}
+
+impl RankedCopy {
+    /// The copy of `computed`'s entries (in any order).
+    pub(super) fn of(computed: Computed) -> Result<Self, StoreError> {
+        let Computed { entries, clamped, stats, clock } = computed;
+        let whole = Snapshot::from_unordered(entries).map(Arc::new).map_err(StoreError::ranking)?;
+        Ok(Self { whole, clamped, stats, clock })
+    }
 }
 
 /// Segment rankings being published at once by one recompute.
@@ -44,8 +48,7 @@ impl Recompute {
     pub(super) async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
         let (hidden, mut population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
-        let Computed { entries, clamped, stats, clock } = self.rank(date, &mut population, &hidden);
-        let whole = ranked_copy(entries)?;
+        let RankedCopy { whole, clamped, stats, clock } = RankedCopy::of(self.rank(date, &mut population, &hidden))?;
         let day_population = whole.len();
         let key = RankingKey::Daily(date);
         let life = self.life(date);
@@ -66,9 +69,9 @@ impl Recompute {
         let weekly_started = Instant::now();
 
         let mut population = week?;
-        let Computed { entries: week, clamped, .. } = self.rank(date, &mut population, &hidden);
+        let week = self.rank(date, &mut population, &hidden);
         drop(population);
-        let week = ranked_copy(week)?;
+        let RankedCopy { whole: week, clamped, .. } = RankedCopy::of(week)?;
         let weekly = RankingKey::Weekly(date);
         self.publish_whole(weekly, &week, clamped, life, false).await?;
         let weekly_elapsed = weekly_started.elapsed();

@@ -135,10 +135,14 @@ pub fn test_redis_mode() -> &'static str {
     }
 }
 
+/// [`test_redis_mode`] as the store's setting.
+pub fn test_redis_topology() -> RedisMode {
+    if test_redis_mode() == "cluster" { RedisMode::Cluster } else { RedisMode::Single }
+}
+
 /// A connection to the test Redis (one node or the cluster, as the service sees it).
 pub fn test_redis_connection(url: &str) -> Connection {
-    let mode = if test_redis_mode() == "cluster" { RedisMode::Cluster } else { RedisMode::Single };
-    redis_connection(url, mode)
+    redis_connection(url, test_redis_topology())
 }
 
 /// A connection to Redis at `url` (seed URLs in cluster mode).

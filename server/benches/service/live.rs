@@ -48,6 +48,12 @@ async fn scrape(port: u16) -> String {
 /// The smallest bucket bound of histogram `name` holding every observation made between the
 /// two scrapes: an upper bound of the slowest one (`NaN` when none was made).
 fn slowest(before: &str, after: &str, name: &str) -> f64 {
+    bucket_quantile(before, after, name, 1.0)
+}
+
+/// The smallest bucket bound of histogram `name` holding at least `q` of the observations
+/// made between the two scrapes (`NaN` when none was made).
+fn bucket_quantile(before: &str, after: &str, name: &str, q: f64) -> f64 {
     let count = sample(after, &format!("{name}_count")) - sample(before, &format!("{name}_count"));
     let bucket = format!("{name}_bucket{{le=\"");
     let bounds = after.lines().filter_map(|l| l.strip_prefix(bucket.as_str())?.split('"').next());
@@ -55,7 +61,7 @@ fn slowest(before: &str, after: &str, name: &str) -> f64 {
         .filter_map(|le| {
             let series = format!("{bucket}{le}\"}}");
             let within = sample(after, &series) - sample(before, &series);
-            (count > 0.0 && within >= count).then(|| le.parse::<f64>().unwrap_or(f64::INFINITY))
+            (count > 0.0 && within >= q * count).then(|| le.parse::<f64>().unwrap_or(f64::INFINITY))
         })
         .fold(f64::NAN, f64::min)
 }
@@ -84,6 +90,11 @@ struct Figures {
     busy_failed: (f64, f64),
     /// The upper bound of the slowest pass's histogram bucket.
     slowest_pass_ms: f64,
+    /// The holder's `ranking_freshness_seconds` (commit → version published), p50 and p99
+    /// as bucket bounds in ms.
+    published_ms: (f64, f64),
+    /// Mean ms of each phase: epoch, read, rank, publish.
+    phases_ms: [f64; 4],
     rows_read_per_pass: f64,
     rows_changed_per_pass: f64,
     cpu_ms_per_pass: f64,
@@ -94,7 +105,8 @@ struct Figures {
     rank_vs_health: f64,
 }
 
-pub async fn bench_live(redis: &str, sizes: &[i64]) {
+/// Every case of `sizes`, or only those of `cases` (`interval:popularity`) when some are given.
+pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     let mut all = Vec::new();
     for &products in sizes {
         let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
@@ -106,20 +118,23 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
         crate::recompute::seed_day(&pg.url(), today, products).await;
         for interval in ["1s", "500ms"] {
             for distribution in ["uniform", "zipf"] {
+                if !cases.is_empty() && !cases.contains(&format!("{interval}:{distribution}").as_str()) {
+                    continue;
+                }
                 all.push(run(&pg, redis, products, distribution, interval).await);
             }
         }
     }
     println!("\n## Live exact ranking under RecordEvents load (throwaway PostgreSQL, one Redis, 2 release replicas)\n");
     println!(
-        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean, slowest ≤) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
+        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | commit → published p50 / p99 ≤ ms | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean, slowest ≤) | phases ms: epoch / read / rank / publish | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
     );
-    println!("|---:|---|---|---:|---|---:|---|---:|---:|---|---:|");
+    println!("|---:|---|---|---:|---|---|---:|---|---:|---:|---|---|---:|");
     for f in &all {
         let mut sorted = f.freshness_ms.clone();
         sorted.sort_by(f64::total_cmp);
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0}, {:.0} | {:.0}, {:.0}, {} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} / {:.0} | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0}, {:.0} | {:.0} / {:.0} / {:.0} / {:.0} | {:.0}, {:.0}, {} | {:.2} |",
             f.products,
             f.interval,
             f.distribution,
@@ -128,6 +143,8 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
             percentile(&sorted, 0.99),
             sorted.last().copied().unwrap_or(f64::NAN),
             sorted.len(),
+            f.published_ms.0,
+            f.published_ms.1,
             f.passes,
             f.busy_failed.0,
             f.busy_failed.1,
@@ -137,6 +154,10 @@ pub async fn bench_live(redis: &str, sizes: &[i64]) {
             f.cpu_ms_per_pass,
             f.pass_ms,
             f.slowest_pass_ms,
+            f.phases_ms[0],
+            f.phases_ms[1],
+            f.phases_ms[2],
+            f.phases_ms[3],
             f.recompute_ms,
             f.recompute_cpu_ms,
             f.recompute_rows,
@@ -175,13 +196,20 @@ async fn run(
         assert!(started.elapsed() < Duration::from_secs(600), "the holder never loaded the day");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let other = ServerProcess::start(&envs(crate::helpers::free_port())).await;
+    let other_metrics = crate::helpers::free_port();
+    let other = ServerProcess::start(&envs(other_metrics)).await;
     let client = ranking_client::connect(format!("http://{}", other.addr)).await.expect("connect");
     // Its start-up recompute holds the day's lease a while (the holder's passes wait) and
-    // has the holder load its versions: over before the measurement starts.
+    // has the holder load its versions: over, on both, before the measurement starts.
     let mut c = client.clone();
     while !c.get_top_n(v1::GetTopNRequest::default()).await.is_ok_and(|t| t.into_inner().total >= products as u64) {
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for port in [holder_metrics, other_metrics] {
+        while sample(&scrape(port).await, "ranking_seconds_since_last_recompute") < 0.0 {
+            assert!(started.elapsed() < Duration::from_secs(600), "a replica's start-up recompute never ended");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -341,6 +369,14 @@ async fn run(
             * (load_seconds / passes.max(1.0)),
         cpu_ms_per_pass: cpu * 1e3 / passes.max(1.0),
         pass_ms: delta("ranking_live_pass_seconds_sum") * 1e3 / delta("ranking_live_pass_seconds_count").max(1.0),
+        published_ms: (
+            bucket_quantile(&before, &after, "ranking_freshness_seconds", 0.5) * 1e3,
+            bucket_quantile(&before, &after, "ranking_freshness_seconds", 0.99) * 1e3,
+        ),
+        phases_ms: ["epoch", "read", "rank", "publish"].map(|phase| {
+            let series = |what: &str| format!("ranking_live_phase_seconds_{what}{{phase=\"{phase}\"}}");
+            delta(&series("sum")) * 1e3 / delta(&series("count")).max(1.0)
+        }),
         recompute_ms: r.elapsed_ms as f64,
         recompute_cpu_ms,
         recompute_rows: rows_in_days * 2,

@@ -24,11 +24,12 @@
 //!   time and memory of loading a published version into the replica's snapshot. Load from
 //!   `h2load` (nghttp2's HTTP/2 benchmark, a separate process; Debian `nghttp2-client`), the
 //!   server being the release binary in a process of its own.
-//! - `live <redis-url> [products…]`: live exact ranking under a steady 10,000 events/s,
-//!   two release replicas: event commit → the other replica's GetRank (p50/p99/max), SQL
-//!   rows read and the holder's CPU per pass against a full Recompute, GetRank next to the
-//!   health check while passes run; uniform and Zipf popularity, 100,000 and 1,000,000
-//!   products.
+//! - `live <redis-url> [products…] [interval:popularity…]`: live exact ranking under a steady
+//!   10,000 events/s, two release replicas: event commit → the other replica's GetRank
+//!   (p50/p99/max) and → the holder's publication, SQL rows read, the holder's CPU and each
+//!   phase's time per pass against a full Recompute, GetRank next to the health check while
+//!   passes run; uniform and Zipf popularity, 100,000 and 1,000,000 products (`1s:uniform`
+//!   and the like run only those cases).
 //! - `bus <kafka-brokers> [events] [nats-url]`: a backlog of 1,000,000 events (uniform over
 //!   100,000 products, then Zipf) on Kafka (4 partitions) and on JetStream, drained into a
 //!   throwaway PostgreSQL by one and two replicas, next to the broker's read-only rate and
@@ -146,7 +147,9 @@ async fn main() {
         Some("live") => {
             let redis = args.get(1).map(String::as_str).unwrap_or("redis://127.0.0.1:6379");
             let sizes: Vec<i64> = args.iter().skip(2).filter_map(|s| s.parse().ok()).collect();
-            live::bench_live(redis, if sizes.is_empty() { &[100_000, 1_000_000] } else { &sizes }).await;
+            // `interval:popularity` arguments (`1s:uniform`) run those cases alone.
+            let cases: Vec<&str> = args.iter().skip(2).map(String::as_str).filter(|s| s.contains(':')).collect();
+            live::bench_live(redis, if sizes.is_empty() { &[100_000, 1_000_000] } else { &sizes }, &cases).await;
         }
         Some("bus") => {
             let given = |i: usize, default: &'static str| {

@@ -20,12 +20,13 @@ use async_trait::async_trait;
 
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
+use crate::domain::snapshot::Snapshot;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// Which page: ranking, offset, limit.
@@ -152,6 +153,16 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         life: VersionLife,
     ) -> Result<u64, StoreError> {
         self.inner.publish_loadable(key, entries, life).await
+    }
+
+    async fn publish_copy(
+        &self,
+        key: RankingKey,
+        copy: &Arc<Snapshot>,
+        life: VersionLife,
+        form: Form,
+    ) -> Result<u64, StoreError> {
+        self.inner.publish_copy(key, copy, life, form).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

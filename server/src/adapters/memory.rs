@@ -18,8 +18,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey, RankingStore,
-    Scored, StoreError, VersionLife,
+    Announcement, Announcements, Form, Found, HourlyIncrement, Lease, LeaseLock, Page, Placements, RankingKey,
+    RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -152,6 +152,30 @@ impl MemoryRankingStore {
         f(&mut rankings)
     }
 
+    /// Makes `ranking` the current version of `key` (versioned), keeping the superseded one
+    /// as [`VersionLife`] says, and announces it.
+    fn install(&self, key: RankingKey, ranking: Arc<Snapshot>, life: VersionLife) -> Result<u64, StoreError> {
+        let version = self.next_version();
+        self.with_versioned(|rankings| {
+            let superseded = match rankings.remove(&key) {
+                Some(mut old) => {
+                    let now = Instant::now();
+                    let longest = old.superseded.iter().map(|(_, _, until)| until.saturating_duration_since(now)).max();
+                    let keep = life.superseded_life(longest);
+                    if !keep.is_zero() {
+                        old.superseded.push((old.current, old.ranking, now + keep));
+                    }
+                    old.superseded
+                }
+                None => Vec::new(),
+            };
+            rankings.insert(key, Versions { current: version, ranking, expire_at: life.expire_at, superseded });
+        });
+        // Nobody listening is fine: replicas poll.
+        let _ = self.announce.send(Announcement { key, version });
+        Ok(version)
+    }
+
     /// The next version number: milliseconds since the epoch, or one more than the last.
     fn next_version(&self) -> u64 {
         let mut last = lock(&self.last_version);
@@ -174,25 +198,21 @@ impl RankingStore for MemoryRankingStore {
         // Built outside the lock, swapped in under it: readers see old or new, never a mix.
         let ranking =
             Arc::new(Snapshot::from_unordered(entries.to_vec()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-        let version = self.next_version();
-        self.with_versioned(|rankings| {
-            let superseded = match rankings.remove(&key) {
-                Some(mut old) => {
-                    let now = Instant::now();
-                    let longest = old.superseded.iter().map(|(_, _, until)| until.saturating_duration_since(now)).max();
-                    let keep = life.superseded_life(longest);
-                    if !keep.is_zero() {
-                        old.superseded.push((old.current, old.ranking, now + keep));
-                    }
-                    old.superseded
-                }
-                None => Vec::new(),
-            };
-            rankings.insert(key, Versions { current: version, ranking, expire_at: life.expire_at, superseded });
-        });
-        // Nobody listening is fine: replicas poll.
-        let _ = self.announce.send(Announcement { key, version });
-        Ok(version)
+        self.install(key, ranking, life)
+    }
+
+    async fn publish_copy(
+        &self,
+        key: RankingKey,
+        copy: &Arc<Snapshot>,
+        life: VersionLife,
+        _: Form,
+    ) -> Result<u64, StoreError> {
+        if !key.is_versioned() {
+            return Err(StoreError::Corrupt(format!("{key:?} has no versions")));
+        }
+        // Immutable: the replica's copy is the store's version, shared.
+        self.install(key, Arc::clone(copy), life)
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -256,16 +256,30 @@ impl LiveDay {
         );
     }
 
-    /// Today's daily contenders, as a recompute gathers them: each row of today with what it
-    /// inherits, then the products ranked through carry-over alone. Appended to `out`.
+    /// Today's daily contenders, the values a recompute gathers (each row of today with what
+    /// it inherits, and the products ranked through carry-over alone), in ascending product
+    /// order: the ledger is read beside today's rows rather than taken from, so that neither
+    /// it is copied nor the ranking has two runs to sort. Appended to `out`.
     pub fn daily_contenders(&self, out: &mut Vec<Contender>) {
-        let mut ledger = self.ledger.clone();
-        out.reserve(self.today.len() + ledger.len());
+        let profile = &self.profile;
+        let carry_only = |(id, carried): (i64, CarryOver)| {
+            let standing = DayStanding {
+                main: profile.main_score(&DailyMetrics::default(), carried),
+                metrics: DailyMetrics::default(),
+            };
+            Contender::new(profile, id, standing, None)
+        };
+        out.reserve(self.today.len() + self.ledger.len());
+        let mut carried = self.ledger.untaken().peekable();
         for (id, metrics, last) in self.today.iter() {
-            let standing = ledger.take(id, metrics);
-            out.push(Contender::new(&self.profile, id, standing, Some(last)));
+            while let Some(before) = carried.next_if(|(c, _)| *c < id) {
+                out.push(carry_only(before));
+            }
+            let inherited = carried.next_if(|(c, _)| *c == id).map_or(CarryOver::default(), |(_, c)| c);
+            let standing = DayStanding { main: profile.main_score(&metrics, inherited), metrics };
+            out.push(Contender::new(profile, id, standing, Some(last)));
         }
-        out.extend(ledger.carry_only().map(|(id, standing)| Contender::new(&self.profile, id, standing, None)));
+        out.extend(carried.map(carry_only));
     }
 
     /// The week's contenders, as a recompute's grouped read gives them: every product with

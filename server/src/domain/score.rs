@@ -154,6 +154,13 @@ impl CarryLedger {
         })
     }
 
+    /// Every product carried into the current day with its carry, in ascending product
+    /// order (taken ones left out): what [`CarryLedger::take`] and
+    /// [`CarryLedger::carry_only`] give, read without taking.
+    pub fn untaken(&self) -> impl Iterator<Item = (i64, CarryOver)> + '_ {
+        self.carried.iter().copied().filter(|(_, c)| *c != TAKEN)
+    }
+
     /// This ledger with the entries of `products` (ascending) replaced by `fresh`'s, a ledger
     /// of the same day computed from those products' rows alone (the chain of one product
     /// never depends on another's). Untaken ledgers only.

@@ -1,23 +1,22 @@
 //! An immutable ranking held in memory: entries best first plus an index from product id
-//! to position, so a page costs O(limit) and a product's rank O(1).
+//! to position, so a page costs O(limit) and a product's rank O(log n).
 //!
 //! A ranking that is another one restricted to some of its products (a segment of a daily or
 //! weekly ranking, same scores, same order) can be held as the positions of its entries in
-//! that other ranking ([`Snapshot::within`]): 4 bytes an entry instead of 16 plus an index; a
-//! product's rank is then its position in the whole ranking (O(1)) searched among the
-//! positions (O(log n)).
+//! that other ranking ([`Snapshot::within`]): 4 bytes an entry instead of 28; a product's
+//! rank is then its position in the whole ranking searched among the positions.
 //!
 //! The order is the ranking stores' order: score descending, equal scores by descending
-//! product id (the `ZREVRANGE` order of zero-padded members). The index is a
-//! `hashbrown::HashTable` of `u32` positions hashed by product id with a per-snapshot random
-//! seed: 4 bytes per bucket instead of a second copy of every id, and ids chosen by a caller
-//! cannot be lined up to collide without knowing the seed.
+//! product id (the `ZREVRANGE` order of zero-padded members). The index is the product ids in
+//! ascending order beside each one's position (12 bytes an entry, about what a hash table of
+//! positions takes at its load factor). Unlike a hash table it is built in one sequential
+//! pass from entries in product order (what a recompute ranks), it is the very product index
+//! the Redis store publishes ([`Snapshot::product_index`]), and no choice of ids by a caller
+//! makes a lookup slower.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
-
-use hashbrown::HashTable;
 
 /// A product and its score in a ranking.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,8 +53,9 @@ pub struct Snapshot {
 
 /// How a snapshot holds its entries.
 enum Held {
-    /// Entries of its own and an index from product id to position.
-    Own { entries: Vec<Scored>, index: HashTable<u32>, seed: u64 },
+    /// Entries of its own and the product index: `ids` ascending, `at[k]` the position of
+    /// `ids[k]` in `entries`.
+    Own { entries: Vec<Scored>, ids: Vec<i64>, at: Vec<u32> },
     /// Ascending positions of its entries in `whole`.
     Within { whole: Arc<Snapshot>, positions: Vec<u32> },
 }
@@ -66,18 +66,56 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
-/// Folded 64×64→128 multiply of the seeded id: every input bit reaches the high bits that
-/// `hashbrown` uses for its control bytes and the low bits it uses for the bucket.
-fn hash(seed: u64, product_id: i64) -> u64 {
-    let x = u128::from((product_id as u64) ^ seed) * u128::from(0x9E37_79B9_7F4A_7C15_u64);
-    (x >> 64) as u64 ^ x as u64
+/// `score` as an unsigned integer of the same order as `f64::total_cmp` (an order-preserving
+/// bit flip): sorting on it needs no float comparison.
+fn order_bits(score: f64) -> u64 {
+    let bits = score.to_bits();
+    if bits >> 63 == 1 { !bits } else { bits | 1 << 63 }
+}
+
+/// The inverse of [`order_bits`].
+fn from_order_bits(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 { key & !(1 << 63) } else { !key })
 }
 
 impl Snapshot {
-    /// A snapshot of entries in any order (as a recompute produces them).
+    /// A snapshot of entries in any order. Entries in ascending product order (what a
+    /// recompute ranks) or already in ranking order (what a store returns) are taken as they
+    /// are, without a sort.
     pub fn from_unordered(mut entries: Vec<Scored>) -> Result<Self, SnapshotError> {
-        entries.sort_unstable_by(ranking_order);
-        Self::from_ranked(entries)
+        if u32::try_from(entries.len()).is_err() {
+            return Err(SnapshotError::TooLarge(entries.len()));
+        }
+        if entries.is_sorted_by(|a, b| ranking_order(a, b) == Ordering::Less) {
+            return Self::from_ranked(entries);
+        }
+        entries.sort_unstable_by_key(|e| e.product_id);
+        if let Some(w) = entries.windows(2).find(|w| w[0].product_id == w[1].product_id) {
+            return Err(SnapshotError::Duplicate(w[0].product_id));
+        }
+        Ok(Self::from_product_order(entries))
+    }
+
+    /// Entries of strictly ascending product ids put in ranking order: one sort of 16-byte
+    /// integer keys (the score's order bits, then the product's index reversed), after which
+    /// both the entries and the product index are written in one pass.
+    fn from_product_order(mut entries: Vec<Scored>) -> Self {
+        let ids: Vec<i64> = entries.iter().map(|e| e.product_id).collect();
+        // Ascending keys: descending score, then descending product id (= index).
+        let mut keys: Vec<u128> = entries
+            .iter()
+            .zip(0u32..)
+            .map(|(e, k)| u128::from(!order_bits(e.score)) << 32 | u128::from(u32::MAX - k))
+            .collect();
+        keys.sort_unstable();
+        let mut at = vec![0u32; ids.len()];
+        for ((entry, key), position) in entries.iter_mut().zip(&keys).zip(0u32..) {
+            let k = (u32::MAX - *key as u32) as usize;
+            *entry = Scored { product_id: ids[k], score: from_order_bits(!((*key >> 32) as u64)) };
+            at[k] = position;
+        }
+        entries.shrink_to_fit();
+        Self { held: Held::Own { entries, ids, at } }
     }
 
     /// A snapshot of entries already in ranking order (as a store returns them).
@@ -92,22 +130,24 @@ impl Snapshot {
             });
         }
         entries.shrink_to_fit();
-        let seed = rand::random::<u64>();
-        let mut index = HashTable::with_capacity(entries.len());
-        for (position, e) in entries.iter().enumerate() {
-            let id = e.product_id;
-            match index.entry(
-                hash(seed, id),
-                |p: &u32| entries[*p as usize].product_id == id,
-                |p: &u32| hash(seed, entries[*p as usize].product_id),
-            ) {
-                hashbrown::hash_table::Entry::Occupied(_) => return Err(SnapshotError::Duplicate(id)),
-                hashbrown::hash_table::Entry::Vacant(slot) => {
-                    slot.insert(position as u32);
-                }
-            }
+        // Sorted as (id, position) pairs side by side: no random access into `entries` per
+        // comparison.
+        let mut pairs: Vec<(i64, u32)> = entries.iter().zip(0u32..).map(|(e, at)| (e.product_id, at)).collect();
+        pairs.sort_unstable();
+        if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(SnapshotError::Duplicate(w[0].0));
         }
-        Ok(Self { held: Held::Own { entries, index, seed } })
+        let (ids, at) = pairs.into_iter().unzip();
+        Ok(Self { held: Held::Own { entries, ids, at } })
+    }
+
+    /// The product index of a snapshot with entries of its own: for each product in
+    /// ascending id order, its position (`None` for one held within another).
+    pub fn product_index(&self) -> Option<&[u32]> {
+        match &self.held {
+            Held::Own { at, .. } => Some(at),
+            Held::Within { .. } => None,
+        }
     }
 
     /// `entries` (in ranking order) held as positions in `whole`, when every entry is an
@@ -183,9 +223,9 @@ impl Snapshot {
     /// The 0-based position of a product and its entry.
     pub fn position(&self, product_id: i64) -> Option<(usize, Scored)> {
         match &self.held {
-            Held::Own { entries, index, seed } => {
-                let p = *index.find(hash(*seed, product_id), |p| entries[*p as usize].product_id == product_id)?;
-                Some((p as usize, entries[p as usize]))
+            Held::Own { entries, ids, at } => {
+                let p = at[ids.binary_search(&product_id).ok()?] as usize;
+                Some((p, entries[p]))
             }
             Held::Within { whole, positions } => {
                 let (p, e) = whole.position(product_id)?;
@@ -209,8 +249,10 @@ impl Snapshot {
     /// positions counts its positions, not the whole ranking it shares).
     pub fn heap_bytes(&self) -> usize {
         match &self.held {
-            Held::Own { entries, index, .. } => {
-                entries.capacity() * std::mem::size_of::<Scored>() + index.allocation_size()
+            Held::Own { entries, ids, at } => {
+                entries.capacity() * std::mem::size_of::<Scored>()
+                    + ids.capacity() * std::mem::size_of::<i64>()
+                    + at.capacity() * std::mem::size_of::<u32>()
             }
             Held::Within { positions, .. } => positions.capacity() * std::mem::size_of::<u32>(),
         }
@@ -239,6 +281,14 @@ mod tests {
         assert_eq!(s.page(3, 10).len(), 1);
         assert!(s.page(4, 10).is_empty());
         assert!(s.page(u64::MAX, u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn an_entry_takes_28_bytes_with_its_index() {
+        let entries: Vec<Scored> = (0..1_000).map(|i| scored(i, f64::from(i as u32 % 7))).collect();
+        assert_eq!(Snapshot::from_unordered(entries.clone()).expect("valid").heap_bytes(), 28_000);
+        let ranked = Snapshot::from_unordered(entries).expect("valid").page(0, u64::MAX).into_owned();
+        assert_eq!(Snapshot::from_ranked(ranked).expect("valid").heap_bytes(), 28_000);
     }
 
     #[test]
@@ -274,6 +324,46 @@ mod tests {
             }
             for s in 0..5 {
                 prop_assert_eq!(within.above(f64::from(s)), own.above(f64::from(s)));
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn order_bits_sort_like_total_cmp_and_give_the_score_back(a in any::<f64>(), b in any::<f64>()) {
+            prop_assert_eq!(order_bits(a).cmp(&order_bits(b)), a.total_cmp(&b));
+            prop_assert_eq!(from_order_bits(order_bits(a)).to_bits(), a.to_bits());
+        }
+
+        /// Entries in any order, in product order and in ranking order make the same
+        /// snapshot: the same entries bit for bit, and a product index giving each product's
+        /// position in ascending id order.
+        #[test]
+        fn every_order_of_the_entries_makes_the_same_snapshot(
+            ids in proptest::collection::hash_set(any::<i64>(), 0..300),
+            scores in proptest::collection::vec(prop_oneof![Just(-0.0), Just(0.0), Just(1.5), any::<f64>()], 300),
+        ) {
+            let shuffled: Vec<Scored> = ids.iter().zip(scores.iter().cycle()).map(|(id, s)| scored(*id, *s)).collect();
+            let mut by_product = shuffled.clone();
+            by_product.sort_by_key(|e| e.product_id);
+            let mut ranked = shuffled.clone();
+            ranked.sort_by(ranking_order);
+            let bits = |s: &Snapshot| -> Vec<(i64, u64)> {
+                s.page(0, u64::MAX).iter().map(|e| (e.product_id, e.score.to_bits())).collect()
+            };
+            let expected: Vec<(i64, u64)> = ranked.iter().map(|e| (e.product_id, e.score.to_bits())).collect();
+            let index: Vec<u32> = by_product
+                .iter()
+                .map(|e| ranked.iter().position(|r| r.product_id == e.product_id).expect("ranked") as u32)
+                .collect();
+            for snapshot in [
+                Snapshot::from_unordered(shuffled).expect("valid"),
+                Snapshot::from_unordered(by_product).expect("valid"),
+                Snapshot::from_unordered(ranked.clone()).expect("valid"),
+                Snapshot::from_ranked(ranked).expect("valid"),
+            ] {
+                prop_assert_eq!(bits(&snapshot), expected.clone());
+                prop_assert_eq!(snapshot.product_index(), Some(&index[..]));
             }
         }
     }

@@ -15,6 +15,16 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of `ranking_live_phase_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LivePhaseLabels {
+    /// `epoch` (advancing the change epoch: the wait for writers of the previous one),
+    /// `read` (changed rows, products refreshed, catalog), `rank` (today's daily ranking and
+    /// its copy), `publish` (its publication, the weekly ranking's ranking and publication,
+    /// segments).
+    pub phase: &'static str,
+}
+
 /// Every live-pass metric.
 pub struct LiveMetrics {
     /// Seconds per pass that published (SQL reads, ranking, publication).
@@ -27,6 +37,8 @@ pub struct LiveMetrics {
     pub freshness_seconds: Histogram,
     /// Passes by outcome.
     pub passes: Family<OutcomeLabels, Counter>,
+    /// Seconds per phase of the passes that published.
+    pub phase_seconds: Family<LivePhaseLabels, Histogram, fn() -> Histogram>,
 }
 
 impl LiveMetrics {
@@ -37,6 +49,7 @@ impl LiveMetrics {
             rows_read: Counter::default(),
             freshness_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
             passes: Family::default(),
+            phase_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 16))),
         };
         registry.register("live_pass_seconds", "Wall time of a live pass that published", live.pass_seconds.clone());
         registry.register(
@@ -50,7 +63,19 @@ impl LiveMetrics {
             live.freshness_seconds.clone(),
         );
         registry.register("live_passes", "Live passes by outcome", live.passes.clone());
+        registry.register(
+            "live_phase_seconds",
+            "Wall time of each phase of a live pass that published",
+            live.phase_seconds.clone(),
+        );
         live
+    }
+
+    /// Records the phases of a pass that published, each `(phase, seconds)`.
+    pub fn phases(&self, phases: &[(&'static str, f64)]) {
+        for (phase, seconds) in phases {
+            self.phase_seconds.get_or_create(&LivePhaseLabels { phase }).observe(*seconds);
+        }
     }
 
     /// Counts a pass of `outcome`.

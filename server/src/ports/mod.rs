@@ -8,6 +8,7 @@
 //! Handlers, the ingest path and the recompute depend on these traits only, so a new store
 //! plugs in without touching them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -235,6 +236,17 @@ pub struct Announcement {
 /// the subscription is lost (the subscriber polls meanwhile and subscribes again).
 pub type Announcements = futures_util::stream::BoxStream<'static, Announcement>;
 
+/// The forms a publication writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Every form of the ranking: what replicas load, and a daily ranking's sorted set
+    /// (SPEC §5).
+    Full,
+    /// What replicas load and every read of a version uses only (a live pass's daily
+    /// ranking; SPEC §10.2).
+    Loadable,
+}
+
 /// Derived rankings. Equal scores are ordered by descending product id in every read.
 ///
 /// Versioned rankings ([`RankingKey::is_versioned`]) are immutable between publications:
@@ -261,6 +273,24 @@ pub trait RankingStore: Send + Sync + 'static {
         life: VersionLife,
     ) -> Result<u64, StoreError> {
         self.publish(key, entries, life).await
+    }
+
+    /// Publishes `copy`, this replica's copy of a daily or weekly ranking, in `form`
+    /// ([`RankingStore::publish`] or [`RankingStore::publish_loadable`] of its entries), using
+    /// what else the copy holds: the Redis store writes the copy's product index rather than
+    /// sorting the entries again, the in-process store keeps the copy itself.
+    async fn publish_copy(
+        &self,
+        key: RankingKey,
+        copy: &Arc<Snapshot>,
+        life: VersionLife,
+        form: Form,
+    ) -> Result<u64, StoreError> {
+        let entries = copy.page(0, u64::MAX);
+        match form {
+            Form::Full => self.publish(key, &entries, life).await,
+            Form::Loadable => self.publish_loadable(key, &entries, life).await,
+        }
     }
 
     /// The current version of each versioned ranking, `None` for one that was never

@@ -45,6 +45,7 @@
 //! - [`placements`]: products' places, from either form of ranking.
 //! - [`lease`]: [`LeaseLock`](crate::ports::LeaseLock) on Redis.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -65,13 +66,13 @@ use connection::{Connection, Subscriber};
 pub use keys::member;
 use keys::{Keys, parse_announcement, parse_version, product_of};
 use packed::{PACKED, byte_range, unpack};
-use publish::Form;
 use scripts::Scripts;
 
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
+use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcements, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// Connection settings of the Redis store.
@@ -150,7 +151,7 @@ impl RedisRankingStore {
 #[async_trait]
 impl RankingStore for RedisRankingStore {
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, life, Form::Full).await
+        self.publish_version(key, entries, None, life, Form::Full).await
     }
 
     async fn publish_loadable(
@@ -159,7 +160,17 @@ impl RankingStore for RedisRankingStore {
         entries: &[Scored],
         life: VersionLife,
     ) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, life, Form::Loadable).await
+        self.publish_version(key, entries, None, life, Form::Loadable).await
+    }
+
+    async fn publish_copy(
+        &self,
+        key: RankingKey,
+        copy: &Arc<Snapshot>,
+        life: VersionLife,
+        form: Form,
+    ) -> Result<u64, StoreError> {
+        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), life, form).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -9,7 +9,7 @@ use redis::RedisError;
 use super::keys::{announced, member};
 use super::packed::{indexed, pack, product_order};
 use super::{RedisRankingStore, unavailable};
-use crate::ports::{RankingKey, Scored, StoreError, VersionLife};
+use crate::ports::{Form, RankingKey, Scored, StoreError, VersionLife};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
@@ -35,28 +35,20 @@ impl Staged {
     }
 }
 
-/// The forms a publication writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Form {
-    /// The packed copy and its product index, and a daily ranking's sorted set (SPEC §5).
-    Full,
-    /// The packed copy and its product index only: what replicas load and every read of a
-    /// version uses (a live pass's daily ranking; SPEC §10.2).
-    Loadable,
-}
-
 impl RedisRankingStore {
-    /// [`crate::ports::RankingStore::publish`] and `publish_loadable`.
+    /// [`crate::ports::RankingStore::publish`], `publish_loadable` and `publish_copy`:
+    /// `by_product` is the entries' product index when the caller has it.
     pub(super) async fn publish_version(
         &self,
         key: RankingKey,
         entries: &[Scored],
+        by_product: Option<&[u32]>,
         life: VersionLife,
         form: Form,
     ) -> Result<u64, StoreError> {
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
-        let staged = self.stage(key, entries, sorted_set).await.map_err(unavailable)?;
+        let staged = self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let published = self
             .scripts
@@ -86,11 +78,20 @@ impl RedisRankingStore {
 
     /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for
     /// replicas to load), its product index, and a sorted set when `sorted_set`.
-    async fn stage(&self, key: RankingKey, entries: &[Scored], sorted_set: bool) -> Result<Staged, RedisError> {
+    async fn stage(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        by_product: Option<&[u32]>,
+        sorted_set: bool,
+    ) -> Result<Staged, RedisError> {
         let mut conn = self.conn.clone();
         let staged = Staged::named(self.keys.staging(key));
         let ttl = self.staging_ttl.as_secs().max(1);
-        let order = product_order(entries);
+        let order = match by_product {
+            Some(index) => std::borrow::Cow::Borrowed(index),
+            None => std::borrow::Cow::Owned(product_order(entries)),
+        };
         let mut index = order.chunks(STAGE_GROUP);
         for group in entries.chunks(STAGE_GROUP) {
             let mut pipe = redis::pipe();

@@ -2,8 +2,9 @@
 //! catalog rows stamped with the epochs since the previous pass, and the rows of a few
 //! products over a range of days.
 //!
-//! Why no row can be missed: every writer of metrics or catalog rows reads the epoch first
-//! under a shared row lock ([`super::dialect::Dialect::change_epoch_lock`]) and stamps its
+//! Why no row can be missed: every writer of metrics or catalog rows reads the epoch, before
+//! it writes the first of them, under a shared row lock held to its commit
+//! ([`super::dialect::Dialect::change_epoch_lock`]) and stamps its
 //! rows with it; [`advance`] updates that row, which waits until every transaction holding the
 //! old epoch has committed or rolled back. When the advance to `n` commits, each row stamped
 //! with an epoch below `n` is committed, and each transaction still to commit stamps `n` or

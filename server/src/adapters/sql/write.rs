@@ -1,13 +1,14 @@
 //! The batch write path: one transaction of a constant number of statements per batch,
 //! whatever its size.
 //!
-//! 0. The change epoch, read under a shared row lock held to the commit; the daily rows
-//!    written are stamped with it (what a live pass finds changed rows by:
-//!    [`super::changes`]).
 //! 1. One query finds the ids already stored (the duplicates).
 //! 2. One insert-or-ignore stores the fresh events, in ascending id order so that two
 //!    batches sharing ids wait for each other instead of deadlocking on the primary key.
-//! 3. One additive upsert per metrics table applies the deltas folded per row (in batch
+//! 3. The change epoch, read under a shared row lock held to the commit; the metrics rows
+//!    written next are stamped with it (what a live pass finds changed rows by:
+//!    [`super::changes`]). Taken after the events, the first half of the transaction, so
+//!    that a live pass advancing the epoch waits only for the metrics writes in flight.
+//! 4. One additive upsert per metrics table applies the deltas folded per row (in batch
 //!    order: likes and unlikes are order-sensitive), rows in ascending key order; plus one
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
@@ -134,8 +135,6 @@ impl BatchWrite<'_> {
     /// metrics; returns the indexes that were fresh. Does not commit.
     pub async fn run(&self, candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
         let batch = self.batch;
-        // First, so that the epoch's shared lock covers every row this transaction writes.
-        let epoch = self.change_epoch().await?;
         let stored = self.stored_events(candidates).await?;
         let fresh: Vec<usize> = candidates
             .iter()
@@ -195,6 +194,10 @@ impl BatchWrite<'_> {
             all_time.entry(e.event.product_id).or_default().add(&e.event, signal);
         }
         columns.sort_unstable();
+        // Before the first metrics row, so that the epoch's shared lock covers every one this
+        // transaction writes; not earlier: an advance waits for the lock's holders, and a
+        // writer still checking and inserting its events has no metrics row to cover yet.
+        let epoch = self.change_epoch().await?;
         let daily_keys = |rows: &[(&(NaiveDate, i64), &RowDelta)]| {
             vec![
                 Column::Date(rows.iter().map(|((date, _), _)| *date).collect()),

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{Computed, Recompute, RecomputeReport};
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{RankingKey, RankingRun, StoreError, VersionLife};
+use crate::ports::{Form, RankingKey, RankingRun, StoreError, VersionLife};
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
 /// published, this replica's copy, and the index its segments are found in), with what
@@ -103,11 +103,8 @@ impl Recompute {
         life: VersionLife,
         live: bool,
     ) -> Result<u64, StoreError> {
-        let entries = whole.page(0, u64::MAX);
-        let version = match live {
-            true => self.rankings.publish_loadable(key, &entries, life).await?,
-            false => self.rankings.publish(key, &entries, life).await?,
-        };
+        let form = if live { Form::Loadable } else { Form::Full };
+        let version = self.rankings.publish_copy(key, whole, life, form).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install_copy(key, version, whole.clone()).await;
         Ok(version)

@@ -145,6 +145,7 @@ proptest! {
         live.refresh(&earlier, rows);
         // In ascending product order already: what the ranking sorts them into anyway.
         let (daily, weekly) = contenders(&live);
+        prop_assert!(daily.windows(2).all(|w| w[0].product_id < w[1].product_id));
         prop_assert!(weekly.windows(2).all(|w| w[0].product_id < w[1].product_id));
         prop_assert_eq!(sorted((daily, weekly)), sorted(reference(&profile, &state)));
     }

@@ -100,30 +100,52 @@ impl DayRows {
     }
 
     /// This table without the rows of `gone` (ascending) and with `fresh`'s (a product of
-    /// `fresh` is not held or is in `gone`).
+    /// `fresh` is not held or is in `gone`). The held rows between two changes are copied
+    /// as runs, column by column: a pass that brings a few new products copies the day's
+    /// table at memory speed rather than row by row.
     fn merged(&self, fresh: &DayRows, gone: &[i64]) -> DayRows {
         let mut out = DayRows::new(self.custom);
         let capacity = self.len() + fresh.len();
         out.ids.reserve_exact(capacity);
         out.last_event_us.reserve_exact(capacity);
         out.values.reserve_exact(capacity * self.stride());
-        let mut gone = gone.iter().peekable();
-        let (mut a, mut b) = (0, 0);
-        while a < self.len() || b < fresh.len() {
-            let take_held = b == fresh.len() || (a < self.len() && self.ids[a] < fresh.ids[b]);
-            if take_held {
-                let id = self.ids[a];
-                while gone.next_if(|g| **g < id).is_some() {}
-                if gone.peek() != Some(&&id) {
-                    out.push(id, &self.metrics(a), self.last_event_us[a]);
+        let (mut a, mut b, mut g) = (0, 0, 0);
+        loop {
+            let (next_fresh, next_gone) = (fresh.ids.get(b).copied(), gone.get(g).copied());
+            let boundary = match (next_fresh, next_gone) {
+                (Some(f), Some(x)) => Some(f.min(x)),
+                (f, x) => f.or(x),
+            };
+            let end = match boundary {
+                Some(id) => a + self.ids[a..].partition_point(|held| *held < id),
+                None => self.len(),
+            };
+            out.extend_from(self, a..end);
+            a = end;
+            match (boundary, next_gone) {
+                (None, _) => return out,
+                // A product leaving (and maybe coming back from `fresh` next round).
+                (Some(id), Some(x)) if id == x => {
+                    g += 1;
+                    if self.ids.get(a) == Some(&id) {
+                        a += 1;
+                    }
                 }
-                a += 1;
-            } else {
-                out.push(fresh.ids[b], &fresh.metrics(b), fresh.last_event_us[b]);
-                b += 1;
+                _ => {
+                    out.extend_from(fresh, b..b + 1);
+                    b += 1;
+                }
             }
         }
-        out
+    }
+
+    /// Appends the rows `range` of `other` (above every row held).
+    fn extend_from(&mut self, other: &DayRows, range: std::ops::Range<usize>) {
+        debug_assert!(range.is_empty() || self.ids.last().is_none_or(|last| *last < other.ids[range.start]));
+        let stride = self.stride();
+        self.ids.extend_from_slice(&other.ids[range.clone()]);
+        self.last_event_us.extend_from_slice(&other.last_event_us[range.clone()]);
+        self.values.extend_from_slice(&other.values[range.start * stride..range.end * stride]);
     }
 }
 

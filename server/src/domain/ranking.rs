@@ -142,6 +142,17 @@ pub fn rank_population<T>(
         .map(|(i, axis)| AxisStats::of(contenders.iter().map(|c| raw(*axis, c.axes[i], day_start_us, reference_us))))
         .collect();
     let max: Vec<u32> = (0..axes.len()).map(|i| layout.max_norm(i)).collect();
+    // A signal's values are counts, most of them small and shared by many products: their
+    // norms are computed once per value (the same function of the same input, so the same
+    // bits) instead of an `exp` and a `round` per product.
+    let small: Vec<Vec<u32>> = axes
+        .iter()
+        .enumerate()
+        .map(|(i, axis)| match axis {
+            AxisRef::Signal(_) => (0..SMALL_VALUES).map(|v| axis_norm(*axis, &stats[i], v as f64, max[i])).collect(),
+            AxisRef::Recency => Vec::new(),
+        })
+        .collect();
 
     let mut clamped = 0;
     let mut norms = [0u32; MAX_AXES];
@@ -149,7 +160,11 @@ pub fn rank_population<T>(
         .iter()
         .map(|c| {
             for (i, axis) in axes.iter().enumerate() {
-                norms[i] = axis_norm(*axis, &stats[i], raw(*axis, c.axes[i], day_start_us, reference_us), max[i]);
+                let value = c.axes[i];
+                norms[i] = match usize::try_from(value).ok().and_then(|v| small[i].get(v)) {
+                    Some(norm) => *norm,
+                    None => axis_norm(*axis, &stats[i], raw(*axis, value, day_start_us, reference_us), max[i]),
+                };
             }
             let (floor, was_clamped) = layout.clamp(main_floor(c.main));
             clamped += usize::from(was_clamped);
@@ -159,6 +174,9 @@ pub fn rank_population<T>(
         .collect();
     (entries, clamped, PopulationStats { axes: stats })
 }
+
+/// Signal values below this have their norms computed once per ranking.
+const SMALL_VALUES: i64 = 4_096;
 
 /// The integer part of a main score as the encoding receives it.
 pub fn main_floor(main: f64) -> i64 {

@@ -7,9 +7,8 @@
 //! change of the day's rankings:
 //!
 //! 1. advances the change epoch to `n`, which waits for every write transaction still
-//!    holding an earlier epoch ([`crate::adapters::sql::changes`] says why no row is missed);
-//!    when passes run back to back (each longer than the interval), the previous pass
-//!    advanced it already, while it ranked and published;
+//!    holding an earlier epoch ([`crate::adapters::sql::changes`] says why no row is missed;
+//!    writers take it just before their metrics upserts, so the wait is short);
 //! 2. reads the metrics rows of the epochs `[from, n)` through their index: rows of today
 //!    replace the product's row; a row of an earlier day (a late event) has the product's rows
 //!    over the carry chain and the week read again by key ([`LiveDay::refresh`]);
@@ -24,7 +23,6 @@
 //! reads it whole again. The periodic recompute keeps running and stays the anchor.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{NaiveDate, Utc};
 use tokio::time::Instant;
@@ -46,10 +44,6 @@ struct Held {
     membership: Membership,
     /// Hidden products, ascending (shared with the threads that rank).
     hidden: Arc<[i64]>,
-    /// An epoch the previous pass already advanced to, for this one to read up to.
-    advanced: Option<i64>,
-    /// Wall time of the previous pass that published.
-    last_pass: Duration,
 }
 
 /// The live lease of a day and, once read, its population.
@@ -197,7 +191,7 @@ impl Recompute {
         }
         let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
         let day = LiveDay::new(Arc::clone(profile), days, ledger, today, before);
-        Ok(Held { day, from, membership, hidden: hidden.into(), advanced: None, last_pass: Duration::ZERO })
+        Ok(Held { day, from, membership, hidden: hidden.into() })
     }
 
     /// One pass over `held` (read whole first when there is none): the changes since the
@@ -209,11 +203,7 @@ impl Recompute {
             None => held.insert(self.live_load(date).await?),
         };
         let started = Instant::now();
-        let advanced = match h.advanced.take() {
-            Some(to) => Ok(to),
-            None => self.store.advance_epoch().await,
-        };
-        let to = match advanced {
+        let to = match self.store.advance_epoch().await {
             Ok(to) => to,
             // Nothing read yet: the held population is still whole, kept for the next pass.
             Err(e) if !loaded => return Ok(Pass::Stalled(e)),
@@ -259,31 +249,14 @@ impl Recompute {
 
         // The day first: it is published while the week is ranked on another thread.
         let read_done = Instant::now();
-        let mut ranked = read_done;
-        let publication = async {
-            let mut contenders = Vec::new();
-            h.day.daily_contenders(&mut contenders);
-            let (daily, mut contenders) = self.rank_apart(date, contenders, &h.hidden).await?;
-            ranked = Instant::now();
-            h.day.weekly_contenders(&mut contenders);
-            let weekly = self.rank_apart(date, contenders, &h.hidden);
-            let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-            self.publish_computed(date, daily, weekly, &h.membership).await
-        };
-        // Passes that take longer than the interval run back to back: the next one's epoch
-        // is advanced now, the wait for the writers of this one overlapping the ranking and
-        // the publication instead of adding to the next pass. Only then: what commits
-        // between this advance and the next pass is left to the pass after it, so a pass
-        // starting a while after the advance would leave a while's rows behind.
-        let interval = self.policy.live_interval;
-        let version = if !interval.is_zero() && h.last_pass >= interval {
-            let (version, next) = tokio::join!(publication, self.store.advance_epoch());
-            h.advanced = next.ok();
-            version?
-        } else {
-            publication.await?
-        };
-        h.last_pass = started.elapsed();
+        let mut contenders = Vec::new();
+        h.day.daily_contenders(&mut contenders);
+        let (daily, mut contenders) = self.rank_apart(date, contenders, &h.hidden).await?;
+        let ranked = Instant::now();
+        h.day.weekly_contenders(&mut contenders);
+        let weekly = self.rank_apart(date, contenders, &h.hidden);
+        let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
+        let version = self.publish_computed(date, daily, weekly, &h.membership).await?;
         self.metrics.live.phases(&[
             ("epoch", (advanced - started).as_secs_f64()),
             ("read", (read_done - advanced).as_secs_f64()),

@@ -166,17 +166,10 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    fixture_with(Duration::ZERO)
-}
-
-/// A fixture whose policy has live passes every `live_interval` (the tests drive the turns).
-fn fixture_with(live_interval: Duration) -> Fixture {
     let rows = Arc::new(EpochRows::default());
     let ranking = Arc::new(MemoryRankingStore::new());
-    let policy = Arc::new(
-        Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO)
-            .with_live_interval(live_interval),
-    );
+    let policy =
+        Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
     let metrics = Arc::new(Metrics::new());
     let snapshots = Arc::new(Snapshots::new(ranking.clone(), policy.clone(), metrics.clone(), 10_000));
     let recompute = Arc::new(Recompute::new(
@@ -252,38 +245,4 @@ async fn at_midnight_the_holder_lets_the_old_day_go_and_late_rows_of_it_reach_th
     f.rows.put(day, 1, 500);
     f.recompute.live_turn(next, &mut holder).await;
     equal_to_a_recompute(&f, next).await;
-}
-
-/// The population a holder keeps.
-fn held(holder: &mut Option<Holder>) -> &mut Held {
-    holder.as_mut().and_then(|h| h.held.as_mut()).expect("held")
-}
-
-#[tokio::test]
-async fn passes_longer_than_the_interval_advance_the_next_ones_epoch_and_lose_no_row() {
-    let f = fixture_with(Duration::from_secs(1));
-    let day = chrono::Utc::now().date_naive();
-    let epoch = || *f.rows.epoch.lock().expect("epoch");
-    f.rows.put(day, 1, 40);
-    let mut holder = None;
-    f.recompute.live_turn(day, &mut holder).await;
-    assert_eq!(held(&mut holder).advanced, None, "a pass within the interval leaves the advance to the next");
-
-    // Passes as long as the interval: each advances the epoch for the next one as it publishes.
-    held(&mut holder).last_pass = Duration::from_secs(1);
-    f.rows.put(day, 2, 50);
-    f.recompute.live_turn(day, &mut holder).await;
-    assert_eq!(held(&mut holder).advanced, Some(epoch()), "advanced while the pass published");
-    // Written after that advance: the next pass reads up to it and leaves this row to the one
-    // after, which reads up to an epoch it advanced (or its predecessor did) after the write.
-    f.rows.put(day, 3, 90);
-    held(&mut holder).last_pass = Duration::from_secs(1);
-    f.recompute.live_turn(day, &mut holder).await;
-    let daily = f.ranking.top(RankingKey::Daily(day), 0, 10).await.expect("top");
-    assert!(daily.entries.iter().all(|e| e.product_id != 3), "written after the epoch the pass read up to");
-    held(&mut holder).last_pass = Duration::from_secs(1);
-    f.recompute.live_turn(day, &mut holder).await;
-    let daily = f.ranking.top(RankingKey::Daily(day), 0, 10).await.expect("top");
-    assert_eq!(daily.entries.iter().map(|e| e.product_id).collect::<Vec<_>>(), vec![3, 2, 1]);
-    equal_to_a_recompute(&f, day).await;
 }

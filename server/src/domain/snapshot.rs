@@ -155,6 +155,29 @@ impl Snapshot {
     /// ranking of another version, say), and the entries are then held on their own.
     pub fn within(whole: &Arc<Snapshot>, entries: &[Scored]) -> Option<Self> {
         let mut positions = Vec::with_capacity(entries.len());
+        if let Held::Own { entries: ranked, .. } = &whole.held {
+            // Members come in ranking order, so each one is found after the one before it: a
+            // galloping search from there, O(log gap) of sequential entries, not a lookup of
+            // the product index per member.
+            let mut from = 0;
+            for e in entries {
+                let after = &ranked[from..];
+                let better = |x: &Scored| ranking_order(x, e) == Ordering::Less;
+                let mut bound = 1;
+                while bound < after.len() && better(&after[bound - 1]) {
+                    bound *= 2;
+                }
+                let window = &after[bound / 2..bound.min(after.len())];
+                let at = from + bound / 2 + window.partition_point(better);
+                let found = ranked.get(at)?;
+                if found.product_id != e.product_id || found.score.to_bits() != e.score.to_bits() {
+                    return None;
+                }
+                positions.push(at as u32);
+                from = at + 1;
+            }
+            return Self::at_positions(whole, positions).ok();
+        }
         for e in entries {
             let (p, found) = whole.position(e.product_id)?;
             if found.score.to_bits() != e.score.to_bits() {

@@ -146,15 +146,6 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.publish(key, entries, life).await
     }
 
-    async fn publish_loadable(
-        &self,
-        key: RankingKey,
-        entries: &[Scored],
-        life: VersionLife,
-    ) -> Result<u64, StoreError> {
-        self.inner.publish_loadable(key, entries, life).await
-    }
-
     async fn publish_copy(
         &self,
         key: RankingKey,

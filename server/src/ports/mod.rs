@@ -262,35 +262,21 @@ pub trait RankingStore: Send + Sync + 'static {
     /// Returns the new version.
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
 
-    /// [`RankingStore::publish`] in the form replicas load only (a live pass's, SPEC §10.2):
-    /// the version is read and served like any other, while a form kept for readers outside
-    /// the service (the daily ranking's sorted set of SPEC §5) stays as the last
-    /// [`RankingStore::publish`] wrote it. A store with one form publishes it.
-    async fn publish_loadable(
-        &self,
-        key: RankingKey,
-        entries: &[Scored],
-        life: VersionLife,
-    ) -> Result<u64, StoreError> {
-        self.publish(key, entries, life).await
-    }
-
-    /// Publishes `copy`, this replica's copy of a daily or weekly ranking, in `form`
-    /// ([`RankingStore::publish`] or [`RankingStore::publish_loadable`] of its entries), using
-    /// what else the copy holds: the Redis store writes the copy's product index rather than
-    /// sorting the entries again, the in-process store keeps the copy itself.
+    /// Publishes `copy`, this replica's copy of a daily or weekly ranking, like
+    /// [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`] (a live pass's,
+    /// SPEC §10.2) leaves a form kept for readers outside the service (the daily ranking's
+    /// sorted set of SPEC §5) as the last full publication wrote it; a store with one form
+    /// publishes it. A store uses what else the copy holds: the Redis store writes the copy's
+    /// product index rather than sorting the entries again, the in-process store keeps the
+    /// copy itself.
     async fn publish_copy(
         &self,
         key: RankingKey,
         copy: &Arc<Snapshot>,
         life: VersionLife,
-        form: Form,
+        _form: Form,
     ) -> Result<u64, StoreError> {
-        let entries = copy.page(0, u64::MAX);
-        match form {
-            Form::Full => self.publish(key, &entries, life).await,
-            Form::Loadable => self.publish_loadable(key, &entries, life).await,
-        }
+        self.publish(key, &copy.page(0, u64::MAX), life).await
     }
 
     /// The current version of each versioned ranking, `None` for one that was never

@@ -216,7 +216,8 @@ fn direct_store(prefix: &str) -> ranking_server::adapters::redis::RedisRankingSt
 /// of a ranking in Redis, not hundreds.
 #[tokio::test]
 async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
-    use ranking_server::ports::{RankingKey, RankingStore, SUPERSEDED_GRACE, Scored, VersionLife};
+    use ranking_server::domain::snapshot::Snapshot;
+    use ranking_server::ports::{Form, RankingKey, RankingStore, SUPERSEDED_GRACE, Scored, VersionLife};
     let prefix = format!("t{:x}", rand_u64());
     let store = direct_store(&prefix);
     let day = Utc::now().date_naive();
@@ -226,7 +227,8 @@ async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
     let mut published = Vec::new();
     for n in 1..=4i64 {
         let entries: Vec<Scored> = (1..=n).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
-        published.push(store.publish_loadable(key, &entries, life).await.expect("publish"));
+        let copy = std::sync::Arc::new(Snapshot::from_ranked(entries).expect("ranked"));
+        published.push(store.publish_copy(key, &copy, life, Form::Loadable).await.expect("publish"));
     }
     let mut conn = redis().await;
     let kept: Vec<(String, f64)> =

@@ -154,15 +154,6 @@ impl RankingStore for RedisRankingStore {
         self.publish_version(key, entries, None, life, Form::Full).await
     }
 
-    async fn publish_loadable(
-        &self,
-        key: RankingKey,
-        entries: &[Scored],
-        life: VersionLife,
-    ) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, None, life, Form::Loadable).await
-    }
-
     async fn publish_copy(
         &self,
         key: RankingKey,

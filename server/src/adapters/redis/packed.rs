@@ -6,6 +6,7 @@
 //! million for a big day) against 20 for these two, written as a few large appends; only the
 //! daily ranking keeps one besides, the form of SPEC §5, refreshed by full publications.
 
+use crate::domain::snapshot::by_product;
 use crate::ports::{Scored, StoreError};
 
 /// Bytes per packed entry: product id and score bits, big-endian.
@@ -55,12 +56,7 @@ pub(super) fn byte_range(start: u64, count: u64) -> (u64, u64) {
 /// The positions of `entries` (in ranking order) in ascending product order: the product
 /// index.
 pub(super) fn product_order(entries: &[Scored]) -> Vec<u32> {
-    // Sorted as (id, position) pairs side by side rather than as positions keyed by a lookup
-    // of the id: no random access into `entries` per comparison (45 against 97 ms at a
-    // million entries in random order here).
-    let mut pairs: Vec<(i64, u32)> = entries.iter().zip(0..u32::MAX).map(|(e, at)| (e.product_id, at)).collect();
-    pairs.sort_unstable();
-    pairs.into_iter().map(|(_, at)| at).collect()
+    by_product(entries).into_iter().map(|(_, at)| at).collect()
 }
 
 /// The product index entries of `positions` (a run of [`product_order`]).

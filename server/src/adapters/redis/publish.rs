@@ -36,7 +36,7 @@ impl Staged {
 }
 
 impl RedisRankingStore {
-    /// [`crate::ports::RankingStore::publish`], `publish_loadable` and `publish_copy`:
+    /// [`crate::ports::RankingStore::publish`] and `publish_copy`:
     /// `by_product` is the entries' product index when the caller has it.
     pub(super) async fn publish_version(
         &self,

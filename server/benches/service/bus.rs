@@ -8,8 +8,11 @@
 //! for the bus, the service's (with its callers) and PostgreSQL's for RecordEvents; on two
 //! shared cores the rates follow these sums once the cores are busy.
 //!
-//! The replicas run in this process (the integration tests' fixture): with the broker and
-//! PostgreSQL they share the machine's two cores, as a deployment on one host would.
+//! The replicas run in this process (the integration tests' fixture). In the `shared` layout
+//! they share the machine's two cores with the broker and PostgreSQL, as a deployment on
+//! one host would; in the `split` layout the broker has a core of its own, as a deployment's
+//! broker has machines of its own, and both paths' service and PostgreSQL get the other
+//! ([`crate::cores`]).
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +24,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use crate::cores::{Layout, Pinned};
 use crate::helpers::bus::TestBus;
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
@@ -286,7 +290,9 @@ async fn record_events(database: &pg::ThrowawayPostgres, events: &[v1::Event], w
     (rate, cpu)
 }
 
-pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
+/// The scenario, in each of `layouts` (the machine's cores shared by every party, or split
+/// between the broker and the rest: [`Layout`]).
+pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layouts: &[Layout]) {
     let throwaway = pg::ThrowawayPostgres::start_with("-c max_connections=300").expect("PostgreSQL server binaries");
     let brokers: Vec<Broker<'_>> = kafka.map(Broker::Kafka).into_iter().chain(nats.map(Broker::JetStream)).collect();
     println!("\n## Event-bus ingestion: a backlog of {n} events drained into PostgreSQL\n");
@@ -295,36 +301,43 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize) {
         kafka.unwrap_or("-"),
         nats.unwrap_or("-")
     );
-    println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.\n");
+    println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.");
     println!(
-        "| bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
+        "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other.\n"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
-    for popularity in [Popularity::Uniform, Popularity::Zipf] {
-        for &broker in &brokers {
-            let run = format!("{:x}", Utc::now().timestamp_micros());
-            let events = events(n, popularity, &run);
-            let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
-            let (name, produced) = broker.backlog(&records).await;
-            drop(records);
-            let read = broker.read_only(&name, n).await;
-            for replicas in [1, 2] {
-                let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
-                let (direct, direct_cpu) = record_events(&throwaway, &events, replicas).await;
-                println!(
-                    "| {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
-                    broker.source(),
-                    popularity.name(),
-                    bus / direct,
-                    bus / read,
-                    bus_cpu.service,
-                    bus_cpu.database,
-                    bus_cpu.broker,
-                    bus_cpu.service + bus_cpu.database + bus_cpu.broker,
-                    direct_cpu.service,
-                    direct_cpu.database,
-                    direct_cpu.service + direct_cpu.database,
-                );
+    println!(
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    for &layout in layouts {
+        for popularity in [Popularity::Uniform, Popularity::Zipf] {
+            for &broker in &brokers {
+                let run = format!("{:x}", Utc::now().timestamp_micros());
+                let events = events(n, popularity, &run);
+                let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
+                let (name, produced) = broker.backlog(&records).await;
+                drop(records);
+                let _pinned = Pinned::apply(layout, &throwaway, Some(broker.process()));
+                let read = broker.read_only(&name, n).await;
+                for replicas in [1, 2] {
+                    let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
+                    let (direct, direct_cpu) = record_events(&throwaway, &events, replicas).await;
+                    println!(
+                        "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
+                        layout.name(),
+                        broker.source(),
+                        popularity.name(),
+                        bus / direct,
+                        bus / read,
+                        bus_cpu.service,
+                        bus_cpu.database,
+                        bus_cpu.broker,
+                        bus_cpu.service + bus_cpu.database + bus_cpu.broker,
+                        direct_cpu.service,
+                        direct_cpu.database,
+                        direct_cpu.service + direct_cpu.database,
+                    );
+                }
             }
         }
     }

@@ -30,10 +30,11 @@
 //!   phase's time per pass against a full Recompute, GetRank next to the health check while
 //!   passes run; uniform and Zipf popularity, 100,000 and 1,000,000 products (`1s:uniform`
 //!   and the like run only those cases).
-//! - `bus <kafka-brokers> [events] [nats-url]`: a backlog of 1,000,000 events (uniform over
-//!   100,000 products, then Zipf) on Kafka (4 partitions) and on JetStream, drained into a
-//!   throwaway PostgreSQL by one and two replicas, next to the broker's read-only rate and
-//!   RecordEvents at the same batch size (`-` skips a broker).
+//! - `bus <kafka-brokers> [events] [nats-url] [shared|split…]`: a backlog of 1,000,000 events
+//!   (uniform over 100,000 products, then Zipf) on Kafka (4 partitions) and on JetStream,
+//!   drained into a throwaway PostgreSQL by one and two replicas, next to the broker's
+//!   read-only rate and RecordEvents at the same batch size (`-` skips a broker); with every
+//!   party on both cores, then with the broker on a core of its own (`cores`).
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -46,6 +47,7 @@
 
 mod bus;
 mod cluster;
+mod cores;
 #[allow(dead_code, unused_imports)]
 #[path = "../../tests/it/helpers/mod.rs"]
 mod helpers;
@@ -156,7 +158,9 @@ async fn main() {
                 Some(args.get(i).map(String::as_str).unwrap_or(default)).filter(|b| *b != "-")
             };
             let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
-            bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n).await;
+            let layouts: Vec<cores::Layout> = args.iter().skip(4).filter_map(|s| cores::Layout::parse(s)).collect();
+            let layouts = if layouts.is_empty() { vec![cores::Layout::Shared, cores::Layout::Split] } else { layouts };
+            bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n, &layouts).await;
         }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);

@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, Database};
 
 use crate::Running;
 use crate::helpers::pg;
-use crate::helpers::process::cpu_seconds;
+use crate::helpers::process::{cpu_seconds, pids_named};
 
 /// A fresh database on the throwaway server, after a checkpoint: the dirty pages of the runs
 /// before it are written now rather than by a checkpoint inside this run's window.
@@ -30,14 +30,7 @@ pub(crate) async fn drop_db(server: &str, url: &str) {
 
 /// CPU seconds so far of every process named `name` (`comm`), e.g. the broker.
 fn cpu_of(name: &str) -> f64 {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name))
-        .map(cpu_seconds)
-        .sum()
+    pids_named(name).into_iter().map(cpu_seconds).filter(|s| !s.is_nan()).sum()
 }
 
 /// CPU spent per event by this process (the in-process servers, plus the callers of

@@ -83,8 +83,13 @@ impl ThrowawayPostgres {
     /// CPU seconds (user + system) spent so far by the server's processes: the postmaster
     /// and its children (backends, writers, checkpointer) that are alive now.
     pub fn cpu_seconds(&self) -> f64 {
+        self.pids().into_iter().map(super::process::cpu_seconds).filter(|s| !s.is_nan()).sum()
+    }
+
+    /// The postmaster and its children alive now.
+    pub fn pids(&self) -> Vec<u32> {
         let pid_file = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap_or_default();
-        let Some(postmaster) = pid_file.lines().next().map(str::to_string) else { return f64::NAN };
+        let Some(postmaster) = pid_file.lines().next().map(str::to_string) else { return Vec::new() };
         std::fs::read_dir("/proc")
             .into_iter()
             .flatten()
@@ -93,10 +98,9 @@ impl ThrowawayPostgres {
                 let pid = entry.file_name().to_string_lossy().to_string();
                 let fields = super::process::stat_fields(&pid)?;
                 // The second field is the parent's pid.
-                (pid == postmaster || fields.get(1) == Some(&postmaster))
-                    .then(|| super::process::tick_seconds(&fields, 11))
+                (pid == postmaster || fields.get(1) == Some(&postmaster)).then(|| pid.parse().ok()).flatten()
             })
-            .sum()
+            .collect()
     }
 
     /// Stops the server immediately (connections are cut).

@@ -26,9 +26,20 @@ pub fn tick_seconds(fields: &[String], first: usize) -> f64 {
     (ticks(first) + ticks(first + 1)) / clock_ticks()
 }
 
-/// User + system CPU seconds of a process so far.
+/// User + system CPU seconds of a process so far; NaN when it is gone.
 pub fn cpu_seconds(pid: u32) -> f64 {
     stat_fields(&pid.to_string()).map_or(f64::NAN, |fields| tick_seconds(&fields, 11))
+}
+
+/// The processes whose `comm` is `name` (the broker of a benchmark, say).
+pub fn pids_named(name: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name))
+        .collect()
 }
 
 /// Clock ticks per second of the `/proc` counters, asked of `getconf` once.

@@ -1,0 +1,98 @@
+//! Which cores each party of a run may use. On this machine the broker, PostgreSQL and the
+//! replicas share two cores, so once they are busy a path's rate follows the CPU of every
+//! party, the broker's included. A deployment runs its broker on machines of its own: the
+//! `split` layout gives the broker a core of its own and the service (this process, its
+//! replicas or RecordEvents with its callers) and PostgreSQL the other, so the service side
+//! of both paths gets the same one core.
+
+use std::process::{Command, Stdio};
+
+use crate::helpers::pg;
+use crate::helpers::process::pids_named;
+
+/// Where the parties of a run are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Every party on every core (the machine as it is).
+    Shared,
+    /// The broker on the last core, the service and PostgreSQL on the others.
+    Split,
+}
+
+impl Layout {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Shared => "shared",
+            Self::Split => "split",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "shared" => Some(Self::Shared),
+            "split" => Some(Self::Split),
+            _ => None,
+        }
+    }
+}
+
+/// The cores of a layout, applied until dropped; every party is given every core again
+/// after (the machine's NATS server outlives the benchmark).
+pub(crate) struct Pinned<'a> {
+    database: &'a pg::ThrowawayPostgres,
+    broker: Option<&'static str>,
+}
+
+impl<'a> Pinned<'a> {
+    /// Pins this process, `database`'s processes and the processes named `broker` as
+    /// `layout` says (nothing for [`Layout::Shared`] beyond undoing an earlier split).
+    pub(crate) fn apply(layout: Layout, database: &'a pg::ThrowawayPostgres, broker: Option<&'static str>) -> Self {
+        let pinned = Self { database, broker };
+        let cores = cores();
+        let (service, brokers) = match layout {
+            Layout::Split if cores >= 2 => (format!("0-{}", cores - 2), format!("{}", cores - 1)),
+            Layout::Split => panic!("the split layout needs two cores"),
+            Layout::Shared => (all(), all()),
+        };
+        pinned.set(&service, &brokers);
+        pinned
+    }
+
+    fn set(&self, service: &str, brokers: &str) {
+        pin(std::process::id(), service);
+        for pid in self.database.pids() {
+            pin(pid, service);
+        }
+        for pid in self.broker.into_iter().flat_map(pids_named) {
+            pin(pid, brokers);
+        }
+    }
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.set(&all(), &all());
+    }
+}
+
+/// The machine's cores, not this process's (it may be pinned already).
+fn cores() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/present")
+        .ok()
+        .and_then(|s| s.trim().rsplit(['-', ',']).next()?.parse::<usize>().ok())
+        .map_or_else(|| std::thread::available_parallelism().map_or(1, usize::from), |last| last + 1)
+}
+
+fn all() -> String {
+    format!("0-{}", cores() - 1)
+}
+
+/// Every thread of `pid` on `cpus` (`taskset`, util-linux); a process gone meanwhile is
+/// left alone.
+fn pin(pid: u32, cpus: &str) {
+    let _ = Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}

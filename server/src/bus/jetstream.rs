@@ -16,13 +16,17 @@
 //! overlap; a batch is only ever acknowledged after its own commit. With nothing to overlap
 //! them with (an empty pull, a failure, the shutdown) the acks go out at once. A batch
 //! fetched at shutdown is naked at once for another replica.
+//!
+//! A pull is read until the server ends it or, at the latest, until [`pull_deadline`]: the
+//! end of a pull expired at the server does not always reach the client, and waiting for the
+//! client library's own fallback cost 5 s per such pull.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
 use async_nats::jetstream::{self, AckKind, Message};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
@@ -197,6 +201,7 @@ impl JetStreamSource {
         };
         let mut batch = Vec::new();
         let mut messages = std::pin::pin!(messages);
+        let deadline = tokio::time::Instant::now() + pull_deadline(self.options.batch.max_wait);
         loop {
             tokio::select! {
                 next = messages.next() => match next {
@@ -207,6 +212,16 @@ impl JetStreamSource {
                     }
                     None => break,
                 },
+                () = tokio::time::sleep_until(deadline) => {
+                    // The pull expired at the server without its end reaching this client:
+                    // take what has arrived. A message still on its way to this pull's
+                    // inbox is redelivered after the ack wait (a DUPLICATE if it commits twice).
+                    while let Some(Some(Ok(m))) = messages.next().now_or_never() {
+                        batch.push(m);
+                    }
+                    tracing::debug!(records = batch.len(), "jetstream pull ended by its deadline");
+                    break;
+                }
                 () = stop.cancelled() => {
                     release(&batch).await;
                     return Fetched::Stopped;
@@ -226,9 +241,7 @@ impl JetStreamSource {
             durable_name: Some(self.options.consumer.clone()),
             ack_policy: AckPolicy::Explicit,
             ack_wait: ACK_WAIT,
-            // Every replica may hold a full batch unacked, and a killed one's wait out the
-            // ack wait: room for several.
-            max_ack_pending: i64::try_from(self.options.batch.max_records * 8).unwrap_or(i64::MAX).max(1_000),
+            max_ack_pending: max_ack_pending(self.options.batch.max_records),
             ..Default::default()
         };
         Ok(stream.get_or_create_consumer(&self.options.consumer, config).await?)
@@ -327,6 +340,26 @@ fn progress_interval(ack_wait: Duration) -> Duration {
     if ack_wait.is_zero() { ACK_WAIT / 3 } else { (ack_wait / 3).max(Duration::from_millis(100)) }
 }
 
+/// Messages delivered and not yet acknowledged that the consumer this source creates allows
+/// (an existing consumer keeps its own). Each replica holds up to three batches unacked: one
+/// committing, the next one fetched, the one before being acknowledged; a killed replica's
+/// wait out the ack wait. A consumer at its bound stops delivering, and its pulls end late
+/// (as [`pull_deadline`] describes): room for 16 replicas' batches.
+fn max_ack_pending(max_records: usize) -> i64 {
+    i64::try_from(max_records.saturating_mul(3 * 16)).unwrap_or(i64::MAX).max(1_000)
+}
+
+/// How long a pull is read before this client stops waiting for its end. The server ends a
+/// pull at its expiry (the batch wait) with a status message, after which it sends nothing
+/// more for it; async-nats waits 5 s past the expiry when that status does not arrive, which
+/// happens under load when several replicas share the consumer (seen with nats-server 2.9:
+/// a partly filled pull of a busy consumer held to the client's 5 s, every replica's rate
+/// falling with it). So this client gives up on its own after the batch wait and as long
+/// again (at least 100 ms): by then the server has expired the pull.
+fn pull_deadline(max_wait: Duration) -> Duration {
+    max_wait + max_wait.max(Duration::from_millis(100))
+}
+
 /// What became of a batch handed to the sink.
 enum Handled {
     /// Committed; its messages are acknowledged by [`JetStreamSource::settle`].
@@ -369,5 +402,15 @@ mod tests {
         assert_eq!(progress_interval(Duration::from_secs(30)), Duration::from_secs(10));
         assert_eq!(progress_interval(Duration::from_millis(30)), Duration::from_millis(100));
         assert_eq!(progress_interval(Duration::ZERO), ACK_WAIT / 3);
+    }
+
+    #[test]
+    fn a_pull_is_read_past_its_expiry_and_the_consumer_has_room_for_replicas() {
+        assert_eq!(pull_deadline(Duration::from_millis(100)), Duration::from_millis(200));
+        assert_eq!(pull_deadline(Duration::from_millis(10)), Duration::from_millis(110));
+        assert_eq!(pull_deadline(Duration::from_secs(2)), Duration::from_secs(4));
+        assert_eq!(max_ack_pending(5_000), 240_000);
+        assert_eq!(max_ack_pending(1), 1_000);
+        assert_eq!(max_ack_pending(usize::MAX), i64::MAX);
     }
 }

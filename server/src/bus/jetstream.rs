@@ -40,8 +40,8 @@ pub const SOURCE: &str = "jetstream";
 /// Ack wait of the consumer this source creates (an existing consumer keeps its own).
 const ACK_WAIT: Duration = Duration::from_secs(30);
 
-/// Acks and dead-letter publications of a batch in flight at once.
-const ACKS_IN_FLIGHT: usize = 1_000;
+/// Dead-letter publications of a batch in flight at once.
+const DEAD_LETTERS_IN_FLIGHT: usize = 1_000;
 
 /// The JetStream source's settings.
 #[derive(Debug, Clone)]
@@ -290,19 +290,33 @@ impl JetStreamSource {
     /// Acks a committed batch's messages, dead-letters (then terminates) its invalid ones.
     async fn settle(&self, context: &jetstream::Context, settlement: Option<Settlement>) {
         let Some(Settlement { batch, dispositions, started }) = settlement else { return };
-        // In slices: a dead letter waits for the stream's ack, and the client refuses
-        // publications beyond its in-flight bound (5,000) rather than queueing them.
-        for (messages, dispositions) in batch.chunks(ACKS_IN_FLIGHT).zip(dispositions.chunks(ACKS_IN_FLIGHT)) {
-            let acks = messages.iter().zip(dispositions).map(|(m, d)| async move {
-                let kind = match d {
-                    Disposition::Recorded(_) => AckKind::Ack,
-                    Disposition::Invalid(error) => self.dead_letter(context, m, error).await,
-                };
-                if let Err(e) = m.ack_with(kind).await {
-                    tracing::warn!(error = %e, "jetstream ack not sent; the message is redelivered (a DUPLICATE)");
-                }
-            });
-            futures_util::future::join_all(acks).await;
+        // Invalid records first, side by side: a dead letter waits for the stream's ack. In
+        // slices, since the client refuses publications beyond its in-flight bound (5,000)
+        // rather than queueing them.
+        let invalid: Vec<(usize, &str)> = dispositions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| match d {
+                Disposition::Invalid(error) => Some((i, error.as_str())),
+                Disposition::Recorded(_) => None,
+            })
+            .collect();
+        let mut dead_lettered = Vec::with_capacity(invalid.len());
+        for slice in invalid.chunks(DEAD_LETTERS_IN_FLIGHT) {
+            let sends = slice.iter().map(|&(i, error)| self.dead_letter(context, &batch[i], error));
+            dead_lettered.extend(slice.iter().map(|&(i, _)| i).zip(futures_util::future::join_all(sends).await));
+        }
+        // Then every message in order, one after the other: an ack only hands a few bytes
+        // to the connection's queue, cheaper awaited in turn than as thousands of futures.
+        let mut dead_lettered = dead_lettered.into_iter().peekable();
+        for (i, m) in batch.iter().enumerate() {
+            let kind = match dead_lettered.next_if(|(at, _)| *at == i) {
+                Some((_, kind)) => kind,
+                None => AckKind::Ack,
+            };
+            if let Err(e) = m.ack_with(kind).await {
+                tracing::warn!(error = %e, "jetstream ack not sent; the message is redelivered (a DUPLICATE)");
+            }
         }
         self.metrics.bus.batch_seconds.observe(started.elapsed().as_secs_f64());
     }

@@ -216,14 +216,14 @@ async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
 }
 
 /// `replicas` servers consuming the topic or stream until `n` records are recorded:
-/// (events/s, ms per batch, CPU per event).
+/// (events/s, its batches, CPU per event).
 async fn drain(
     broker: Broker<'_>,
     name: &str,
     database: &pg::ThrowawayPostgres,
     n: usize,
     replicas: usize,
-) -> (f64, f64, CpuPerEvent) {
+) -> (f64, BatchFigures, CpuPerEvent) {
     let db = fresh_db(&database.url()).await;
     let mut args = vec![
         format!("--database-url={db}"),
@@ -270,7 +270,14 @@ async fn drain(
         app.stop().await;
     }
     drop_db(&database.url(), &db).await;
-    (measured as f64 / secs, batch_seconds / batches.max(1.0) * 1000.0, cpu)
+    let per_batch = BatchFigures { ms: batch_seconds / batches.max(1.0) * 1000.0, records: n as f64 / batches.max(1.0) };
+    (measured as f64 / secs, per_batch, cpu)
+}
+
+/// A drain's batches on average: handling began → last ack, and records.
+struct BatchFigures {
+    ms: f64,
+    records: f64,
 }
 
 /// RecordEvents of the same events in batches of the bus batch, from `writers` writers:
@@ -306,9 +313,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
         "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other.\n"
     );
     println!(
-        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for &layout in layouts {
         for popularity in [Popularity::Uniform, Popularity::Zipf] {
             for &broker in &brokers {
@@ -323,10 +330,12 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                     let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
                     let (direct, direct_cpu) = record_events(&throwaway, &events, replicas).await;
                     println!(
-                        "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {per_batch:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
+                        "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
                         layout.name(),
                         broker.source(),
                         popularity.name(),
+                        per_batch.records,
+                        per_batch.ms,
                         bus / direct,
                         bus / read,
                         bus_cpu.service,

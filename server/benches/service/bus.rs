@@ -270,7 +270,8 @@ async fn drain(
         app.stop().await;
     }
     drop_db(&database.url(), &db).await;
-    let per_batch = BatchFigures { ms: batch_seconds / batches.max(1.0) * 1000.0, records: n as f64 / batches.max(1.0) };
+    let per_batch =
+        BatchFigures { ms: batch_seconds / batches.max(1.0) * 1000.0, records: n as f64 / batches.max(1.0) };
     (measured as f64 / secs, per_batch, cpu)
 }
 

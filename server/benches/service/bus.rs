@@ -251,8 +251,10 @@ async fn drain(
     // RecordEvents is from its first call: a replica's start (migrations, the recompute over
     // what the others recorded meanwhile) is not part of its drain rate. What the first
     // replicas recorded while the others started is left out of the window.
+    let starting = Instant::now();
     for app in &apps {
         while sample(&app.app.scrape_metrics().await, "ranking_seconds_since_last_recompute") < 0.0 {
+            assert!(starting.elapsed() < Duration::from_secs(600), "a replica's start-up recompute never ended");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -83,7 +83,11 @@ impl ThrowawayPostgres {
     /// CPU seconds (user + system) spent so far by the server's processes: the postmaster
     /// and its children (backends, writers, checkpointer) that are alive now.
     pub fn cpu_seconds(&self) -> f64 {
-        self.pids().into_iter().map(super::process::cpu_seconds).filter(|s| !s.is_nan()).sum()
+        let pids = self.pids();
+        if pids.is_empty() {
+            return f64::NAN; // no server to measure: a figure, not a silent zero
+        }
+        pids.into_iter().map(super::process::cpu_seconds).filter(|s| !s.is_nan()).sum()
     }
 
     /// The postmaster and its children alive now.

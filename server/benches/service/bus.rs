@@ -3,7 +3,8 @@
 //! stream, drained into a throwaway PostgreSQL by one and by two replicas: events/s from the
 //! moment every replica serves until every event is recorded (lag 0), next to the broker's own rate for
 //! a consumer that only reads, and to RecordEvents with the same batch size from as many
-//! writers as there are replicas. A broker given as `-` is skipped. Beside the rates, the CPU
+//! writers as there are replicas, on one server and on as many servers as there are replicas
+//! (each server with its own pool, as each replica has). A broker given as `-` is skipped. Beside the rates, the CPU
 //! each path spends per event: the replicas' (this process), PostgreSQL's and the broker's
 //! for the bus, the service's (with its callers) and PostgreSQL's for RecordEvents; on two
 //! shared cores the rates follow these sums once the cores are busy.
@@ -11,7 +12,8 @@
 //! The replicas run in this process (the integration tests' fixture). In the `shared` layout
 //! they share the machine's two cores with the broker and PostgreSQL, as a deployment on
 //! one host would; in the `split` layout the broker has a core of its own, as a deployment's
-//! broker has machines of its own, and both paths' service and PostgreSQL get the other
+//! broker has machines of its own, and both paths' service and PostgreSQL get the other; in
+//! the `database` layout PostgreSQL, the party both paths share, has a core of its own
 //! ([`crate::cores`]).
 
 use std::time::{Duration, Instant};
@@ -289,19 +291,29 @@ struct BatchFigures {
     records: f64,
 }
 
-/// RecordEvents of the same events in batches of the bus batch, from `writers` writers:
-/// (events/s, CPU per event).
-async fn record_events(database: &pg::ThrowawayPostgres, events: &[v1::Event], writers: usize) -> (f64, CpuPerEvent) {
+/// RecordEvents of the same events in batches of the bus batch, from `writers` writers
+/// spread over `servers` servers of one database: (events/s, CPU per event).
+async fn record_events(
+    database: &pg::ThrowawayPostgres,
+    events: &[v1::Event],
+    writers: usize,
+    servers: usize,
+) -> (f64, CpuPerEvent) {
     let db = fresh_db(&database.url()).await;
-    let app =
-        serve(&[format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()]).await;
+    let args = [format!("--database-url={db}"), "--db-max-connections=32".into(), "--live-interval=0".into()];
+    let mut apps = Vec::new();
+    for _ in 0..servers {
+        apps.push(serve(&args).await);
+    }
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
     let cpu = CpuMeter::start(database, None);
     let started = Instant::now();
-    write_batches(&app, batches, writers).await;
+    write_batches(&apps, batches, writers).await;
     let rate = events.len() as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu.per_event(events.len());
-    app.stop().await;
+    for app in apps {
+        app.stop().await;
+    }
     drop_db(&database.url(), &db).await;
     (rate, cpu)
 }
@@ -321,12 +333,12 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
     );
     println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.");
     println!(
-        "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other.\n"
+        "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other; database: PostgreSQL on a core of its own, the service and the broker on the other.\n"
     );
     println!(
-        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers) | bus / RecordEvents | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents: service + PostgreSQL |"
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
     for &layout in layouts {
         for popularity in [Popularity::Uniform, Popularity::Zipf] {
             for &broker in &brokers {
@@ -341,18 +353,28 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                     // Rounds interleave the two paths, each bus drain paired with the
                     // RecordEvents run right after it; the ratio is judged as their median.
                     let mut ratios = Vec::with_capacity(rounds);
+                    let mut fleet_ratios = Vec::with_capacity(rounds);
                     for _ in 0..rounds {
                         let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
-                        let (direct, direct_cpu) = record_events(&throwaway, &events, replicas).await;
+                        let (direct, direct_cpu) = record_events(&throwaway, &events, replicas, 1).await;
+                        // The same writers spread over as many servers as the bus has
+                        // replicas: each server's own pool and background work, as the bus's.
+                        let (fleet, fleet_cpu) = if replicas == 1 {
+                            (direct, direct_cpu)
+                        } else {
+                            record_events(&throwaway, &events, replicas, replicas).await
+                        };
                         ratios.push(bus / direct);
+                        fleet_ratios.push(bus / fleet);
                         println!(
-                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
+                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
                             layout.name(),
                             broker.source(),
                             popularity.name(),
                             per_batch.records,
                             per_batch.ms,
                             bus / direct,
+                            bus / fleet,
                             bus / read,
                             bus_cpu.service,
                             bus_cpu.database,
@@ -361,17 +383,18 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                             direct_cpu.service,
                             direct_cpu.database,
                             direct_cpu.service + direct_cpu.database,
+                            fleet_cpu.service,
+                            fleet_cpu.database,
+                            fleet_cpu.service + fleet_cpu.database,
                         );
                     }
-                    ratios.sort_by(f64::total_cmp);
-                    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
                     medians.push(format!(
-                        "- {} {} {}, {replicas} replica(s): median bus / RecordEvents {:.2} of {rounds} round(s) ({})",
+                        "- {} {} {}, {replicas} replica(s): median bus / RecordEvents on one server {}; on {replicas} server(s) {}",
                         layout.name(),
                         broker.source(),
                         popularity.name(),
-                        ratios[ratios.len() / 2],
-                        shown.join(", ")
+                        median(ratios),
+                        median(fleet_ratios),
                     ));
                 }
             }
@@ -381,4 +404,11 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
     for line in medians {
         println!("{line}");
     }
+}
+
+/// `ratios`' median with every round, as `0.95 of 3 round(s) (0.94, 0.95, 0.99)`.
+fn median(mut ratios: Vec<f64>) -> String {
+    ratios.sort_by(f64::total_cmp);
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    format!("{:.2} of {} round(s) ({})", ratios[ratios.len() / 2], ratios.len(), shown.join(", "))
 }

@@ -3,7 +3,9 @@
 //! party, the broker's included. A deployment runs its broker on machines of its own: the
 //! `split` layout gives the broker a core of its own and the service (this process, its
 //! replicas or RecordEvents with its callers) and PostgreSQL the other, so the service side
-//! of both paths gets the same one core.
+//! of both paths gets the same one core. A deployment's database has machines of its own
+//! too: the `database` layout gives PostgreSQL, the party both paths share, a core of its own
+//! and the service and the broker the other.
 
 use std::process::{Command, Stdio};
 
@@ -17,6 +19,8 @@ pub(crate) enum Layout {
     Shared,
     /// The broker on the last core, the service and PostgreSQL on the others.
     Split,
+    /// PostgreSQL on the last core, the service and the broker on the others.
+    Database,
 }
 
 impl Layout {
@@ -24,6 +28,7 @@ impl Layout {
         match self {
             Self::Shared => "shared",
             Self::Split => "split",
+            Self::Database => "database",
         }
     }
 
@@ -31,6 +36,7 @@ impl Layout {
         match s {
             "shared" => Some(Self::Shared),
             "split" => Some(Self::Split),
+            "database" => Some(Self::Database),
             _ => None,
         }
     }
@@ -49,19 +55,21 @@ impl<'a> Pinned<'a> {
     pub(crate) fn apply(layout: Layout, database: &'a pg::ThrowawayPostgres, broker: Option<&'static str>) -> Self {
         let pinned = Self { database, broker };
         let cores = cores();
-        let (service, brokers) = match layout {
-            Layout::Split if cores >= 2 => (format!("0-{}", cores - 2), format!("{}", cores - 1)),
-            Layout::Split => panic!("the split layout needs two cores"),
-            Layout::Shared => (all(), all()),
-        };
-        pinned.set(&service, &brokers);
+        let (rest, last) = (format!("0-{}", cores.max(2) - 2), format!("{}", cores.max(2) - 1));
+        assert!(layout == Layout::Shared || cores >= 2, "the {} layout needs two cores", layout.name());
+        match layout {
+            Layout::Shared => pinned.set(&all(), &all(), &all()),
+            Layout::Split => pinned.set(&rest, &rest, &last),
+            Layout::Database => pinned.set(&rest, &last, &rest),
+        }
         pinned
     }
 
-    fn set(&self, service: &str, brokers: &str) {
+    /// Pins this process to `service`, PostgreSQL to `database` and the broker to `brokers`.
+    fn set(&self, service: &str, database: &str, brokers: &str) {
         pin(std::process::id(), service);
         for pid in self.database.pids() {
-            pin(pid, service);
+            pin(pid, database);
         }
         for pid in self.broker.into_iter().flat_map(pids_named) {
             pin(pid, brokers);
@@ -71,7 +79,7 @@ impl<'a> Pinned<'a> {
 
 impl Drop for Pinned<'_> {
     fn drop(&mut self) {
-        self.set(&all(), &all());
+        self.set(&all(), &all(), &all());
     }
 }
 

@@ -30,12 +30,14 @@
 //!   phase's time per pass against a full Recompute, GetRank next to the health check while
 //!   passes run; uniform and Zipf popularity, 100,000 and 1,000,000 products (`1s:uniform`
 //!   and the like run only those cases).
-//! - `bus <kafka-brokers> [events] [nats-url] [shared|split…] [rounds=N]`: a backlog of 1,000,000 events
-//!   (uniform over 100,000 products, then Zipf) on Kafka (4 partitions) and on JetStream,
-//!   drained into a throwaway PostgreSQL by one and two replicas, next to the broker's
-//!   read-only rate and RecordEvents at the same batch size (`-` skips a broker); with every
-//!   party on both cores, then with the broker on a core of its own (`cores`); `rounds=N`
-//!   interleaves N drains with N RecordEvents runs per case and prints the median ratio.
+//! - `bus <kafka-brokers> [events] [nats-url] [shared|split|database…] [rounds=N]`: a backlog
+//!   of 1,000,000 events (uniform over 100,000 products, then Zipf) on Kafka (4 partitions)
+//!   and on JetStream, drained into a throwaway PostgreSQL by one and two replicas, next to
+//!   the broker's read-only rate and RecordEvents at the same batch size, on one server and on
+//!   as many servers as replicas (`-` skips a broker); with every party on both cores, then
+//!   with the broker on a core of its own, then PostgreSQL (`cores`; by default all three);
+//!   `rounds=N` interleaves N drains with N RecordEvents runs per case and prints the median
+//!   ratios.
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -160,7 +162,11 @@ async fn main() {
             };
             let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
             let layouts: Vec<cores::Layout> = args.iter().skip(4).filter_map(|s| cores::Layout::parse(s)).collect();
-            let layouts = if layouts.is_empty() { vec![cores::Layout::Shared, cores::Layout::Split] } else { layouts };
+            let layouts = if layouts.is_empty() {
+                vec![cores::Layout::Shared, cores::Layout::Split, cores::Layout::Database]
+            } else {
+                layouts
+            };
             // `rounds=3`: each case three times, bus and RecordEvents interleaved.
             let rounds = args.iter().find_map(|s| s.strip_prefix("rounds=")?.parse().ok()).unwrap_or(1);
             bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n, &layouts, rounds).await;

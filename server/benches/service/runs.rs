@@ -68,13 +68,14 @@ impl<'a> CpuMeter<'a> {
     }
 }
 
-/// RecordEvents of `batches` from `writers` writers, each taking the next batch when its
-/// previous one is answered; returns when all are.
-pub(crate) async fn write_batches(app: &Running, batches: Vec<Vec<v1::Event>>, writers: usize) {
+/// RecordEvents of `batches` from `writers` writers spread over `servers` in turn, each
+/// taking the next batch when its previous one is answered; returns when all are.
+pub(crate) async fn write_batches(servers: &[Running], batches: Vec<Vec<v1::Event>>, writers: usize) {
     let queue = Arc::new(Mutex::new(batches));
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let mut client = app.clients[w % app.clients.len()].clone();
+        let app = &servers[w % servers.len()];
+        let mut client = app.clients[w / servers.len() % app.clients.len()].clone();
         let queue = queue.clone();
         tasks.push(tokio::spawn(async move {
             loop {

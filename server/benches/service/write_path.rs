@@ -73,7 +73,7 @@ pub async fn bench_write_path(n: usize) {
             events(n, popularity, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
         let cpu = CpuMeter::start(&throwaway, None);
         let started = Instant::now();
-        write_batches(&app, batches, WRITERS).await;
+        write_batches(std::slice::from_ref(&app), batches, WRITERS).await;
         let secs = started.elapsed().as_secs_f64();
         let cpu = cpu.per_event(n);
         let (own, database) = (cpu.service, cpu.database);

@@ -136,7 +136,8 @@ pub(crate) fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Eve
                 _ => (v1::EventType::View, 0),
             };
             v1::Event {
-                event_id: format!("{run}-{i}"),
+                // Growing with `i`, as time-ordered ids (ULIDs, snowflakes) grow.
+                event_id: format!("{run}-{i:09}"),
                 product_id,
                 r#type: kind.into(),
                 amount,
@@ -253,13 +254,7 @@ async fn drain(
     // RecordEvents is from its first call: a replica's start (migrations, the recompute over
     // what the others recorded meanwhile) is not part of its drain rate. What the first
     // replicas recorded while the others started is left out of the window.
-    let starting = Instant::now();
-    for app in &apps {
-        while sample(&app.app.scrape_metrics().await, "ranking_seconds_since_last_recompute") < 0.0 {
-            assert!(starting.elapsed() < Duration::from_secs(600), "a replica's start-up recompute never ended");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    started_up(&apps).await;
     let before = counted(&apps).await;
     let cpu = CpuMeter::start(database, Some(broker.process()));
     let started = Instant::now();
@@ -285,6 +280,17 @@ async fn drain(
     (measured as f64 / secs, per_batch, cpu)
 }
 
+/// Returns once every server has done its start-up recompute (600 s at most).
+async fn started_up(apps: &[crate::Running]) {
+    let starting = Instant::now();
+    for app in apps {
+        while sample(&app.app.scrape_metrics().await, "ranking_seconds_since_last_recompute") < 0.0 {
+            assert!(starting.elapsed() < Duration::from_secs(600), "a start-up recompute never ended");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// A drain's batches on average: handling began → last ack, and records.
 struct BatchFigures {
     ms: f64,
@@ -305,6 +311,8 @@ async fn record_events(
     for _ in 0..servers {
         apps.push(serve(&args).await);
     }
+    // Timed from the first call, every server started as the bus's replicas are.
+    started_up(&apps).await;
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
     let cpu = CpuMeter::start(database, None);
     let started = Instant::now();

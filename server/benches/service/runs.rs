@@ -69,9 +69,12 @@ impl<'a> CpuMeter<'a> {
 }
 
 /// RecordEvents of `batches` from `writers` writers spread over `servers` in turn, each
-/// taking the next batch when its previous one is answered; returns when all are.
+/// taking the next batch, in order, when its previous one is answered; returns when all are.
+/// In order, as a bus delivers them: the ids of a run grow with its batches, and the order
+/// decides where in the ledger's index each batch's ids fall (reversed, every batch fell
+/// before all the stored ids, which hid a lookup plan that read the ledger up to them).
 pub(crate) async fn write_batches(servers: &[Running], batches: Vec<Vec<v1::Event>>, writers: usize) {
-    let queue = Arc::new(Mutex::new(batches));
+    let queue = Arc::new(Mutex::new(std::collections::VecDeque::from(batches)));
     let mut tasks = Vec::new();
     for w in 0..writers {
         let app = &servers[w % servers.len()];
@@ -79,7 +82,7 @@ pub(crate) async fn write_batches(servers: &[Running], batches: Vec<Vec<v1::Even
         let queue = queue.clone();
         tasks.push(tokio::spawn(async move {
             loop {
-                let Some(batch) = queue.lock().expect("queue").pop() else { return };
+                let Some(batch) = queue.lock().expect("queue").pop_front() else { return };
                 client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("RecordEvents");
             }
         }));

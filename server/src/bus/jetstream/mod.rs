@@ -17,18 +17,19 @@
 //! them with (an empty pull, a failure, the shutdown) the acks go out at once. A batch
 //! fetched at shutdown is naked at once for another replica.
 //!
-//! A pull is read until the server ends it or, at the latest, until [`pull_deadline`]: the
-//! end of a pull expired at the server does not always reach the client, and waiting for the
-//! client library's own fallback cost 5 s per such pull.
+//! A pull is read by [`pulls::read_pull`]: until the server ends it, or past its expiry once
+//! nothing more arrives (the end of a pull does not always reach the client).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
 use async_nats::jetstream::{self, AckKind, Message};
-use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+mod pulls;
+
+use self::pulls::{Pulled, read_pull};
 use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
 use crate::app::ingest::Ingest;
 use crate::metrics::Metrics;
@@ -199,35 +200,13 @@ impl JetStreamSource {
             },
             () = stop.cancelled() => return Fetched::Stopped,
         };
-        let mut batch = Vec::new();
-        let mut messages = std::pin::pin!(messages);
-        let deadline = tokio::time::Instant::now() + pull_deadline(self.options.batch.max_wait);
-        loop {
-            tokio::select! {
-                next = messages.next() => match next {
-                    Some(Ok(m)) => batch.push(m),
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "jetstream fetch ended early");
-                        break;
-                    }
-                    None => break,
-                },
-                () = tokio::time::sleep_until(deadline) => {
-                    // The pull expired at the server without its end reaching this client:
-                    // take what has arrived. A message still on its way to this pull's
-                    // inbox is redelivered after the ack wait (a DUPLICATE if it commits twice).
-                    while let Some(Some(Ok(m))) = messages.next().now_or_never() {
-                        batch.push(m);
-                    }
-                    tracing::debug!(records = batch.len(), "jetstream pull ended by its deadline");
-                    break;
-                }
-                () = stop.cancelled() => {
-                    release(&batch).await;
-                    return Fetched::Stopped;
-                }
+        let batch = match read_pull(messages, self.options.batch.max_wait, stop).await {
+            Pulled::Batch(batch) => batch,
+            Pulled::Stopped(batch) => {
+                release(&batch).await;
+                return Fetched::Stopped;
             }
-        }
+        };
         let labels = LagLabels { source: SOURCE, partition: self.options.stream.clone() };
         let pending = batch.last().and_then(|m| m.info().ok().map(|i| i.pending)).unwrap_or(0);
         self.metrics.bus.lag.get_or_create(&labels).set(i64::try_from(pending).unwrap_or(i64::MAX));
@@ -363,17 +342,6 @@ fn max_ack_pending(max_records: usize) -> i64 {
     i64::try_from(max_records.saturating_mul(3 * 16)).unwrap_or(i64::MAX).max(1_000)
 }
 
-/// How long a pull is read before this client stops waiting for its end. The server ends a
-/// pull at its expiry (the batch wait) with a status message, after which it sends nothing
-/// more for it; async-nats waits 5 s past the expiry when that status does not arrive, which
-/// happens under load when several replicas share the consumer (seen with nats-server 2.9:
-/// a partly filled pull of a busy consumer held to the client's 5 s, every replica's rate
-/// falling with it). So this client gives up on its own after the batch wait and as long
-/// again (at least 100 ms): by then the server has expired the pull.
-fn pull_deadline(max_wait: Duration) -> Duration {
-    max_wait + max_wait.max(Duration::from_millis(100))
-}
-
 /// What became of a batch handed to the sink.
 enum Handled {
     /// Committed; its messages are acknowledged by [`JetStreamSource::settle`].
@@ -419,10 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pull_is_read_past_its_expiry_and_the_consumer_has_room_for_replicas() {
-        assert_eq!(pull_deadline(Duration::from_millis(100)), Duration::from_millis(200));
-        assert_eq!(pull_deadline(Duration::from_millis(10)), Duration::from_millis(110));
-        assert_eq!(pull_deadline(Duration::from_secs(2)), Duration::from_secs(4));
+    fn the_consumer_has_room_for_replicas() {
         assert_eq!(max_ack_pending(5_000), 240_000);
         assert_eq!(max_ack_pending(1), 1_000);
         assert_eq!(max_ack_pending(usize::MAX), i64::MAX);

@@ -6,6 +6,17 @@
 use chrono::Utc;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
+/// A fresh database when the tests run on PostgreSQL; `None`, with nothing left behind, on
+/// the other backends.
+async fn postgres_db() -> Option<crate::helpers::TestDb> {
+    let db = crate::helpers::TestDb::create().await;
+    if db.url.starts_with("postgres") {
+        return Some(db);
+    }
+    db.drop_db().await;
+    None
+}
+
 /// Whether the relation `name` exists in the database at `url`.
 async fn relation_exists(url: &str, name: &str) -> bool {
     let db = Database::connect(url).await.expect("connect");
@@ -34,11 +45,7 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     use ranking_server::domain::event::{Event, EventKind};
     use ranking_server::ports::{DatedEvent, MetricsStore, Outcome};
 
-    let db = crate::helpers::TestDb::create().await;
-    if !db.url.starts_with("postgres") {
-        db.drop_db().await;
-        return;
-    }
+    let Some(db) = postgres_db().await else { return };
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
     let now = Utc::now();
     let today = now.date_naive();
@@ -98,11 +105,7 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
 async fn postgres_partitioning_migration_keeps_existing_events() {
     use ranking_migrations::MigratorTrait;
 
-    let db = crate::helpers::TestDb::create().await;
-    if !db.url.starts_with("postgres") {
-        db.drop_db().await;
-        return;
-    }
+    let Some(db) = postgres_db().await else { return };
     let conn = Database::connect(&db.url).await.expect("connect");
     ranking_migrations::Migrator::up(&conn, Some(3)).await.expect("the migrations before partitioning");
     conn.execute_unprepared(
@@ -139,11 +142,7 @@ async fn postgres_stored_id_lookup_probes_the_index_whatever_the_plan() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
     use sea_orm::TransactionTrait;
 
-    let db = crate::helpers::TestDb::create().await;
-    if !db.url.starts_with("postgres") {
-        db.drop_db().await;
-        return;
-    }
+    let Some(db) = postgres_db().await else { return };
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("migrations");
     drop(store);
     let today = Utc::now().date_naive();

@@ -20,7 +20,8 @@ pub(super) enum Pulled<M> {
 /// at the server does not always reach the client. Messages still arriving after the
 /// deadline are ones the server sent before the pull expired, held up by a busy client: they
 /// are read, since a message left in the pull's inbox would wait for redelivery after the
-/// ack wait, and the whole drain with it. A message failing to arrive ends the pull.
+/// ack wait, and the whole drain with it. The reading stays bounded: a pull holds at most a
+/// batch of messages. An error from the stream ends the pull.
 pub(super) async fn read_pull<M, E: std::fmt::Display>(
     messages: impl futures_util::Stream<Item = Result<M, E>>,
     max_wait: Duration,

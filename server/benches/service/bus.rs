@@ -375,7 +375,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         ratios.push(bus / direct);
                         fleet_ratios.push(bus / fleet);
                         println!(
-                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {:.1} + {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} | {:.1} + {:.1} = {:.1} |",
+                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
                             layout.name(),
                             broker.source(),
                             popularity.name(),
@@ -384,16 +384,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                             bus / direct,
                             bus / fleet,
                             bus / read,
-                            bus_cpu.service,
-                            bus_cpu.database,
-                            bus_cpu.broker,
-                            bus_cpu.service + bus_cpu.database + bus_cpu.broker,
-                            direct_cpu.service,
-                            direct_cpu.database,
-                            direct_cpu.service + direct_cpu.database,
-                            fleet_cpu.service,
-                            fleet_cpu.database,
-                            fleet_cpu.service + fleet_cpu.database,
+                            summed(&[bus_cpu.service, bus_cpu.database, bus_cpu.broker]),
+                            summed(&[direct_cpu.service, direct_cpu.database]),
+                            summed(&[fleet_cpu.service, fleet_cpu.database]),
                         );
                     }
                     medians.push(format!(
@@ -419,4 +412,10 @@ fn median(mut ratios: Vec<f64>) -> String {
     ratios.sort_by(f64::total_cmp);
     let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
     format!("{:.2} of {} round(s) ({})", ratios[ratios.len() / 2], ratios.len(), shown.join(", "))
+}
+
+/// CPU figures and their sum, as `7.7 + 29.6 + 9.0 = 46.3`.
+fn summed(parts: &[f64]) -> String {
+    let shown: Vec<String> = parts.iter().map(|p| format!("{p:.1}")).collect();
+    format!("{} = {:.1}", shown.join(" + "), parts.iter().sum::<f64>())
 }

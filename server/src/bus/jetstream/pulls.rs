@@ -29,7 +29,7 @@ pub(super) async fn read_pull<M, E: std::fmt::Display>(
 ) -> Pulled<M> {
     let mut batch = Vec::new();
     let mut messages = std::pin::pin!(messages);
-    let quiet = max_wait.max(Duration::from_millis(100));
+    let quiet = quiet(max_wait);
     let mut deadline = tokio::time::Instant::now() + pull_deadline(max_wait);
     loop {
         tokio::select! {
@@ -68,7 +68,13 @@ pub(super) async fn read_pull<M, E: std::fmt::Display>(
 /// falling with it). So this client gives up on its own after the batch wait and as long
 /// again (at least 100 ms): by then the server has expired the pull.
 fn pull_deadline(max_wait: Duration) -> Duration {
-    max_wait + max_wait.max(Duration::from_millis(100))
+    max_wait + quiet(max_wait)
+}
+
+/// How long a pull may go without a message past its expiry before this client stops
+/// waiting: the batch wait, at least 100 ms.
+fn quiet(max_wait: Duration) -> Duration {
+    max_wait.max(Duration::from_millis(100))
 }
 
 #[cfg(test)]

@@ -226,9 +226,9 @@ impl Dialect {
             // One index probe per id, whatever the plan: the LATERAL subquery with its LIMIT
             // cannot be flattened into a join. As a plain join (or `= ANY($1)`), the custom
             // plans PostgreSQL makes for a prepared statement's first executions on each
-            // connection hashed or merged the whole ledger: 1.09 s for 5,000 ids against a
-            // ledger of 2.6 million over 9 day partitions, where the probes take 53-66 ms
-            // (BENCHMARKS.md). The id is the primary key's first column in every partition;
+            // connection hashed or merged the whole ledger: 1.09-1.44 s for 5,000 ids against
+            // a ledger of 2.6 million over 9 day partitions, where the probes take 50-111 ms
+            // (BENCHMARKS.md; docs/benchmarks/2026-12-03-lookup-plans.sql). The id is the primary key's first column in every partition;
             // a retried event is in one of them, so the first found is the stored one.
             Self::Postgres => (
                 "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at \

@@ -1,7 +1,9 @@
 //! `bus <kafka-brokers> [events] [nats-url]`: a backlog of events (uniform over 100,000
 //! products, the worst case, then Zipf) on a Kafka topic of 4 partitions and on a JetStream
 //! stream, drained into a throwaway PostgreSQL by one and by two replicas: events/s from the
-//! moment every replica serves until every event is recorded (lag 0), next to the broker's own rate for
+//! moment every replica serves until every event is recorded (lag 0) and, for Kafka, also
+//! from the moment its group settled (a join or rebalance pauses a group for seconds on the
+//! test broker; a deployment pays it once per membership change, not per event), next to the broker's own rate for
 //! a consumer that only reads, and to RecordEvents with the same batch size from as many
 //! writers as there are replicas, on one server and on as many servers as there are replicas
 //! (each server with its own pool, as each replica has). A broker given as `-` is skipped. Beside the rates, the CPU
@@ -27,7 +29,7 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::cores::{Layout, Pinned};
-use crate::helpers::bus::TestBus;
+use crate::helpers::bus::{PARTITIONS, TestBus};
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::ingest::Rng;
@@ -219,14 +221,14 @@ async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
 }
 
 /// `replicas` servers consuming the topic or stream until `n` records are recorded:
-/// (events/s, its batches, CPU per event).
+/// (events/s, events/s once a Kafka group settled, its batches, CPU per event).
 async fn drain(
     broker: Broker<'_>,
     name: &str,
     database: &pg::ThrowawayPostgres,
     n: usize,
     replicas: usize,
-) -> (f64, BatchFigures, CpuPerEvent) {
+) -> (f64, Option<f64>, BatchFigures, CpuPerEvent) {
     let db = fresh_db(&database.url()).await;
     let mut args = vec![
         format!("--database-url={db}"),
@@ -235,35 +237,41 @@ async fn drain(
         format!("--bus-batch={BATCH}"),
     ];
     args.extend(broker.flags(name));
-    let source = broker.source();
     let mut apps = Vec::new();
     for _ in 0..replicas {
         apps.push(serve(&args).await);
     }
-    let counted = async |apps: &[crate::Running]| {
-        let mut total = 0.0;
-        for app in apps {
-            let metrics = app.app.scrape_metrics().await;
-            for o in ["accepted", "duplicate", "invalid"] {
-                total += sample(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"{o}\"}}"));
-            }
-        }
-        total as usize
-    };
     // Measured from the moment every replica serves and has done its start-up recompute, as
     // RecordEvents is from its first call: a replica's start (migrations, the recompute over
     // what the others recorded meanwhile) is not part of its drain rate. What the first
     // replicas recorded while the others started is left out of the window.
     started_up(&apps).await;
-    let before = counted(&apps).await;
+    let before = progress(broker, &apps).await.recorded;
     let cpu = CpuMeter::start(database, Some(broker.process()));
     let started = Instant::now();
-    while counted(&apps).await < n {
+    // A Kafka group's join and rebalances pause consumption for seconds on the test broker:
+    // a second window opens once every replica holds partitions and all are held, and
+    // counts what was recorded after that moment.
+    let mut settled: Option<(Instant, usize)> = None;
+    loop {
+        let now = progress(broker, &apps).await;
+        if settled.is_none() && now.settled {
+            settled = Some((Instant::now(), now.recorded));
+        }
+        if now.recorded >= n {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let secs = started.elapsed().as_secs_f64();
     let measured = n.saturating_sub(before).max(1);
     let cpu = cpu.per_event(measured);
+    let settled_rate = match (broker, settled) {
+        (Broker::Kafka(_), Some((at, recorded))) if n > recorded => {
+            Some((n - recorded) as f64 / at.elapsed().as_secs_f64())
+        }
+        _ => None,
+    };
     let mut batch_seconds = 0.0;
     let mut batches = 0.0;
     for app in &apps {
@@ -277,7 +285,34 @@ async fn drain(
     drop_db(&database.url(), &db).await;
     let per_batch =
         BatchFigures { ms: batch_seconds / batches.max(1.0) * 1000.0, records: n as f64 / batches.max(1.0) };
-    (measured as f64 / secs, per_batch, cpu)
+    (measured as f64 / secs, settled_rate, per_batch, cpu)
+}
+
+/// The replicas' records so far, and whether their Kafka group has settled.
+struct Progress {
+    recorded: usize,
+    /// Every replica holds partitions and all [`PARTITIONS`] are held (each replica's lag
+    /// series are its assigned partitions, refreshed every second). Always true for JetStream.
+    settled: bool,
+}
+
+async fn progress(broker: Broker<'_>, apps: &[crate::Running]) -> Progress {
+    let source = broker.source();
+    let mut recorded = 0.0;
+    let mut held = Vec::with_capacity(apps.len());
+    for app in apps {
+        let metrics = app.app.scrape_metrics().await;
+        for o in ["accepted", "duplicate", "invalid"] {
+            recorded += sample(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"{o}\"}}"));
+        }
+        let series = format!("ranking_bus_lag_records{{source=\"{source}\",");
+        held.push(metrics.lines().filter(|l| l.starts_with(&series)).count());
+    }
+    let settled = match broker {
+        Broker::Kafka(_) => held.iter().all(|&h| h > 0) && held.iter().sum::<usize>() == PARTITIONS as usize,
+        Broker::JetStream(_) => true,
+    };
+    Progress { recorded: recorded as usize, settled }
 }
 
 /// Returns once every server has done its start-up recompute (600 s at most).
@@ -344,9 +379,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
         "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other; database: PostgreSQL on a core of its own, the service and the broker on the other.\n"
     );
     println!(
-        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | Kafka events/s once the group settled | settled / RecordEvents, one server; as many servers | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|");
     for &layout in layouts {
         for popularity in [Popularity::Uniform, Popularity::Zipf] {
             for &broker in &brokers {
@@ -362,8 +397,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                     // RecordEvents run right after it; the ratio is judged as their median.
                     let mut ratios = Vec::with_capacity(rounds);
                     let mut fleet_ratios = Vec::with_capacity(rounds);
+                    let mut settled_ratios = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                     for _ in 0..rounds {
-                        let (bus, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
+                        let (bus, settled, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
                         let (direct, direct_cpu) = record_events(&throwaway, &events, replicas, 1).await;
                         // The same writers spread over as many servers as the bus has
                         // replicas: each server's own pool and background work, as the bus's.
@@ -374,8 +410,16 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         };
                         ratios.push(bus / direct);
                         fleet_ratios.push(bus / fleet);
+                        let settled = match settled {
+                            Some(rate) => {
+                                settled_ratios.0.push(rate / direct);
+                                settled_ratios.1.push(rate / fleet);
+                                (format!("{rate:.0}"), format!("{:.2}; {:.2}", rate / direct, rate / fleet))
+                            }
+                            None => ("—".to_string(), "—".to_string()),
+                        };
                         println!(
-                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
                             layout.name(),
                             broker.source(),
                             popularity.name(),
@@ -384,6 +428,8 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                             bus / direct,
                             bus / fleet,
                             bus / read,
+                            settled.0,
+                            settled.1,
                             summed(&[bus_cpu.service, bus_cpu.database, bus_cpu.broker]),
                             summed(&[direct_cpu.service, direct_cpu.database]),
                             summed(&[fleet_cpu.service, fleet_cpu.database]),
@@ -397,6 +443,13 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         median(ratios),
                         median(fleet_ratios),
                     ));
+                    if !settled_ratios.0.is_empty() {
+                        medians.push(format!(
+                            "  - once the group settled: on one server {}; on {replicas} server(s) {}",
+                            median(settled_ratios.0),
+                            median(settled_ratios.1),
+                        ));
+                    }
                 }
             }
         }

@@ -24,8 +24,11 @@ use async_nats::jetstream::{self, consumer::pull};
 use chrono::Utc;
 use futures_util::StreamExt;
 use ranking_client::v1;
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::cores::{Layout, Pinned};
@@ -85,6 +88,40 @@ impl Broker<'_> {
                 let TestBus::JetStream { stream, .. } = bus else { unreachable!() };
                 (stream, rate)
             }
+        }
+    }
+
+    /// Deletes the backlog's topic or stream and its dead-letter one: the machine's broker
+    /// would otherwise keep every case's records after the run.
+    async fn remove(self, name: &str) {
+        let failed = match self {
+            Self::Kafka(brokers) => {
+                let admin: AdminClient<DefaultClientContext> =
+                    ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin client");
+                let dead_letters = format!("{name}.dlq");
+                match admin.delete_topics(&[name, dead_letters.as_str()], &AdminOptions::new()).await {
+                    // A topic already gone is deleted (tansu answers so for the dead-letter topic).
+                    Ok(results) => results
+                        .into_iter()
+                        .find_map(|r| r.err().filter(|(_, e)| *e != RDKafkaErrorCode::UnknownTopicOrPartition))
+                        .map(|(t, e)| format!("{t}: {e}")),
+                    Err(e) => Some(e.to_string()),
+                }
+            }
+            Self::JetStream(url) => {
+                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+                let dead_letters = name.replacen("EV_", "DLQ_", 1);
+                let mut failed = None;
+                for stream in [name, dead_letters.as_str()] {
+                    if let Err(e) = js.delete_stream(stream).await {
+                        failed = Some(format!("{stream}: {e}"));
+                    }
+                }
+                failed
+            }
+        };
+        if let Some(e) = failed {
+            eprintln!("the backlog {name} was not deleted: {e}");
         }
     }
 
@@ -451,6 +488,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         ));
                     }
                 }
+                broker.remove(&name).await;
             }
         }
     }

@@ -125,7 +125,6 @@ impl Broker<'_> {
         }
     }
 
-    /// A consumer that only reads the whole backlog: events/s.
     /// The broker's process name on this machine (its CPU is read from /proc).
     fn process(self) -> &'static str {
         match self {
@@ -134,6 +133,7 @@ impl Broker<'_> {
         }
     }
 
+    /// A consumer that only reads the whole backlog: events/s.
     async fn read_only(self, name: &str, n: usize) -> f64 {
         match self {
             Self::Kafka(brokers) => read_only(brokers, name, n).await,

@@ -24,11 +24,8 @@ use async_nats::jetstream::{self, consumer::pull};
 use chrono::Utc;
 use futures_util::StreamExt;
 use ranking_client::v1;
-use rdkafka::admin::{AdminClient, AdminOptions};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::cores::{Layout, Pinned};
@@ -72,56 +69,26 @@ impl Broker<'_> {
         }
     }
 
-    /// A fresh topic or stream with the records on it: (its name, produce events/s).
-    async fn backlog(self, records: &[(String, Vec<u8>)]) -> (String, f64) {
+    /// A fresh topic or stream with the records on it: (the bus, its topic or stream, produce
+    /// events/s).
+    async fn backlog(self, records: &[(String, Vec<u8>)]) -> (TestBus, String, f64) {
         match self {
             Self::Kafka(brokers) => {
-                let TestBus::Kafka { topic, .. } = TestBus::kafka(brokers).await else { unreachable!() };
+                let bus = TestBus::kafka(brokers).await;
+                let TestBus::Kafka { topic, .. } = &bus else { unreachable!() };
+                let topic = topic.clone();
                 let rate = produce(brokers, &topic, records).await;
-                (topic, rate)
+                (bus, topic, rate)
             }
             Self::JetStream(url) => {
                 let bus = TestBus::jetstream(url).await;
                 let started = Instant::now();
                 bus.publish(records).await;
                 let rate = records.len() as f64 / started.elapsed().as_secs_f64();
-                let TestBus::JetStream { stream, .. } = bus else { unreachable!() };
-                (stream, rate)
+                let TestBus::JetStream { stream, .. } = &bus else { unreachable!() };
+                let stream = stream.clone();
+                (bus, stream, rate)
             }
-        }
-    }
-
-    /// Deletes the backlog's topic or stream and its dead-letter one: the machine's broker
-    /// would otherwise keep every case's records after the run.
-    async fn remove(self, name: &str) {
-        let failed = match self {
-            Self::Kafka(brokers) => {
-                let admin: AdminClient<DefaultClientContext> =
-                    ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin client");
-                let dead_letters = format!("{name}.dlq");
-                match admin.delete_topics(&[name, dead_letters.as_str()], &AdminOptions::new()).await {
-                    // A topic already gone is deleted (tansu answers so for the dead-letter topic).
-                    Ok(results) => results
-                        .into_iter()
-                        .find_map(|r| r.err().filter(|(_, e)| *e != RDKafkaErrorCode::UnknownTopicOrPartition))
-                        .map(|(t, e)| format!("{t}: {e}")),
-                    Err(e) => Some(e.to_string()),
-                }
-            }
-            Self::JetStream(url) => {
-                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
-                let dead_letters = name.replacen("EV_", "DLQ_", 1);
-                let mut failed = None;
-                for stream in [name, dead_letters.as_str()] {
-                    if let Err(e) = js.delete_stream(stream).await {
-                        failed = Some(format!("{stream}: {e}"));
-                    }
-                }
-                failed
-            }
-        };
-        if let Some(e) = failed {
-            eprintln!("the backlog {name} was not deleted: {e}");
         }
     }
 
@@ -303,12 +270,9 @@ async fn drain(
     let secs = started.elapsed().as_secs_f64();
     let measured = n.saturating_sub(before).max(1);
     let cpu = cpu.per_event(measured);
-    let settled_rate = match (broker, settled) {
-        (Broker::Kafka(_), Some((at, recorded))) if n > recorded => {
-            Some((n - recorded) as f64 / at.elapsed().as_secs_f64())
-        }
-        _ => None,
-    };
+    let settled_rate = settled
+        .filter(|&(_, recorded)| n > recorded)
+        .map(|(at, recorded)| (n - recorded) as f64 / at.elapsed().as_secs_f64());
     let mut batch_seconds = 0.0;
     let mut batches = 0.0;
     for app in &apps {
@@ -329,7 +293,8 @@ async fn drain(
 struct Progress {
     recorded: usize,
     /// Every replica holds partitions and all [`PARTITIONS`] are held (each replica's lag
-    /// series are its assigned partitions, refreshed every second). Always true for JetStream.
+    /// series are its assigned partitions, refreshed every second). Never for JetStream,
+    /// which has no group to settle.
     settled: bool,
 }
 
@@ -347,7 +312,7 @@ async fn progress(broker: Broker<'_>, apps: &[crate::Running]) -> Progress {
     }
     let settled = match broker {
         Broker::Kafka(_) => held.iter().all(|&h| h > 0) && held.iter().sum::<usize>() == PARTITIONS as usize,
-        Broker::JetStream(_) => true,
+        Broker::JetStream(_) => false,
     };
     Progress { recorded: recorded as usize, settled }
 }
@@ -425,7 +390,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                 let run = format!("{:x}", Utc::now().timestamp_micros());
                 let events = events(n, popularity, &run);
                 let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
-                let (name, produced) = broker.backlog(&records).await;
+                let (backlog, name, produced) = broker.backlog(&records).await;
                 drop(records);
                 let _pinned = Pinned::apply(layout, &throwaway, Some(broker.process()));
                 let read = broker.read_only(&name, n).await;
@@ -488,7 +453,10 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         ));
                     }
                 }
-                broker.remove(&name).await;
+                // The broker would otherwise keep every case's records after the run.
+                if let Err(e) = backlog.delete().await {
+                    eprintln!("the backlog {name} was not deleted: {e}");
+                }
             }
         }
     }

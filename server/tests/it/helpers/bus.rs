@@ -12,6 +12,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
@@ -90,6 +91,44 @@ impl TestBus {
         };
         js.get_stream(&stream).await.expect("stream").create_consumer(config).await.expect("consumer created");
         Self::JetStream { url: url.to_string(), stream, subject, dead_letters, consumer }
+    }
+
+    /// Deletes this bus's topic or stream and its dead-letter one (a broker keeps them
+    /// otherwise), trying each: the first failure, if any. A topic already gone counts as
+    /// deleted (tansu answers so for the dead-letter topic).
+    pub async fn delete(&self) -> Result<(), String> {
+        let mut failed = None;
+        match self {
+            Self::Kafka { brokers, topic, dead_letters, .. } => {
+                let admin: AdminClient<DefaultClientContext> =
+                    ClientConfig::new().set("bootstrap.servers", brokers).create().map_err(|e| e.to_string())?;
+                let results = admin
+                    .delete_topics(&[topic.as_str(), dead_letters.as_str()], &AdminOptions::new())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                failed = results
+                    .into_iter()
+                    .find_map(|r| r.err().filter(|(_, e)| *e != RDKafkaErrorCode::UnknownTopicOrPartition))
+                    .map(|(t, e)| format!("{t}: {e}"));
+            }
+            Self::JetStream { url, stream, dead_letters, .. } => {
+                let js = jetstream::new(async_nats::connect(url).await.map_err(|e| e.to_string())?);
+                let dead_letter_stream = js.stream_by_subject(dead_letters.as_str()).await;
+                let streams = match dead_letter_stream {
+                    Ok(name) => vec![stream.clone(), name],
+                    Err(e) => {
+                        failed = Some(format!("the stream of {dead_letters}: {e}"));
+                        vec![stream.clone()]
+                    }
+                };
+                for name in streams {
+                    if let Err(e) = js.delete_stream(&name).await {
+                        failed.get_or_insert(format!("{name}: {e}"));
+                    }
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// The server's flags for this bus (batches of `batch` records).

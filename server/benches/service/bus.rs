@@ -1,15 +1,18 @@
 //! `bus <kafka-brokers> [events] [nats-url]`: a backlog of events (uniform over 100,000
 //! products, the worst case, then Zipf) on a Kafka topic of 4 partitions and on a JetStream
-//! stream, drained into a throwaway PostgreSQL by one and by two replicas: events/s from the
-//! moment every replica serves until every event is recorded (lag 0) and, for Kafka, also
-//! from the moment its group settled (a join or rebalance pauses a group for seconds on the
-//! test broker; a deployment pays it once per membership change, not per event), next to the broker's own rate for
-//! a consumer that only reads, and to RecordEvents with the same batch size from as many
+//! stream, in proto3 JSON (or protobuf binary, `format=protobuf`), drained into a throwaway
+//! PostgreSQL by one and by two replicas: events/s from the moment every replica serves
+//! until every event is recorded (lag 0) and, for Kafka, also from the moment its group
+//! settled (a join or rebalance pauses a group for seconds on the test broker; a deployment
+//! pays it once per membership change, not per event), next to the broker's own rate for a
+//! consumer that only reads, and to RecordEvents with the same batch size from as many
 //! writers as there are replicas, on one server and on as many servers as there are replicas
-//! (each server with its own pool, as each replica has). A broker given as `-` is skipped. Beside the rates, the CPU
-//! each path spends per event: the replicas' (this process), PostgreSQL's and the broker's
-//! for the bus, the service's (with its callers) and PostgreSQL's for RecordEvents; on two
-//! shared cores the rates follow these sums once the cores are busy.
+//! (each server with its own pool, as each replica has). A broker given as `-` is skipped.
+//! Beside the rates, the CPU each path spends per event: the replicas' (this process),
+//! PostgreSQL's and the broker's for the bus, the service's (with its callers) and
+//! PostgreSQL's for RecordEvents, and the read-only consumer's own (what the bus client
+//! spends to receive a record); on two shared cores the rates follow these sums once the
+//! cores are busy.
 //!
 //! The replicas run in this process (the integration tests' fixture). In the `shared` layout
 //! they share the machine's two cores with the broker and PostgreSQL, as a deployment on
@@ -28,10 +31,13 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use ranking_server::bus::decode::Format;
+
 use crate::cores::{Layout, Pinned};
 use crate::helpers::bus::{PARTITIONS, TestBus};
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
+use crate::helpers::process::cpu_seconds;
 use crate::ingest::Rng;
 use crate::runs::{CpuMeter, CpuPerEvent, drop_db, fresh_db, write_batches};
 use crate::serve;
@@ -39,7 +45,7 @@ use crate::serve;
 pub(crate) const PRODUCTS: u64 = 100_000;
 const BATCH: usize = 5_000;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Popularity {
     Uniform,
     Zipf,
@@ -50,6 +56,15 @@ impl Popularity {
         match self {
             Self::Uniform => "uniform",
             Self::Zipf => "Zipf",
+        }
+    }
+
+    /// `uniform` or `zipf`, as the command line gives it.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "uniform" => Some(Self::Uniform),
+            "zipf" => Some(Self::Zipf),
+            _ => None,
         }
     }
 }
@@ -100,12 +115,16 @@ impl Broker<'_> {
         }
     }
 
-    /// A consumer that only reads the whole backlog: events/s.
-    async fn read_only(self, name: &str, n: usize) -> f64 {
-        match self {
+    /// A consumer that only reads the whole backlog: events/s, and this process's CPU µs
+    /// per event meanwhile (what the bus client alone spends to receive a record, which the
+    /// replicas spend on top of recording it).
+    async fn read_only(self, name: &str, n: usize) -> (f64, f64) {
+        let before = cpu_seconds(std::process::id());
+        let rate = match self {
             Self::Kafka(brokers) => read_only(brokers, name, n).await,
             Self::JetStream(url) => read_only_jetstream(url, name, n).await,
-        }
+        };
+        (rate, (cpu_seconds(std::process::id()) - before) / n as f64 * 1e6)
     }
 
     /// The server flags that consume `name` under a fresh group / durable consumer.
@@ -154,8 +173,12 @@ pub(crate) fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Eve
         .collect()
 }
 
-/// The record a producer would publish: keyed by product, the event in proto3 JSON.
-fn record(e: &v1::Event) -> (String, Vec<u8>) {
+/// The record a producer would publish: keyed by product, the event in `format` (proto3
+/// JSON, as a producer such as kcat writes it, or protobuf binary, as RecordEvents carries it).
+fn record(e: &v1::Event, format: Format) -> (String, Vec<u8>) {
+    if let Format::Protobuf = format {
+        return (e.product_id.to_string(), prost::Message::encode_to_vec(e));
+    }
     let at = e.occurred_at.expect("timestamp");
     let at = chrono::DateTime::<Utc>::from_timestamp(at.seconds, 0).expect("instant").to_rfc3339();
     let kind = v1::EventType::try_from(e.r#type).expect("type").as_str_name();
@@ -185,6 +208,17 @@ async fn produce(brokers: &str, topic: &str, records: &[(String, Vec<u8>)]) -> f
         }
     }
     records.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The CPU µs per record of decoding `records` as the replicas do (this process, idle
+/// otherwise between the cases): the share of their CPU that the records' encoding decides
+/// (RecordEvents gets protobuf binary).
+fn decoding(records: &[(String, Vec<u8>)], format: Format) -> f64 {
+    let before = cpu_seconds(std::process::id());
+    let valid =
+        records.iter().filter(|(_, payload)| ranking_server::bus::decode::decode(format, payload).is_ok()).count();
+    assert_eq!(valid, records.len(), "every benchmark record decodes");
+    (cpu_seconds(std::process::id()) - before) / records.len() as f64 * 1e6
 }
 
 /// A consumer of a fresh group that only reads: the broker's own rate.
@@ -232,6 +266,7 @@ async fn drain(
     database: &pg::ThrowawayPostgres,
     n: usize,
     replicas: usize,
+    format: Format,
 ) -> (f64, Option<f64>, BatchFigures, CpuPerEvent) {
     let db = fresh_db(&database.url()).await;
     let mut args = vec![
@@ -239,6 +274,7 @@ async fn drain(
         "--db-max-connections=32".to_string(),
         "--live-interval=0".to_string(),
         format!("--bus-batch={BATCH}"),
+        format!("--bus-format={}", format_name(format)),
     ];
     args.extend(broker.flags(name));
     let mut apps = Vec::new();
@@ -363,10 +399,30 @@ async fn record_events(
     (rate, cpu)
 }
 
-/// The scenario, in each of `layouts` (the machine's cores shared by every party, or split
-/// between the broker and the rest: [`Layout`]), each case `rounds` times.
-pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layouts: &[Layout], rounds: usize) {
-    let rounds = rounds.max(1);
+/// Which cases of the scenario run, and how.
+pub struct BusCases {
+    /// The machine's cores shared by every party, or split between the broker and the rest
+    /// ([`Layout`]).
+    pub layouts: Vec<Layout>,
+    /// Each case this many times.
+    pub rounds: usize,
+    /// The records' encoding (`RANKING_BUS_FORMAT`).
+    pub format: Format,
+    /// Only this popularity; `None`: uniform, then Zipf.
+    pub popularity: Option<Popularity>,
+}
+
+fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::Json => "json",
+        Format::Protobuf => "protobuf",
+    }
+}
+
+/// The scenario: each case of `cases` in each of its layouts.
+pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases: &BusCases) {
+    let BusCases { layouts, rounds, format, popularity: only } = cases;
+    let (rounds, format) = ((*rounds).max(1), *format);
     let mut medians = Vec::new();
     let throwaway = pg::ThrowawayPostgres::start_with("-c max_connections=300").expect("PostgreSQL server binaries");
     let brokers: Vec<Broker<'_>> = kafka.map(Broker::Kafka).into_iter().chain(nats.map(Broker::JetStream)).collect();
@@ -376,24 +432,32 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
         kafka.unwrap_or("-"),
         nats.unwrap_or("-")
     );
-    println!("Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products.");
+    println!(
+        "Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products; records in {} (RANKING_BUS_FORMAT).",
+        format_name(format)
+    );
     println!(
         "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other; database: PostgreSQL on a core of its own, the service and the broker on the other.\n"
     );
     println!(
-        "| layout | bus | popularity | produce events/s | broker read-only events/s | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | Kafka events/s once the group settled | settled / RecordEvents, one server; as many servers | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | read-only client CPU µs/event | decoding µs/record | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | Kafka events/s once the group settled | settled / RecordEvents, one server; as many servers | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|");
+    let popularities = match only {
+        Some(p) => vec![*p],
+        None => vec![Popularity::Uniform, Popularity::Zipf],
+    };
     for &layout in layouts {
-        for popularity in [Popularity::Uniform, Popularity::Zipf] {
+        for &popularity in &popularities {
             for &broker in &brokers {
                 let run = format!("{:x}", Utc::now().timestamp_micros());
                 let events = events(n, popularity, &run);
-                let records: Vec<(String, Vec<u8>)> = events.iter().map(record).collect();
+                let records: Vec<(String, Vec<u8>)> = events.iter().map(|e| record(e, format)).collect();
                 let (backlog, name, produced) = broker.backlog(&records).await;
+                let decoding = decoding(&records, format);
                 drop(records);
                 let _pinned = Pinned::apply(layout, &throwaway, Some(broker.process()));
-                let read = broker.read_only(&name, n).await;
+                let (read, read_cpu) = broker.read_only(&name, n).await;
                 for replicas in [1, 2] {
                     // Rounds interleave the two paths, each bus drain paired with the
                     // RecordEvents run right after it; the ratio is judged as their median.
@@ -401,7 +465,8 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                     let mut fleet_ratios = Vec::with_capacity(rounds);
                     let mut settled_ratios = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                     for _ in 0..rounds {
-                        let (bus, settled, per_batch, bus_cpu) = drain(broker, &name, &throwaway, n, replicas).await;
+                        let (bus, settled, per_batch, bus_cpu) =
+                            drain(broker, &name, &throwaway, n, replicas, format).await;
                         let (direct, direct_cpu) = record_events(&throwaway, &events, replicas, 1).await;
                         // The same writers spread over as many servers as the bus has
                         // replicas: each server's own pool and background work, as the bus's.
@@ -421,7 +486,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                             None => ("—".to_string(), "—".to_string()),
                         };
                         println!(
-                            "| {} | {} | {} | {produced:.0} | {read:.0} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
+                            "| {} | {} | {} | {produced:.0} | {read:.0} | {read_cpu:.1} | {decoding:.2} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
                             layout.name(),
                             broker.source(),
                             popularity.name(),
@@ -438,10 +503,11 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                         );
                     }
                     medians.push(format!(
-                        "- {} {} {}, {replicas} replica(s): median bus / RecordEvents on one server {}; on {replicas} server(s) {}",
+                        "- {} {} {} ({}), {replicas} replica(s): median bus / RecordEvents on one server {}; on {replicas} server(s) {}",
                         layout.name(),
                         broker.source(),
                         popularity.name(),
+                        format_name(format),
                         median(ratios),
                         median(fleet_ratios),
                     ));
@@ -454,9 +520,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, layout
                     }
                 }
                 // The broker would otherwise keep every case's records after the run.
-                if let Err(e) = backlog.delete().await {
-                    eprintln!("the backlog {name} was not deleted: {e}");
-                }
+                backlog.discard().await;
             }
         }
     }

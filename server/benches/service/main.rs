@@ -37,7 +37,8 @@
 //!   as many servers as replicas (`-` skips a broker); with every party on both cores, then
 //!   with the broker on a core of its own, then PostgreSQL (`cores`; by default all three);
 //!   `rounds=N` interleaves N drains with N RecordEvents runs per case and prints the median
-//!   ratios.
+//!   ratios; `format=protobuf` publishes the records in protobuf binary instead of proto3
+//!   JSON (`RANKING_BUS_FORMAT`); `popularity=uniform|zipf` runs that case only.
 //! - `cluster <products> <redis-url> <cluster-seeds>`: Recompute and reads on one Redis node
 //!   and on a Redis Cluster in one run (reads from the in-process copy and from Redis).
 //! - `retention <rows>`: one past day's events pruned row by row (DELETE in chunks) and with
@@ -68,6 +69,7 @@ mod write_path;
 use clap::Parser;
 use ranking_client::RankingServiceClient;
 use ranking_client::tonic::transport::Channel;
+use ranking_server::bus::decode::Format;
 use ranking_server::config::Settings;
 
 type Client = RankingServiceClient<Channel>;
@@ -134,6 +136,18 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
+    // Interrupted, the scenario is dropped where it stands: its destructors stop the
+    // throwaway servers it started and give the machine's broker back both cores, which a
+    // killed process would leave running and pinned.
+    tokio::select! {
+        () = run(&args) => {}
+        _ = tokio::signal::ctrl_c() => eprintln!("interrupted: throwaway servers stopped, cores released"),
+        _ = terminate.recv() => eprintln!("terminated: throwaway servers stopped, cores released"),
+    }
+}
+
+async fn run(args: &[String]) {
     match args.first().map(String::as_str) {
         Some("ingest") => {
             ingest::bench_ingest(args.get(1).map(String::as_str).unwrap_or("throwaway-postgres"), false).await
@@ -167,9 +181,17 @@ async fn main() {
             } else {
                 layouts
             };
-            // `rounds=3`: each case three times, bus and RecordEvents interleaved.
-            let rounds = args.iter().find_map(|s| s.strip_prefix("rounds=")?.parse().ok()).unwrap_or(1);
-            bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n, &layouts, rounds).await;
+            let option = |name: &str| args.iter().find_map(|s| s.strip_prefix(name));
+            let cases = bus::BusCases {
+                layouts,
+                // `rounds=3`: each case three times, bus and RecordEvents interleaved.
+                rounds: option("rounds=").and_then(|s| s.parse().ok()).unwrap_or(1),
+                // `format=protobuf`: records in protobuf binary, as RecordEvents carries them.
+                format: option("format=").map_or(Ok(Format::Json), str::parse).expect("format=json|protobuf"),
+                // `popularity=zipf`: only that case.
+                popularity: option("popularity=").map(|s| bus::Popularity::parse(s).expect("popularity=uniform|zipf")),
+            };
+            bus::bench_bus(given(1, "127.0.0.1:19092"), given(3, "nats://127.0.0.1:4222"), n, &cases).await;
         }
         Some("recompute") => {
             let n = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);

@@ -247,6 +247,7 @@ async fn workload_is_counted_once(bus: TestBus, seed: u64) {
     }
     assert_eq!(count_events(&db.url).await, valid, "nothing more after the rebalances of the stops");
     db.drop_db().await;
+    bus.discard().await;
 }
 
 /// The fault tests bring their own database (or broker) and need no engine of a pass: they
@@ -308,6 +309,7 @@ async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
         metric_value(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}"));
     assert_eq!(accepted, 1_000.0, "nothing counted twice");
     app.stop().await;
+    bus.discard().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -348,6 +350,7 @@ async fn kafka_shutdown_commits_what_committed() {
     let offsets = bus.committed_and_high();
     assert_eq!(offsets.iter().map(|(_, h)| h).sum::<i64>(), 400);
     assert!(offsets.iter().all(|(c, h)| c == h), "committed at the stop: {offsets:?}");
+    bus.discard().await;
 }
 
 /// A graceful stop right after the last batch committed acknowledges it (a batch's acks go
@@ -383,6 +386,7 @@ async fn jetstream_shutdown_acknowledges_what_committed() {
     let (_, _, floor) = bus.unacknowledged().await;
     assert_eq!(floor, 401 + committed, "what committed is acknowledged at the stop");
     own.drop_db().await;
+    bus.discard().await;
 }
 
 async fn bus_health(app: &TestApp) -> i32 {

@@ -196,4 +196,7 @@ async fn every_panel_of_the_dashboard_shows_a_scraped_server() {
     }
     assert!(empty.is_empty(), "panels without a series:\n{}", empty.join("\n"));
     app.stop().await;
+    if let Some(bus) = bus {
+        bus.discard().await;
+    }
 }

@@ -131,6 +131,15 @@ impl TestBus {
         failed.map_or(Ok(()), Err)
     }
 
+    /// Deletes this bus at the end of a test that passed, so that the machine's brokers do
+    /// not keep every run's topics and streams; a failure is reported, not asserted (what the
+    /// test checked is done by then). A test that fails leaves its bus to look at.
+    pub async fn discard(self) {
+        if let Err(e) = self.delete().await {
+            eprintln!("test bus not deleted: {e}");
+        }
+    }
+
     /// The server's flags for this bus (batches of `batch` records).
     pub fn flags(&self, batch: usize) -> Vec<String> {
         self.envs(batch).into_iter().map(|(k, v)| format!("--{}={v}", flag_of(k))).collect()

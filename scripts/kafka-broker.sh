@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Kafka-compatible broker of the bus tests: tansu 0.6.0 (crates.io, Apache-2.0) with its
 # SQLite storage engine (its memory engine loses committed offsets; see docs/OPERATIONS.md).
+# Its DeleteTopics of one topic removes every topic of the broker: tests never delete theirs.
 #
 #   scripts/kafka-broker.sh install        build it once per machine into the user's cache,
 #                                          outside any clone, keyed by its version; prints the binary

@@ -274,7 +274,7 @@ async fn drain(
         "--db-max-connections=32".to_string(),
         "--live-interval=0".to_string(),
         format!("--bus-batch={BATCH}"),
-        format!("--bus-format={}", format_name(format)),
+        format!("--bus-format={}", format.name()),
     ];
     args.extend(broker.flags(name));
     let mut apps = Vec::new();
@@ -412,13 +412,6 @@ pub struct BusCases {
     pub popularity: Option<Popularity>,
 }
 
-fn format_name(format: Format) -> &'static str {
-    match format {
-        Format::Json => "json",
-        Format::Protobuf => "protobuf",
-    }
-}
-
 /// The scenario: each case of `cases` in each of its layouts.
 pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases: &BusCases) {
     let BusCases { layouts, rounds, format, popularity: only } = cases;
@@ -434,7 +427,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
     );
     println!(
         "Batches of {BATCH} records (RANKING_BUS_BATCH); {PRODUCTS} products; records in {} (RANKING_BUS_FORMAT).",
-        format_name(format)
+        format.name()
     );
     println!(
         "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other; database: PostgreSQL on a core of its own, the service and the broker on the other.\n"
@@ -507,7 +500,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                         layout.name(),
                         broker.source(),
                         popularity.name(),
-                        format_name(format),
+                        format.name(),
                         median(ratios),
                         median(fleet_ratios),
                     ));
@@ -519,8 +512,11 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                         ));
                     }
                 }
-                // The broker would otherwise keep every case's records after the run.
-                backlog.discard().await;
+                // The broker would otherwise keep every case's records after the run. (On
+                // tansu this removes every topic: give the benchmark a broker of its own.)
+                if let Err(e) = backlog.delete().await {
+                    eprintln!("the backlog {name} was not deleted: {e}");
+                }
             }
         }
     }

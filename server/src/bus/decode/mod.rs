@@ -28,14 +28,23 @@ pub enum Format {
     Protobuf,
 }
 
+impl Format {
+    /// Its name in `RANKING_BUS_FORMAT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Protobuf => "protobuf",
+        }
+    }
+}
+
 impl std::str::FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "json" => Ok(Self::Json),
-            "protobuf" => Ok(Self::Protobuf),
-            _ => Err(format!("{s:?}: expected json or protobuf")),
-        }
+        [Self::Json, Self::Protobuf]
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("{s:?}: expected json or protobuf"))
     }
 }
 

@@ -59,13 +59,9 @@ impl Popularity {
         }
     }
 
-    /// `uniform` or `zipf`, as the command line gives it.
+    /// `uniform` or `zipf`, as the command line gives it (its name in any case).
     pub(crate) fn parse(s: &str) -> Option<Self> {
-        match s {
-            "uniform" => Some(Self::Uniform),
-            "zipf" => Some(Self::Zipf),
-            _ => None,
-        }
+        [Self::Uniform, Self::Zipf].into_iter().find(|p| p.name().eq_ignore_ascii_case(s))
     }
 }
 
@@ -84,25 +80,19 @@ impl Broker<'_> {
         }
     }
 
-    /// A fresh topic or stream with the records on it: (the bus, its topic or stream, produce
-    /// events/s).
-    async fn backlog(self, records: &[(String, Vec<u8>)]) -> (TestBus, String, f64) {
+    /// A fresh topic or stream with the records on it: (the bus, produce events/s).
+    async fn backlog(self, records: &[(String, Vec<u8>)]) -> (TestBus, f64) {
         match self {
             Self::Kafka(brokers) => {
                 let bus = TestBus::kafka(brokers).await;
-                let TestBus::Kafka { topic, .. } = &bus else { unreachable!() };
-                let topic = topic.clone();
-                let rate = produce(brokers, &topic, records).await;
-                (bus, topic, rate)
+                let rate = produce(brokers, bus.name(), records).await;
+                (bus, rate)
             }
             Self::JetStream(url) => {
                 let bus = TestBus::jetstream(url).await;
                 let started = Instant::now();
                 bus.publish(records).await;
-                let rate = records.len() as f64 / started.elapsed().as_secs_f64();
-                let TestBus::JetStream { stream, .. } = &bus else { unreachable!() };
-                let stream = stream.clone();
-                (bus, stream, rate)
+                (bus, records.len() as f64 / started.elapsed().as_secs_f64())
             }
         }
     }
@@ -446,11 +436,12 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                 let run = format!("{:x}", Utc::now().timestamp_micros());
                 let events = events(n, popularity, &run);
                 let records: Vec<(String, Vec<u8>)> = events.iter().map(|e| record(e, format)).collect();
-                let (backlog, name, produced) = broker.backlog(&records).await;
+                let (backlog, produced) = broker.backlog(&records).await;
+                let name = backlog.name();
                 let decoding = decoding(&records, format);
                 drop(records);
                 let _pinned = Pinned::apply(layout, &throwaway, Some(broker.process()));
-                let (read, read_cpu) = broker.read_only(&name, n).await;
+                let (read, read_cpu) = broker.read_only(name, n).await;
                 for replicas in [1, 2] {
                     // Rounds interleave the two paths, each bus drain paired with the
                     // RecordEvents run right after it; the ratio is judged as their median.
@@ -459,7 +450,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                     let mut settled_ratios = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
                     for _ in 0..rounds {
                         let (bus, settled, per_batch, bus_cpu) =
-                            drain(broker, &name, &throwaway, n, replicas, format).await;
+                            drain(broker, name, &throwaway, n, replicas, format).await;
                         let (direct, direct_cpu) = record_events(&throwaway, &events, replicas, 1).await;
                         // The same writers spread over as many servers as the bus has
                         // replicas: each server's own pool and background work, as the bus's.

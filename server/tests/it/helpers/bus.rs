@@ -93,6 +93,14 @@ impl TestBus {
         Self::JetStream { url: url.to_string(), stream, subject, dead_letters, consumer }
     }
 
+    /// The topic or stream the events are published on.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Kafka { topic, .. } => topic,
+            Self::JetStream { stream, .. } => stream,
+        }
+    }
+
     /// Deletes this bus's topic or stream and its dead-letter one (a broker keeps them
     /// otherwise), trying each: the first failure, if any. A topic already gone counts as
     /// deleted. On tansu 0.6.0 a DeleteTopics of one topic removes every topic of the broker

@@ -8,13 +8,16 @@ REDIS_URL_TEST ?= redis://127.0.0.1:6379
 ## started on ports 7001-7006 (scripts/redis-cluster.sh), or reused when already healthy.
 REDIS_CLUSTER_TEST ?=
 CLUSTER_SEEDS = $(or $(REDIS_CLUSTER_TEST),$$(./scripts/redis-cluster.sh start 7001 /tmp/ranking-test-cluster))
-## The buses of the bus tests: a Kafka-compatible broker (empty: tansu 0.6.0, built once per
-## machine into ~/.cache and started on port 19092 by scripts/kafka-broker.sh, or reused when
-## one answers there) and NATS with JetStream (started by scripts/test-services.sh when down).
+## The buses of the bus tests: Apache Kafka (empty: one broker of the version pinned in
+## scripts/kafka/pom.xml, its jars resolved once per machine into ~/.cache/ranking-service, started
+## on port 19092 by scripts/kafka-broker.sh, or reused when one answers there), a three-broker
+## Kafka cluster for the bus's fault tests (ports 19100-19102), and NATS with JetStream (started
+## by scripts/test-services.sh when down).
 KAFKA_TEST ?=
 KAFKA_BROKERS_TEST = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 19092 /tmp/ranking-test-kafka))
-## The bus benchmark's broker: one of its own (it deletes each backlog after its case, and a
-## deletion on tansu removes every topic of the broker, the tests' too).
+KAFKA_CLUSTER_TEST ?=
+KAFKA_CLUSTER_BROKERS = $(or $(KAFKA_CLUSTER_TEST),$$(./scripts/kafka-broker.sh start-cluster 19100 /tmp/ranking-test-kafka-cluster))
+## The bus benchmark's broker: one of its own, so its backlogs and CPU figures are its alone.
 KAFKA_BROKERS_BENCH = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 19093 /tmp/ranking-bench-kafka))
 NATS_TEST  ?= nats://127.0.0.1:4222
 BUF        := .tools/node_modules/.bin/buf
@@ -35,12 +38,14 @@ run-release:
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
 ## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
 ## PostgreSQL + Redis Cluster (servers are started when none answers); the passes with Redis
-## also run the bus tests against Kafka (tansu) and NATS JetStream.
+## also run the bus tests against Apache Kafka (one broker, and the three-broker cluster for the
+## fault tests) and NATS JetStream.
 test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
-	kafka=$(KAFKA_BROKERS_TEST) && export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_NATS=$(NATS_TEST) && \
+	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
+	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster RANKING_TEST_NATS=$(NATS_TEST) && \
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \

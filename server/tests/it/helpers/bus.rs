@@ -1,6 +1,6 @@
-//! The test buses: a Kafka-compatible broker (`RANKING_TEST_KAFKA`, started by `make test`:
-//! tansu with its SQLite engine, `scripts/kafka-broker.sh`) and NATS JetStream
-//! (`RANKING_TEST_NATS`). Every test gets topics / streams, a group / consumer and a
+//! The test buses: Apache Kafka (`RANKING_TEST_KAFKA`, one broker started by `make test`
+//! through `scripts/kafka-broker.sh`; `RANKING_TEST_KAFKA_CLUSTER`, three brokers, for the
+//! fault tests) and NATS JetStream (`RANKING_TEST_NATS`). Every test gets topics / streams, a group / consumer and a
 //! dead-letter destination of its own; [`TestBus`] publishes to them, reads the dead
 //! letters back and gives the server the flags (or environment) that point it at them.
 
@@ -103,8 +103,7 @@ impl TestBus {
 
     /// Deletes this bus's topic or stream and its dead-letter one (a broker keeps them
     /// otherwise), trying each: the first failure, if any. A topic already gone counts as
-    /// deleted. On tansu 0.6.0 a DeleteTopics of one topic removes every topic of the broker
-    /// (so the dead-letter topic is gone already): only for a broker no one else is using.
+    /// deleted.
     pub async fn delete(&self) -> Result<(), String> {
         let mut failed = None;
         match self {
@@ -140,16 +139,10 @@ impl TestBus {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Deletes this bus's JetStream streams at the end of a test that passed, so that the
-    /// machine's NATS server does not keep every run's; a failure is reported, not asserted
-    /// (what the test checked is done by then). A test that fails leaves its bus to look at.
-    /// Kafka topics stay: tests share the broker, and a deletion on tansu removes every topic
-    /// ([`TestBus::delete`]), the running tests' too (seen: their producers answered "unknown
-    /// topic", and once the test process died of a SIGSEGV in librdkafka).
+    /// Deletes this bus's topics or streams at the end of a test that passed, so that the
+    /// machine's brokers do not keep every run's; a failure is reported, not asserted (what
+    /// the test checked is done by then). A test that fails leaves its bus to look at.
     pub async fn discard(self) {
-        if let Self::Kafka { .. } = self {
-            return;
-        }
         if let Err(e) = self.delete().await {
             eprintln!("test bus not deleted: {e}");
         }
@@ -337,8 +330,8 @@ async fn kafka_dead_letters(brokers: &str, topic: &str) -> Vec<DeadLetter> {
     .expect("reader task")
 }
 
-/// A broker of one test (tansu on a free port and a data directory of its own, through
-/// `scripts/kafka-broker.sh`), for tests that stop and restart it.
+/// A broker of one test (Apache Kafka on a free port and a data directory of its own,
+/// through `scripts/kafka-broker.sh`), for tests that stop and restart it.
 pub struct ThrowawayBroker {
     port: u16,
     dir: std::path::PathBuf,
@@ -349,7 +342,7 @@ impl ThrowawayBroker {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh")
     }
 
-    /// Starts one (the binary is built once per machine by the script).
+    /// Starts one (the jars are resolved once per machine by the script).
     pub fn start() -> Self {
         let port = super::free_port();
         let dir = std::env::temp_dir().join(format!("rk-kafka-{port}-{:x}", rand_u64()));

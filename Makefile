@@ -15,8 +15,9 @@ CLUSTER_SEEDS = $(or $(REDIS_CLUSTER_TEST),$$(./scripts/redis-cluster.sh start 7
 ## by scripts/test-services.sh when down).
 KAFKA_TEST ?=
 KAFKA_BROKERS_TEST = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 19092 /tmp/ranking-test-kafka))
-KAFKA_CLUSTER_TEST ?=
-KAFKA_CLUSTER_BROKERS = $(or $(KAFKA_CLUSTER_TEST),$$(./scripts/kafka-broker.sh start-cluster 19100 /tmp/ranking-test-kafka-cluster))
+## The cluster's data folder, by which the fault tests kill and restart its brokers.
+KAFKA_CLUSTER_DIR ?= /tmp/ranking-test-kafka-cluster
+KAFKA_CLUSTER_BROKERS = $$(./scripts/kafka-broker.sh start-cluster 19100 $(KAFKA_CLUSTER_DIR))
 ## The bus benchmark's broker: one of its own, so its backlogs and CPU figures are its alone.
 KAFKA_BROKERS_BENCH = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 19093 /tmp/ranking-bench-kafka))
 NATS_TEST  ?= nats://127.0.0.1:4222
@@ -45,7 +46,8 @@ test: test-deploy
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
-	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster RANKING_TEST_NATS=$(NATS_TEST) && \
+	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
+	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \

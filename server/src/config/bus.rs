@@ -37,6 +37,13 @@ pub struct BusSettings {
     )]
     pub kafka_dlq_topic: String,
 
+    /// Static membership: this replica's `group.instance.id`, so that a replica restarted
+    /// within `session.timeout.ms` gets its partitions back without a rebalance of the other
+    /// members. Unset: the host name (a Kubernetes pod's name); empty: dynamic membership.
+    /// Every replica of a group needs its own.
+    #[arg(long, env = "RANKING_KAFKA_INSTANCE_ID", value_name = "RANKING_KAFKA_INSTANCE_ID")]
+    pub kafka_instance_id: Option<String>,
+
     /// Extra librdkafka properties, `key=value,…` (security.protocol, sasl.*, ssl.*,
     /// session.timeout.ms, …), applied to the consumer and the dead-letter producer last.
     #[arg(
@@ -106,6 +113,7 @@ impl BusSettings {
             topics,
             group: self.kafka_group.clone(),
             dead_letter_topic: Some(self.kafka_dlq_topic.trim().to_string()).filter(|t| !t.is_empty()),
+            instance_id: instance_id(self.kafka_instance_id.as_deref(), host_name),
             properties,
             batch: self.batch(),
         }))
@@ -129,6 +137,24 @@ fn parse_batch(s: &str) -> Result<NonZeroUsize, String> {
         Ok(n @ 1..=crate::app::ingest::MAX_BATCH) => Ok(NonZeroUsize::new(n).expect("n >= 1")),
         _ => Err(format!("{s:?}: expected 1-{}", crate::app::ingest::MAX_BATCH)),
     }
+}
+
+/// The group instance id: the one set (none when set empty), else the host name.
+fn instance_id(set: Option<&str>, host_name: impl FnOnce() -> Option<String>) -> Option<String> {
+    match set.map(str::trim) {
+        Some("") => None,
+        Some(id) => Some(id.to_string()),
+        None => host_name(),
+    }
+}
+
+/// The host name as the kernel has it (a Kubernetes pod's name), else `HOSTNAME`.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 fn list(s: &str) -> Vec<String> {
@@ -158,6 +184,15 @@ mod tests {
         );
         assert!(properties("session.timeout.ms").expect_err("refused").contains("not key=value"));
         assert!(properties("").expect("accepted").is_empty());
+    }
+
+    #[test]
+    fn the_instance_id_is_the_host_name_unless_set() {
+        let host = || Some("ranking-0".to_string());
+        assert_eq!(instance_id(None, host), Some("ranking-0".into()));
+        assert_eq!(instance_id(Some(" replica-a "), host), Some("replica-a".into()));
+        assert_eq!(instance_id(Some(""), host), None, "empty: dynamic membership");
+        assert_eq!(instance_id(None, || None), None);
     }
 
     #[test]

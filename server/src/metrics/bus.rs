@@ -1,5 +1,5 @@
 //! The event-bus sources' metrics (SPEC §10.1): records by source and outcome, lag per
-//! partition, batch time, whether each source is connected.
+//! partition, batch time, whether each source is connected, partitions moved by rebalances.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +34,15 @@ pub struct SourceLabels {
     pub source: &'static str,
 }
 
+/// Labels of `ranking_bus_partitions_moved_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MoveLabels {
+    /// `kafka`.
+    pub source: &'static str,
+    /// `assigned` or `revoked`.
+    pub change: &'static str,
+}
+
 /// Every bus metric.
 pub struct BusMetrics {
     /// Records by source and outcome.
@@ -44,6 +53,9 @@ pub struct BusMetrics {
     pub batch_seconds: Histogram,
     /// 1 while the source is connected to its bus.
     pub connected: Family<SourceLabels, Gauge>,
+    /// Partitions assigned to or revoked from this replica by group rebalances (a
+    /// cooperative rebalance revokes only those that move).
+    pub partitions_moved: Family<MoveLabels, Counter>,
 }
 
 impl BusMetrics {
@@ -54,6 +66,7 @@ impl BusMetrics {
             lag: Family::default(),
             batch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             connected: Family::default(),
+            partitions_moved: Family::default(),
         };
         registry.register("bus_records", "Event-bus records by source and outcome", bus.records.clone());
         registry.register(
@@ -67,6 +80,11 @@ impl BusMetrics {
             bus.batch_seconds.clone(),
         );
         registry.register("bus_connected", "1 while the source is connected to its bus", bus.connected.clone());
+        registry.register(
+            "bus_partitions_moved",
+            "Partitions assigned to or revoked from this replica by consumer-group rebalances",
+            bus.partitions_moved.clone(),
+        );
         bus
     }
 

@@ -324,7 +324,7 @@ async fn jetstream_database_outage_naks_and_resumes() {
     database_outage_loses_and_doubles_nothing(TestBus::jetstream(&url).await).await;
 }
 
-fn views_json(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn views_json(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
     let now = Utc::now() - Age::seconds(60);
     (0..n)
         .map(|i| {

@@ -19,6 +19,7 @@ mod explain;
 mod grpc_metrics;
 mod hardening;
 mod helpers;
+mod kafka_faults;
 mod ledger;
 mod live;
 mod operations;

@@ -4,6 +4,7 @@
 //! dead-letter destination of its own; [`TestBus`] publishes to them, reads the dead
 //! letters back and gives the server the flags (or environment) that point it at them.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, stream};
@@ -25,6 +26,44 @@ pub const PARTITIONS: i32 = 4;
 /// The test Kafka's bootstrap address, when `make test` (or the caller) set one.
 pub fn test_kafka() -> Option<String> {
     std::env::var("RANKING_TEST_KAFKA").ok().filter(|s| !s.is_empty())
+}
+
+/// The three-broker Kafka cluster of the fault tests, when `make test` started one
+/// (`RANKING_TEST_KAFKA_CLUSTER`, its bootstrap list, and `RANKING_TEST_KAFKA_CLUSTER_DIR`,
+/// the data folder `scripts/kafka-broker.sh` kills and restarts its brokers by).
+pub fn test_kafka_cluster() -> Option<KafkaCluster> {
+    let bootstrap = std::env::var("RANKING_TEST_KAFKA_CLUSTER").ok().filter(|s| !s.is_empty())?;
+    let dir = std::env::var("RANKING_TEST_KAFKA_CLUSTER_DIR")
+        .expect("RANKING_TEST_KAFKA_CLUSTER_DIR names the cluster's data folder (make test sets both)");
+    Some(KafkaCluster { bootstrap, dir: dir.into() })
+}
+
+/// The three-broker cluster: node N (1-3) listens on the N-th address of the bootstrap list.
+pub struct KafkaCluster {
+    pub bootstrap: String,
+    dir: std::path::PathBuf,
+}
+
+impl KafkaCluster {
+    fn script(&self, args: &[&str]) {
+        let status = std::process::Command::new(ThrowawayBroker::script())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("kafka-broker.sh runs");
+        assert!(status.success(), "kafka-broker.sh {args:?}");
+    }
+
+    /// `kill -9` of node `node`.
+    pub fn kill(&self, node: i32) {
+        self.script(&["kill", &self.dir.display().to_string(), &node.to_string()]);
+    }
+
+    /// Starts every node that does not answer, and waits until all three answer metadata.
+    pub fn restart_missing(&self) {
+        let base = self.bootstrap.split(',').next().and_then(|a| a.rsplit(':').next()).expect("a port");
+        self.script(&["start-cluster", base, &self.dir.display().to_string()]);
+    }
 }
 
 /// The test NATS URL, when set.
@@ -49,14 +88,34 @@ pub enum TestBus {
 impl TestBus {
     /// A fresh topic of [`PARTITIONS`] partitions and its dead-letter topic on `brokers`.
     pub async fn kafka(brokers: &str) -> Self {
+        Self::kafka_replicated(brokers, None).await
+    }
+
+    /// The same on the three-broker cluster, every partition on all three brokers; with a
+    /// `leader`, that node leads every partition of the topic.
+    pub async fn kafka_on_cluster(cluster: &KafkaCluster, leader: Option<i32>) -> Self {
+        Self::kafka_replicated(&cluster.bootstrap, Some(leader)).await
+    }
+
+    async fn kafka_replicated(brokers: &str, cluster: Option<Option<i32>>) -> Self {
         let id = rand_u64();
         let topic = format!("events-{id:016x}");
         let dead_letters = format!("{topic}.dlq");
         let admin: AdminClient<DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin client");
+        let replicas: Vec<i32> = match cluster {
+            Some(Some(leader)) => std::iter::once(leader).chain((1..=3).filter(|n| *n != leader)).collect(),
+            _ => Vec::new(),
+        };
+        let assignment: Vec<&[i32]> = (0..PARTITIONS).map(|_| replicas.as_slice()).collect();
+        let replication = match cluster {
+            None => TopicReplication::Fixed(1),
+            Some(None) => TopicReplication::Fixed(3),
+            Some(Some(_)) => TopicReplication::Variable(&assignment),
+        };
         let topics = [
-            NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1)),
-            NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(1)),
+            NewTopic::new(&topic, PARTITIONS, replication),
+            NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(if cluster.is_some() { 3 } else { 1 })),
         ];
         let created = admin.create_topics(&topics, &AdminOptions::new()).await.expect("CreateTopics");
         for result in created {
@@ -156,14 +215,23 @@ impl TestBus {
     /// The same as environment variables, for a server process.
     pub fn envs(&self, batch: usize) -> Vec<(&'static str, String)> {
         let mut envs = vec![("RANKING_BUS_BATCH", batch.to_string()), ("RANKING_BUS_BATCH_WAIT", "50ms".to_string())];
+        // Every replica a static member of its own (they share the host name).
+        let instance = format!("replica-{:016x}", rand_u64());
         match self {
             Self::Kafka { brokers, topic, dead_letters, group } => envs.extend([
                 ("RANKING_KAFKA_BROKERS", brokers.clone()),
                 ("RANKING_KAFKA_TOPICS", topic.clone()),
                 ("RANKING_KAFKA_GROUP", group.clone()),
                 ("RANKING_KAFKA_DLQ_TOPIC", dead_letters.clone()),
+                ("RANKING_KAFKA_INSTANCE_ID", instance),
                 // A killed member's partitions move after 6 s instead of 45 s.
-                ("RANKING_KAFKA_CONFIG", "session.timeout.ms=6000,heartbeat.interval.ms=500".to_string()),
+                (
+                    "RANKING_KAFKA_CONFIG",
+                    format!(
+                        "session.timeout.ms=6000,heartbeat.interval.ms=500{}",
+                        std::env::var("KDEBUG").unwrap_or_default()
+                    ),
+                ),
             ]),
             Self::JetStream { url, stream, dead_letters, consumer, .. } => envs.extend([
                 ("RANKING_NATS_URL", url.clone()),
@@ -267,6 +335,34 @@ impl TestBus {
         }
     }
 
+    /// Kafka: the group as its coordinator describes it: its state and, per member's group
+    /// instance id (the part of the member id before the coordinator's `-uuid`), the
+    /// partitions of this bus's topic assigned to it.
+    pub fn group_assignment(&self) -> (String, BTreeMap<String, BTreeSet<i32>>) {
+        let Self::Kafka { brokers, topic, group, .. } = self else { panic!("a Kafka bus") };
+        let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("consumer");
+        let list = consumer.fetch_group_list(Some(group), Duration::from_secs(30)).expect("group described");
+        let Some(info) = list.groups().first() else { return (String::new(), BTreeMap::new()) };
+        let members = info
+            .members()
+            .iter()
+            .map(|m| {
+                let instance = m.id().rsplitn(6, '-').last().unwrap_or_default().to_string();
+                let partitions = m.assignment().map(|a| assigned_partitions(a, topic)).unwrap_or_default();
+                (instance, partitions)
+            })
+            .collect();
+        (info.state().to_string(), members)
+    }
+
+    /// Kafka: the leader node of each partition, as the brokers' metadata has it.
+    pub fn leaders(&self) -> Vec<i32> {
+        let Self::Kafka { brokers, topic, .. } = self else { panic!("a Kafka bus") };
+        let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("consumer");
+        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30)).expect("metadata");
+        metadata.topics()[0].partitions().iter().map(|p| p.leader()).collect()
+    }
+
     /// Kafka: the group's committed offset and the high watermark of every partition.
     pub fn committed_and_high(&self) -> Vec<(i64, i64)> {
         let Self::Kafka { brokers, topic, group, .. } = self else { panic!("a Kafka bus") };
@@ -288,6 +384,32 @@ impl TestBus {
             })
             .collect()
     }
+}
+
+/// The partitions of `topic` in a consumer protocol assignment (version: i16, then an array
+/// of topic: string, partitions: array of i32; user data after it is left alone).
+fn assigned_partitions(bytes: &[u8], topic: &str) -> BTreeSet<i32> {
+    let mut at = 2; // the version
+    let mut take = |n: usize| -> &[u8] {
+        let s = &bytes[at..at + n];
+        at += n;
+        s
+    };
+    let i32_of = |b: &[u8]| i32::from_be_bytes(b.try_into().expect("4 bytes"));
+    let mut out = BTreeSet::new();
+    let topics = i32_of(take(4));
+    for _ in 0..topics.max(0) {
+        let len = i16::from_be_bytes(take(2).try_into().expect("2 bytes")) as usize;
+        let name = String::from_utf8_lossy(take(len)).into_owned();
+        let count = i32_of(take(4));
+        for _ in 0..count.max(0) {
+            let partition = i32_of(take(4));
+            if name == topic {
+                out.insert(partition);
+            }
+        }
+    }
+    out
 }
 
 fn flag_of(env: &str) -> String {
@@ -338,7 +460,7 @@ pub struct ThrowawayBroker {
 }
 
 impl ThrowawayBroker {
-    fn script() -> std::path::PathBuf {
+    pub(crate) fn script() -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh")
     }
 
@@ -385,7 +507,9 @@ impl ThrowawayBroker {
 impl Drop for ThrowawayBroker {
     fn drop(&mut self) {
         let _ = std::process::Command::new(Self::script()).arg("stop").arg(&self.dir).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::env::var_os("KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

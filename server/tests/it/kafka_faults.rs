@@ -1,0 +1,223 @@
+//! The Kafka source against a three-broker Apache Kafka cluster (replication factor 3,
+//! `min.insync.replicas` 2) under the faults a platform's Kafka has: the broker leading the
+//! partitions being consumed is killed with `kill -9` mid-drain and comes back; a replica
+//! restarts with its static group instance id; a third member joins a consuming group.
+//! Every test ends with SQL holding each produced event exactly once and every partition
+//! committed to its end, and judges membership from the group's assignment as its
+//! coordinator describes it, never from timing.
+//!
+//! The tests share the cluster (`RANKING_TEST_KAFKA_CLUSTER`, started by `make test`) and take
+//! turns on it: one kills a broker, which the others must not see.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ranking_server::test_support::eventually;
+use sea_orm::{ConnectionTrait, Database, Statement};
+
+use crate::bus::views_json;
+use crate::helpers::bus::{KafkaCluster, PARTITIONS, TestBus, test_kafka_cluster};
+use crate::helpers::{TestApp, TestDb, count_events, metric_sample, settings, test_redis};
+
+/// One fault test on the cluster at a time.
+static CLUSTER_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The cluster, where `make test` started one and the pass shares a database server and a
+/// Redis between replicas.
+fn cluster() -> Option<KafkaCluster> {
+    let shared = test_redis().is_some() && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d != "sqlite");
+    test_kafka_cluster().filter(|_| shared)
+}
+
+/// The sum of all-time views in the database at `url`: each event counted once.
+async fn total_views(url: &str) -> i64 {
+    let db = Database::connect(url).await.expect("connect");
+    let sql = "SELECT CAST(COALESCE(SUM(views), 0) AS SIGNED) FROM product_metrics";
+    let sql =
+        if url.starts_with("postgres") { "SELECT COALESCE(SUM(views), 0)::BIGINT FROM product_metrics" } else { sql };
+    let row = db.query_one_raw(Statement::from_string(db.get_database_backend(), sql)).await.expect("query");
+    row.expect("row").try_get_by_index(0).expect("sum")
+}
+
+/// The flags of a replica of `bus` with group instance id `instance` and the session timeout
+/// `session_ms` (a restarted static member must be back within it).
+fn replica_flags(bus: &TestBus, instance: &str, session_ms: u32) -> Vec<String> {
+    let mut flags: Vec<String> = bus
+        .flags(100)
+        .into_iter()
+        .filter(|f| !f.starts_with("--kafka-instance-id=") && !f.starts_with("--kafka-config="))
+        .collect();
+    flags.push(format!("--kafka-instance-id={instance}"));
+    flags.push(format!("--kafka-config=session.timeout.ms={session_ms},heartbeat.interval.ms=500"));
+    flags
+}
+
+async fn replica(db: &str, flags: &[String]) -> TestApp {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    TestApp::spawn_on(settings(db, &flags)).await
+}
+
+/// A replica's `ranking_bus_partitions_moved_total` for `change` (0 before any).
+async fn moved(app: &TestApp, change: &str) -> f64 {
+    let metrics = app.scrape_metrics().await;
+    metric_sample(&metrics, &format!("ranking_bus_partitions_moved_total{{source=\"kafka\",change=\"{change}\"}}"))
+        .unwrap_or(0.0)
+}
+
+/// A replica's records accepted from Kafka (0 before any).
+async fn accepted(app: &TestApp) -> f64 {
+    let metrics = app.scrape_metrics().await;
+    metric_sample(&metrics, "ranking_bus_records_total{source=\"kafka\",outcome=\"accepted\"}").unwrap_or(0.0)
+}
+
+/// Waits until the group is stable with exactly `instances`, their partitions disjoint and
+/// covering the topic; returns the assignment.
+async fn settled(bus: &TestBus, instances: &[&str]) -> BTreeMap<String, BTreeSet<i32>> {
+    let want: BTreeSet<&str> = instances.iter().copied().collect();
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let mut last = BTreeMap::new();
+    eventually("the group settled", || {
+        let (state, members) = bus.group_assignment();
+        let ok = state == "Stable"
+            && members.keys().map(String::as_str).collect::<BTreeSet<_>>() == want
+            && members.values().map(BTreeSet::len).sum::<usize>() == all.len()
+            && members.values().flatten().copied().collect::<BTreeSet<_>>() == all
+            && members.values().all(|p| !p.is_empty());
+        last = members;
+        async move { ok }
+    })
+    .await;
+    last
+}
+
+async fn bus_health(app: &TestApp) -> i32 {
+    let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{}", app.addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let request = tonic_health::pb::HealthCheckRequest { service: "ranking.bus".into() };
+    health.check(request).await.map(|r| r.into_inner().status).unwrap_or(-1)
+}
+
+/// The broker leading every partition of the topic is killed with `kill -9` while a replica
+/// drains a backlog, and more is produced while it is down: the partitions' leadership moves
+/// to the other brokers, the replica follows it (`ranking.bus` stays SERVING, since brokers
+/// still answer), the killed broker comes back, and SQL holds every event exactly once with
+/// every partition committed to its end and no lag left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_leader_killed_mid_drain_loses_and_doubles_nothing() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let Some(cluster) = cluster() else { return };
+    let _turn = CLUSTER_TURN.lock().await;
+    let leader = 2;
+    let bus = TestBus::kafka_on_cluster(&cluster, Some(leader)).await;
+    assert_eq!(bus.leaders(), vec![leader; PARTITIONS as usize], "node {leader} leads every partition");
+    let db = TestDb::create().await;
+    bus.publish(&views_json("before", 20_000)).await;
+    let app = replica(&db.url, &replica_flags(&bus, "drain", 10_000)).await;
+    eventually("the drain under way", || async { count_events(&db.url).await > 1_000 }).await;
+
+    cluster.kill(leader);
+    eventually("leadership moved off the killed broker", || async {
+        bus.leaders().iter().all(|l| *l != leader && *l > 0)
+    })
+    .await;
+    bus.publish(&views_json("during", 5_000)).await;
+    for _ in 0..5 {
+        assert_eq!(bus_health(&app).await, ServingStatus::Serving as i32, "two brokers answer: the bus is serving");
+    }
+    cluster.restart_missing();
+
+    eventually("all 25,000 in SQL", || async { count_events(&db.url).await >= 25_000 }).await;
+    eventually("every partition committed to its end", || async {
+        bus.committed_and_high().iter().all(|(committed, high)| committed == high)
+    })
+    .await;
+    eventually("lag 0 on every partition", || async {
+        let metrics = app.scrape_metrics().await;
+        let lags: Vec<&str> = metrics.lines().filter(|l| l.starts_with("ranking_bus_lag_records{")).collect();
+        lags.len() == PARTITIONS as usize && lags.iter().all(|l| l.ends_with(" 0"))
+    })
+    .await;
+    assert_eq!(count_events(&db.url).await, 25_000, "nothing lost, nothing doubled");
+    assert_eq!(total_views(&db.url).await, 25_000, "each view counted once");
+    assert_eq!(accepted(&app).await, 25_000.0, "each record accepted once; redeliveries are duplicates");
+    app.stop().await;
+    db.drop_db().await;
+    bus.discard().await;
+}
+
+/// Two static members share the topic; one stops and comes back with the same group
+/// instance id within the session timeout: it gets its own partitions back and the other
+/// member's never move (no revocation or assignment on it, the group's assignment the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_static_member_restart_moves_no_other_partition() {
+    let Some(cluster) = cluster() else { return };
+    let _turn = CLUSTER_TURN.lock().await;
+    let bus = TestBus::kafka_on_cluster(&cluster, None).await;
+    let db = TestDb::create().await;
+    let (a_flags, b_flags) = (replica_flags(&bus, "member-a", 45_000), replica_flags(&bus, "member-b", 45_000));
+    let a = replica(&db.url, &a_flags).await;
+    let b = replica(&db.url, &b_flags).await;
+    let before = settled(&bus, &["member-a", "member-b"]).await;
+    bus.publish(&views_json("first", 2_000)).await;
+    eventually("the first 2,000 in SQL", || async { count_events(&db.url).await == 2_000 }).await;
+    let a_moves = (moved(&a, "assigned").await, moved(&a, "revoked").await);
+
+    b.stop().await;
+    let b = replica(&db.url, &b_flags).await;
+    bus.publish(&views_json("second", 2_000)).await;
+    eventually("the second 2,000 in SQL", || async { count_events(&db.url).await == 4_000 }).await;
+    assert!(accepted(&b).await > 0.0, "the restarted member consumes its partitions");
+
+    let after = settled(&bus, &["member-a", "member-b"]).await;
+    assert_eq!(after, before, "each member holds the partitions it held");
+    assert_eq!((moved(&a, "assigned").await, moved(&a, "revoked").await), a_moves, "the other member saw no rebalance");
+    assert_eq!(total_views(&db.url).await, 4_000);
+    b.stop().await;
+    a.stop().await;
+    db.drop_db().await;
+    bus.discard().await;
+}
+
+/// A third member joins two that are draining a backlog: the cooperative-sticky assignor
+/// revokes only the partitions it hands to the newcomer (the others keep consuming through
+/// the rebalance), and no record is counted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kafka_third_member_joins_without_double_counting() {
+    let Some(cluster) = cluster() else { return };
+    let _turn = CLUSTER_TURN.lock().await;
+    let bus = TestBus::kafka_on_cluster(&cluster, None).await;
+    let db = TestDb::create().await;
+    bus.publish(&views_json("backlog", 15_000)).await;
+    let a = replica(&db.url, &replica_flags(&bus, "member-a", 6_000)).await;
+    let b = replica(&db.url, &replica_flags(&bus, "member-b", 6_000)).await;
+    let two = settled(&bus, &["member-a", "member-b"]).await;
+    let revoked_before = moved(&a, "revoked").await + moved(&b, "revoked").await;
+
+    let c = replica(&db.url, &replica_flags(&bus, "member-c", 6_000)).await;
+    let three = settled(&bus, &["member-a", "member-b", "member-c"]).await;
+    bus.publish(&views_json("after", 5_000)).await;
+    eventually("all 20,000 in SQL", || async { count_events(&db.url).await >= 20_000 }).await;
+    eventually("every partition committed to its end", || async {
+        bus.committed_and_high().iter().all(|(committed, high)| committed == high)
+    })
+    .await;
+
+    for member in ["member-a", "member-b"] {
+        assert!(three[member].is_subset(&two[member]), "{member} kept what it did not hand over: {two:?} → {three:?}");
+    }
+    let handed_over = three["member-c"].len() as f64;
+    let revoked = moved(&a, "revoked").await + moved(&b, "revoked").await - revoked_before;
+    assert_eq!(revoked, handed_over, "only the partitions that moved were revoked");
+    assert_eq!(count_events(&db.url).await, 20_000, "nothing lost, nothing doubled");
+    assert_eq!(total_views(&db.url).await, 20_000, "each view counted once");
+    let accepted_by_all = accepted(&a).await + accepted(&b).await + accepted(&c).await;
+    assert_eq!(accepted_by_all, 20_000.0, "each record accepted by one member once");
+    for app in [c, b, a] {
+        app.stop().await;
+    }
+    db.drop_db().await;
+    bus.discard().await;
+}

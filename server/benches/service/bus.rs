@@ -1,11 +1,12 @@
 //! `bus <kafka-brokers> [events] [nats-url]`: a backlog of events (uniform over 100,000
-//! products, the worst case, then Zipf) on a Kafka topic of 4 partitions and on a JetStream
-//! stream, in proto3 JSON (or protobuf binary, `format=protobuf`), drained into a throwaway
-//! PostgreSQL by one and by two replicas: events/s from the moment every replica serves
-//! until every event is recorded (lag 0) and, for Kafka, also from the moment its group
-//! settled (a join or rebalance pauses a group for seconds on the test broker; a deployment
-//! pays it once per membership change, not per event), next to the broker's own rate for a
-//! consumer that only reads, and to RecordEvents with the same batch size from as many
+//! products, the worst case, then Zipf) on an Apache Kafka topic of 4 partitions and on a
+//! JetStream stream, in proto3 JSON (or protobuf binary, `format=protobuf`), drained into a
+//! throwaway PostgreSQL by one and by two replicas: events/s from the moment every replica
+//! serves until every event is recorded (lag 0) and, for Kafka, also from the moment its
+//! group settled (a join or rebalance pauses a group; a deployment pays it once per
+//! membership change, not per event), next to the broker's own rate for a consumer that
+//! only reads (librdkafka's, as the replicas use it, and for Kafka also Kafka's own
+//! `ConsumerPerformance` with its CPU per record), and to RecordEvents with the same batch size from as many
 //! writers as there are replicas, on one server and on as many servers as there are replicas
 //! (each server with its own pool, as each replica has). A broker given as `-` is skipped.
 //! Beside the rates, the CPU each path spends per event: the replicas' (this process),
@@ -37,7 +38,7 @@ use crate::cores::{Layout, Pinned};
 use crate::helpers::bus::{PARTITIONS, TestBus};
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
-use crate::helpers::process::cpu_seconds;
+use crate::helpers::process::{cpu_seconds, pids_named, stat_fields, tick_seconds};
 use crate::ingest::Rng;
 use crate::runs::{CpuMeter, CpuPerEvent, drop_db, fresh_db, write_batches};
 use crate::serve;
@@ -97,11 +98,12 @@ impl Broker<'_> {
         }
     }
 
-    /// The broker's process name on this machine (its CPU is read from /proc).
-    fn process(self) -> &'static str {
+    /// The broker's processes on this machine (their CPU is read from /proc): the Kafka JVM
+    /// that listens on the bootstrap address, the NATS server.
+    fn pids(self) -> Vec<u32> {
         match self {
-            Self::Kafka(_) => "tansu",
-            Self::JetStream(_) => "nats-server",
+            Self::Kafka(brokers) => kafka_pids(brokers),
+            Self::JetStream(_) => pids_named("nats-server"),
         }
     }
 
@@ -230,6 +232,57 @@ async fn read_only(brokers: &str, topic: &str, n: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The Kafka brokers of this machine listening on an address of `bootstrap`: the JVMs
+/// running `kafka.Kafka` whose properties file (their last argument, as
+/// `scripts/kafka-broker.sh` starts them) names one as a listener.
+fn kafka_pids(bootstrap: &str) -> Vec<u32> {
+    let listens = |properties: &str| {
+        std::fs::read_to_string(properties).is_ok_and(|text| {
+            text.lines().filter_map(|l| l.strip_prefix("listeners=")).any(|listeners| {
+                bootstrap.split(',').any(|address| listeners.contains(&format!("//{}", address.trim())))
+            })
+        })
+    };
+    pids_named("java")
+        .into_iter()
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+            let args: Vec<String> =
+                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            args.iter().any(|a| a == "kafka.Kafka")
+                && args.iter().rev().find(|a| !a.is_empty()).is_some_and(|properties| listens(properties))
+        })
+        .collect()
+}
+
+/// Kafka's own `ConsumerPerformance` reading the whole topic in a fresh group, from the jars
+/// of `scripts/kafka-broker.sh`: its events/s (first fetch to last, as it reports), and its
+/// CPU µs per record net of a JVM's start (a run reading one record is taken off).
+fn consumer_performance(brokers: &str, topic: &str, n: usize) -> (f64, f64) {
+    let run = |messages: usize| -> (f64, f64) {
+        let children = || stat_fields("self").map_or(f64::NAN, |fields| tick_seconds(&fields, 13));
+        let before = children();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh");
+        let output = std::process::Command::new(script)
+            .args(["run", "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", brokers, "--topic", topic])
+            .args(["--messages", &messages.to_string(), "--timeout", "120000", "--hide-header"])
+            .arg("--group")
+            .arg(format!("bench-perf-{:x}", Utc::now().timestamp_micros()))
+            .output()
+            .expect("ConsumerPerformance runs");
+        let cpu = children() - before;
+        let text = String::from_utf8_lossy(&output.stdout);
+        // start.time, end.time, MB, MB/s, records, records/s, rebalance ms, fetch ms,
+        // fetch MB/s, fetch records/s
+        let fields: Vec<&str> = text.lines().last().unwrap_or_default().split(',').map(str::trim).collect();
+        let fetch_rate = fields.get(9).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+        (fetch_rate, cpu)
+    };
+    let (rate, cpu) = run(n);
+    let (_, start_cpu) = run(1);
+    (rate, (cpu - start_cpu) / n as f64 * 1e6)
+}
+
 /// A consumer without acks that pulls the whole stream in batches: the server's own rate.
 async fn read_only_jetstream(url: &str, stream: &str, n: usize) -> f64 {
     let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
@@ -277,7 +330,8 @@ async fn drain(
     // replicas recorded while the others started is left out of the window.
     started_up(&apps).await;
     let before = progress(broker, &apps).await.recorded;
-    let cpu = CpuMeter::start(database, Some(broker.process()));
+    let broker_pids = broker.pids();
+    let cpu = CpuMeter::start(database, &broker_pids);
     let started = Instant::now();
     // A Kafka group's join and rebalances pause consumption for seconds on the test broker:
     // a second window opens once every replica holds partitions and all are held, and
@@ -377,7 +431,7 @@ async fn record_events(
     // Timed from the first call, every server started as the bus's replicas are.
     started_up(&apps).await;
     let batches: Vec<Vec<v1::Event>> = events.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
-    let cpu = CpuMeter::start(database, None);
+    let cpu = CpuMeter::start(database, &[]);
     let started = Instant::now();
     write_batches(&apps, batches, writers).await;
     let rate = events.len() as f64 / started.elapsed().as_secs_f64();
@@ -423,9 +477,9 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
         "Layout shared: every party on every core; split: the broker on a core of its own, the service and PostgreSQL on the other; database: PostgreSQL on a core of its own, the service and the broker on the other.\n"
     );
     println!(
-        "| layout | bus | popularity | produce events/s | broker read-only events/s | read-only client CPU µs/event | decoding µs/record | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | Kafka events/s once the group settled | settled / RecordEvents, one server; as many servers | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
+        "| layout | bus | popularity | produce events/s | broker read-only events/s | read-only client CPU µs/event | Kafka ConsumerPerformance events/s | its CPU µs/event | decoding µs/record | replicas | bus events/s | records per batch | ms per batch (handling began → last ack) | RecordEvents events/s ({BATCH}-event batches, as many writers), one server | the same on as many servers as replicas | bus / RecordEvents, one server | bus / RecordEvents, as many servers | bus / read-only | Kafka events/s once the group settled | settled / RecordEvents, one server; as many servers | CPU µs/event bus: replicas + PostgreSQL + broker | CPU µs/event RecordEvents, one server: service + PostgreSQL | the same, as many servers |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|");
     let popularities = match only {
         Some(p) => vec![*p],
         None => vec![Popularity::Uniform, Popularity::Zipf],
@@ -440,8 +494,20 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                 let name = backlog.name();
                 let decoding = decoding(&records, format);
                 drop(records);
-                let _pinned = Pinned::apply(layout, &throwaway, Some(broker.process()));
+                let broker_pids = broker.pids();
+                let _pinned = Pinned::apply(layout, &throwaway, &broker_pids);
                 let (read, read_cpu) = broker.read_only(name, n).await;
+                let perf = match broker {
+                    Broker::Kafka(brokers) => {
+                        let (brokers, name) = (brokers.to_string(), name.to_string());
+                        let (rate, cpu) =
+                            tokio::task::spawn_blocking(move || consumer_performance(&brokers, &name, n))
+                                .await
+                                .expect("ConsumerPerformance");
+                        (format!("{rate:.0}"), format!("{cpu:.1}"))
+                    }
+                    Broker::JetStream(_) => ("—".to_string(), "—".to_string()),
+                };
                 for replicas in [1, 2] {
                     // Rounds interleave the two paths, each bus drain paired with the
                     // RecordEvents run right after it; the ratio is judged as their median.
@@ -470,10 +536,12 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                             None => ("—".to_string(), "—".to_string()),
                         };
                         println!(
-                            "| {} | {} | {} | {produced:.0} | {read:.0} | {read_cpu:.1} | {decoding:.2} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
+                            "| {} | {} | {} | {produced:.0} | {read:.0} | {read_cpu:.1} | {} | {} | {decoding:.2} | {replicas} | {bus:.0} | {:.0} | {:.0} | {direct:.0} | {fleet:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
                             layout.name(),
                             broker.source(),
                             popularity.name(),
+                            perf.0,
+                            perf.1,
                             per_batch.records,
                             per_batch.ms,
                             bus / direct,
@@ -503,8 +571,7 @@ pub async fn bench_bus(kafka: Option<&str>, nats: Option<&str>, n: usize, cases:
                         ));
                     }
                 }
-                // The broker would otherwise keep every case's records after the run. (On
-                // tansu this removes every topic: give the benchmark a broker of its own.)
+                // The broker would otherwise keep every case's records after the run.
                 if let Err(e) = backlog.delete().await {
                     eprintln!("the backlog {name} was not deleted: {e}");
                 }

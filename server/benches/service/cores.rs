@@ -10,7 +10,6 @@
 use std::process::{Command, Stdio};
 
 use crate::helpers::pg;
-use crate::helpers::process::pids_named;
 
 /// Where the parties of a run are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +45,13 @@ impl Layout {
 /// after (the machine's NATS server outlives the benchmark).
 pub(crate) struct Pinned<'a> {
     database: &'a pg::ThrowawayPostgres,
-    broker: Option<&'static str>,
+    broker: &'a [u32],
 }
 
 impl<'a> Pinned<'a> {
-    /// Pins this process, `database`'s processes and the processes named `broker` as
+    /// Pins this process, `database`'s processes and the broker's processes `broker` as
     /// `layout` says (nothing for [`Layout::Shared`] beyond undoing an earlier split).
-    pub(crate) fn apply(layout: Layout, database: &'a pg::ThrowawayPostgres, broker: Option<&'static str>) -> Self {
+    pub(crate) fn apply(layout: Layout, database: &'a pg::ThrowawayPostgres, broker: &'a [u32]) -> Self {
         let pinned = Self { database, broker };
         let cores = cores();
         let (rest, last) = (format!("0-{}", cores.max(2) - 2), format!("{}", cores.max(2) - 1));
@@ -71,7 +70,7 @@ impl<'a> Pinned<'a> {
         for pid in self.database.pids() {
             pin(pid, database);
         }
-        for pid in self.broker.into_iter().flat_map(pids_named) {
+        for &pid in self.broker {
             pin(pid, brokers);
         }
     }

@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, Database};
 
 use crate::Running;
 use crate::helpers::pg;
-use crate::helpers::process::{cpu_seconds, pids_named};
+use crate::helpers::process::cpu_seconds;
 
 /// A fresh database on the throwaway server, after a checkpoint: the dirty pages of the runs
 /// before it are written now rather than by a checkpoint inside this run's window.
@@ -28,9 +28,9 @@ pub(crate) async fn drop_db(server: &str, url: &str) {
     admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.expect("drop database");
 }
 
-/// CPU seconds so far of every process named `name` (`comm`), e.g. the broker.
-fn cpu_of(name: &str) -> f64 {
-    pids_named(name).into_iter().map(cpu_seconds).filter(|s| !s.is_nan()).sum()
+/// CPU seconds so far of the processes `pids` (a broker's), those gone meanwhile left out.
+fn cpu_of(pids: &[u32]) -> f64 {
+    pids.iter().copied().map(cpu_seconds).filter(|s| !s.is_nan()).sum()
 }
 
 /// CPU spent per event by this process (the in-process servers, plus the callers of
@@ -45,20 +45,20 @@ pub(crate) struct CpuPerEvent {
 /// Reads the CPU clocks at the start of a run and divides their growth by its events.
 pub(crate) struct CpuMeter<'a> {
     database: &'a pg::ThrowawayPostgres,
-    /// The broker's process name, when a broker takes part.
-    broker: Option<&'static str>,
+    /// The broker's processes, when a broker takes part.
+    broker: &'a [u32],
     start: [f64; 3],
 }
 
 impl<'a> CpuMeter<'a> {
-    pub(crate) fn start(database: &'a pg::ThrowawayPostgres, broker: Option<&'static str>) -> Self {
+    pub(crate) fn start(database: &'a pg::ThrowawayPostgres, broker: &'a [u32]) -> Self {
         let mut meter = Self { database, broker, start: [0.0; 3] };
         meter.start = meter.read();
         meter
     }
 
     fn read(&self) -> [f64; 3] {
-        [cpu_seconds(std::process::id()), self.database.cpu_seconds(), self.broker.map_or(0.0, cpu_of)]
+        [cpu_seconds(std::process::id()), self.database.cpu_seconds(), cpu_of(self.broker)]
     }
 
     pub(crate) fn per_event(&self, n: usize) -> CpuPerEvent {

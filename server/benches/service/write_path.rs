@@ -71,7 +71,7 @@ pub async fn bench_write_path(n: usize) {
         let run = format!("{:x}", Utc::now().timestamp_micros());
         let batches: Vec<Vec<v1::Event>> =
             events(n, popularity, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
-        let cpu = CpuMeter::start(&throwaway, None);
+        let cpu = CpuMeter::start(&throwaway, &[]);
         let started = Instant::now();
         write_batches(std::slice::from_ref(&app), batches, WRITERS).await;
         let secs = started.elapsed().as_secs_f64();

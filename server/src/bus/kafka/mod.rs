@@ -125,6 +125,10 @@ struct Subscription {
 }
 
 impl Subscription {
+    fn instance_id(&self) -> Option<&str> {
+        self.config.get("group.instance.id")
+    }
+
     fn consumer(&self) -> anyhow::Result<GroupConsumer> {
         let membership = Membership::new(self.metrics.clone(), self.connected.clone());
         let consumer: GroupConsumer = self.config.create_with_context(membership)?;
@@ -192,7 +196,18 @@ impl KafkaSource {
                 Ended::Stopped => break,
                 Ended::Fatal(reason) => reason,
             };
-            tracing::error!(reason, "kafka consumer failed for good; a new one joins the group");
+            if reason.contains("fenced") {
+                // Also what a replica sees when another one runs with its instance id (two
+                // replicas on one host, both defaulting to its name): they fence each other
+                // in turn until one is given an id of its own.
+                tracing::error!(
+                    reason,
+                    instance_id = subscription.instance_id().unwrap_or_default(),
+                    "kafka consumer fenced; a new one joins the group (if this repeats, another replica has the same RANKING_KAFKA_INSTANCE_ID)"
+                );
+            } else {
+                tracing::error!(reason, "kafka consumer failed for good; a new one joins the group");
+            }
             // Closing a failed consumer may block on the brokers: off the runtime, not awaited.
             drop(tokio::task::spawn_blocking(move || drop(consumer)));
             consumer = loop {

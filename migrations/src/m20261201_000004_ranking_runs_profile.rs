@@ -1,5 +1,5 @@
 //! `ranking_runs.profile_fingerprint`: the fingerprint of the scoring profile each recorded
-//! version was computed with (SPEC §10.3), so that a version is explained with its own
+//! version was computed with, so that a version is explained with its own
 //! profile. Rows recorded before it read `''`: the built-in profile, the only one then.
 
 use sea_orm_migration::prelude::*;

@@ -1,4 +1,4 @@
-//! Custom signals of scoring profiles (SPEC §10.3) and what explains a version computed with
+//! Custom signals of scoring profiles and what explains a version computed with
 //! any profile:
 //!
 //! - `events.signal_name`: the custom signal of an `EVENT_TYPE_SIGNAL` event (`''` for the

@@ -1,4 +1,4 @@
-//! Change epochs, what a live pass (SPEC §10.2) finds the rows changed since its previous
+//! Change epochs, what a live pass finds the rows changed since its previous
 //! pass by:
 //!
 //! - `ranking_change_epoch`: one row (`id` 1) holding the current epoch. Every write

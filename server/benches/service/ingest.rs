@@ -104,7 +104,7 @@ const TWO_SIGNALS: &str = "carry_over = 0.1\ncarry_days = 7\n[signals.cart_adds]
     [[axes]]\nsignal = \"recency\"\ndigits = 3\n";
 
 /// RecordEvent and RecordEvents on `target`, built-in events only; with `signals`, also the
-/// same batches with 2 custom signals in the mix under [`TWO_SIGNALS`]. (The first waves'
+/// same batches with 2 custom signals in the mix under [`TWO_SIGNALS`]. (The original
 /// comparison with a plain `events` table is in the history: the tables of later
 /// migrations are not on it.)
 pub async fn bench_ingest(target: &str, signals: bool) {

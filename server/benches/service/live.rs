@@ -1,4 +1,4 @@
-//! `live <redis-url> [products…]`: live exact ranking (SPEC §10.2) under a steady 10,000
+//! `live <redis-url> [products…]`: live exact ranking under a steady 10,000
 //! events/s. Two release server processes on one throwaway PostgreSQL and one Redis: the
 //! first holds the live lease (and takes no calls, so that its CPU is the passes'); the
 //! second takes the RecordEvents load and the probes. A probe records one view of a product

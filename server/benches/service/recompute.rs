@@ -130,7 +130,7 @@ pub(crate) async fn phases(app: &crate::Running) -> (f64, f64, f64) {
 }
 
 /// `MEMORY USAGE` of the current version of a ranking (its packed copy and product index)
-/// and of the daily ranking's sorted set (SPEC §5; the others have none: its usage reads 0)
+/// and of the daily ranking's sorted set ( the others have none: its usage reads 0)
 /// per entry.
 async fn bytes_per_entry(conn: &mut redis::aio::MultiplexedConnection, base: &str) -> (u64, f64, f64, f64) {
     let version: u64 = redis::cmd("GET").arg(format!("{base}:version")).query_async(conn).await.expect("pointer");
@@ -158,10 +158,10 @@ pub(crate) fn current_rss_mb() -> f64 {
     crate::status_mb("self", "VmRSS:")
 }
 
-/// The first wave's recompute of `date`, composed from the crate's parts: the carry-over
+/// The original recompute of `date`, composed from the crate's parts: the carry-over
 /// chain of the 7 days before, the day's rows, ranking, and the publication of the daily
 /// version (staging ZSET + packed copy, one script), with no catalog, weekly ranking or
-/// segments: the daily-only time the second wave's recompute is compared with. Seconds.
+/// segments: the daily-only time the full recompute is compared with. Seconds.
 async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::NaiveDate) -> f64 {
     use ranking_server::adapters::redis::{RedisOptions, RedisRankingStore};
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
@@ -250,7 +250,7 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
 
     println!("\n## Recompute with weekly and segments ({products} products on each of 2 days, throwaway PostgreSQL)\n");
     println!(
-        "The first wave's daily-only recompute of the same day (carry-over chain, rank, publish the daily \
+        "The original daily-only recompute of the same day (carry-over chain, rank, publish the daily \
          version; no catalog, weekly or segments), same run: **{baseline:.2} s**.\n"
     );
     println!(

@@ -120,7 +120,7 @@ impl Ingest {
         self.commit(&batch).await.map_err(IngestError::Store)
     }
 
-    /// Records a batch of independent records (the event bus's, SPEC §10.1): each is
+    /// Records a batch of independent records (the event bus's): each is
     /// validated on its own, the valid ones commit in one transaction through the same
     /// batch path as [`Ingest::record_batch`], and an invalid one is returned as its
     /// error without holding the others back. A record that did not even decode comes in

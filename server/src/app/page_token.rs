@@ -1,4 +1,4 @@
-//! Page tokens (SPEC §9.3): where the next page of a GetTopN starts, in which version.
+//! Page tokens: where the next page of a GetTopN starts, in which version.
 //!
 //! A token names the ranking (window, day, hour), the version the first page came from, the
 //! next offset and the page size, so every page of a walk comes from one version even while

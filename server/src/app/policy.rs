@@ -80,20 +80,20 @@ pub struct Policy {
     /// `RANKING_SNAPSHOT_TTL`.
     pub snapshot_ttl: Duration,
     /// Period of each replica's poll of the current versions, the fallback for a lost
-    /// announcement (SPEC: at most 1 s; half of it leaves room for the load).
+    /// announcement (promised within 1 s; half of it leaves room for the load).
     pub snapshot_poll: Duration,
     /// Where "now" comes from for reads, snapshots and watches.
     pub clock: Clock,
     /// Most distinct segments a recompute publishes rankings for (`RANKING_MAX_SEGMENTS`).
     pub max_segments: usize,
-    /// The scoring profile (SPEC §10.3): signals, main score, carry-over and tie-break axes;
+    /// The scoring profile: signals, main score, carry-over and tie-break axes;
     /// its fingerprint is recorded with every version.
     pub profile: Arc<ScoringProfile>,
 }
 
 impl Policy {
     /// A policy with the fixed time constants of the service and the built-in profile with
-    /// `weights` and `carry_days` (the first wave's variables; a profile of the caller's is
+    /// `weights` and `carry_days` (the original variables; a profile of the caller's is
     /// set with [`Policy::with_profile`]).
     ///
     /// # Panics
@@ -108,7 +108,7 @@ impl Policy {
         recompute_interval: Duration,
     ) -> Self {
         let profile = ScoringProfile::built_in_with(weights, carry_days)
-            .unwrap_or_else(|e| panic!("the first wave's weights make a valid profile: {e}"));
+            .unwrap_or_else(|e| panic!("the original weights make a valid profile: {e}"));
         Self {
             calendar,
             accept_days,

@@ -1,4 +1,4 @@
-//! Event-bus ingestion (SPEC §10.1): shopper events consumed from Kafka ([`kafka`]) and NATS
+//! Event-bus ingestion: shopper events consumed from Kafka ([`kafka`]) and NATS
 //! JetStream ([`jetstream`]), beside the gRPC ingestion.
 //!
 //! At-least-once in, exactly-once effect: a record is acknowledged to its bus (Kafka offset

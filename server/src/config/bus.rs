@@ -1,4 +1,4 @@
-//! The event-bus sources (SPEC §10.1, §10.5): Kafka and NATS JetStream, each off unless its
+//! The event-bus sources: Kafka and NATS JetStream, each off unless its
 //! address is set, and the batching both share.
 
 use std::num::NonZeroUsize;

@@ -42,7 +42,7 @@ pub struct Settings {
     pub observability: ObservabilitySettings,
     #[command(flatten, next_help_heading = "Event bus")]
     pub bus: BusSettings,
-    /// Checks the scoring profile in FILE (TOML, SPEC §10.3), prints its signals, terms and
+    /// Checks the scoring profile in FILE (TOML), prints its signals, terms and
     /// encoding, and exits: 0 when it is valid, 2 with the problems when not.
     #[arg(long, value_name = "FILE")]
     pub check_profile: Option<std::path::PathBuf>,
@@ -205,7 +205,7 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_RECOMPUTE_INTERVAL", value_name = "RANKING_RECOMPUTE_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub recompute_interval: Duration,
 
-    /// Longest today's exact rankings lag SQL (SPEC §10.2): the holder of today's live lease
+    /// Longest today's exact rankings lag SQL: the holder of today's live lease
     /// republishes them from the rows changed since its previous pass, at most once per
     /// interval (e.g. 1s, 250ms); 0 leaves them to the recompute schedule.
     #[arg(long, env = "RANKING_LIVE_INTERVAL", value_name = "RANKING_LIVE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
@@ -219,7 +219,7 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_RETENTION_DAYS", value_name = "RANKING_RETENTION_DAYS", default_value_t = 8)]
     pub retention_days: u32,
 
-    /// TOML file of the scoring profile (SPEC §10.3): signals, main-score terms, carry-over
+    /// TOML file of the scoring profile: signals, main-score terms, carry-over
     /// and tie-break axes; its weights and carry-over replace `RANKING_WEIGHT_*`,
     /// `RANKING_CARRY_OVER` and `RANKING_CARRY_DAYS`. Unset: the built-in profile with those.
     #[arg(long, env = "RANKING_PROFILE", value_name = "RANKING_PROFILE")]
@@ -293,7 +293,7 @@ impl RankingSettings {
     /// is set (a file that cannot be read or is not a valid profile is refused, naming the
     /// file and the problem).
     pub fn policy(&self) -> Result<Policy, String> {
-        // The first wave's variables make the built-in profile; its rules are checked here,
+        // The original variables make the built-in profile; its rules are checked here,
         // so that a policy is only ever made of a valid one.
         crate::domain::profile::ScoringProfile::built_in_with(self.weights(), self.carry_days)
             .map_err(|e| format!("RANKING_WEIGHT_* / RANKING_CARRY_OVER / RANKING_CARRY_DAYS: {e}"))?;

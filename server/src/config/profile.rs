@@ -1,4 +1,4 @@
-//! `RANKING_PROFILE`: a scoring profile written as TOML (SPEC §10.3), read into the domain's
+//! `RANKING_PROFILE`: a scoring profile written as TOML, read into the domain's
 //! [`ScoringProfile`]. Unknown keys are refused (`deny_unknown_fields`), and every rule of a
 //! profile is the domain's; a refusal names the file and the problem.
 
@@ -182,7 +182,7 @@ pub fn to_toml(profile: &ScoringProfile) -> String {
 mod tests {
     use super::*;
 
-    /// The built-in profile written out, as SPEC §10.3 shows it.
+    /// The built-in profile written out, as the README's profile section shows it.
     const BUILT_IN: &str = include_str!("../../../deploy/profiles/built-in.toml");
 
     #[test]

@@ -1,4 +1,4 @@
-//! The positional encoding of a scoring profile (SPEC §10.3): the integer part of the main
+//! The positional encoding of a scoring profile: the integer part of the main
 //! score and 1–4 tie-break norms of 1–4 decimal digits each, packed into one `f64`.
 //!
 //! With `D = Σ digits ≤ 12`, `score = (floor(main)·10^D + Σ norm_i·10^(D − d_1 − … − d_i)) / 10^D`,
@@ -44,7 +44,7 @@ pub struct Breakdown {
     pub main_floor: u64,
     norms: [u32; MAX_AXES],
     axes: u8,
-    /// The norms are the built-in profile's views, likes and recency (the first wave's
+    /// The norms are the built-in profile's views, likes and recency (the original
     /// three named norms); set by whoever knows the profile, not by the encoding.
     pub built_in_axes: bool,
 }
@@ -194,7 +194,7 @@ mod tests {
     use crate::domain::encoding::{MAX_MAIN_FLOOR, ScoreBreakdown};
 
     #[test]
-    fn the_built_in_layout_is_the_first_waves_encoding() {
+    fn the_built_in_layout_is_the_original_encoding() {
         let layout = Layout::built_in();
         assert_eq!((layout.total_digits(), layout.bound()), (9, 1 << 22));
         assert_eq!(layout.bound() - 1, u64::from(MAX_MAIN_FLOOR));

@@ -1,4 +1,4 @@
-//! Today's population kept in memory between live passes (SPEC §10.2): what a full
+//! Today's population kept in memory between live passes: what a full
 //! recompute would read from SQL, held so that a pass applies only the rows that changed.
 //!
 //! A [`LiveDay`] holds the three things today's daily and weekly contenders are functions of:

@@ -97,7 +97,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn steps_of_999_are_the_first_waves_norm(z in -40.0f64..40.0) {
+        fn steps_of_999_are_the_original_norm(z in -40.0f64..40.0) {
             prop_assert_eq!(sigmoid_steps(z, 999), u32::from(sigmoid_999(z)));
             prop_assert!(sigmoid_steps(z, 9) <= 9 && sigmoid_steps(z, 9_999) <= 9_999);
         }

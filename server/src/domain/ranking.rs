@@ -257,10 +257,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The built-in profile ranks exactly as the first wave's engine did: norms of 999
+        /// The built-in profile ranks exactly as the original engine did: norms of 999
         /// steps from the same statistics and §4's fixed encoding, bit for bit.
         #[test]
-        fn the_built_in_profile_encodes_as_the_first_wave(
+        fn the_built_in_profile_encodes_as_the_fixed_formula(
             rows in proptest::collection::vec((0.0f64..6e6, 0i64..5_000, 0i64..300, proptest::option::of(0i64..86_400_000_000)), 1..60),
         ) {
             use crate::domain::encoding::ScoreBreakdown;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::profile::{MAX_CUSTOM_SIGNALS, ScoringProfile};
 
-/// The first wave's weights of the main score (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`),
+/// The original weights of the main score (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`),
 /// which make the built-in profile when no `RANKING_PROFILE` is set; the defaults are 0.1
 /// per view, 0.2 per like, 0.6 per ln(1 + order amount), and 0.1 of yesterday's integer
 /// part carried over.

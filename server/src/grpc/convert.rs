@@ -103,7 +103,7 @@ pub fn segment(value: &str) -> Result<Option<Segment>, Invalid> {
     Segment::parse(value).map(Some).map_err(|problem| Invalid::field("segment", format!("{} {problem}", quote(value))))
 }
 
-/// A score taken apart on the wire: every axis's norm, and the first wave's three named
+/// A score taken apart on the wire: every axis's norm, and the original three named
 /// norms when the profile's axes are the built-in ones (views, likes, recency).
 fn breakdown(b: &Breakdown) -> pb::ScoreBreakdown {
     let norms = b.norms();
@@ -167,7 +167,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
     let e = &a.explanation;
     let profile = &e.profile;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    // The first wave's fields name the built-in signals and axes; a profile without one of
+    // The original fields name the built-in signals and axes; a profile without one of
     // them leaves its field empty, and `signals` / `axes` hold every term and axis.
     let named_axis = |name: &str, which: AxisRef| e.axis(which).map(|a| axis(name, a));
     pb::ExplainRankResponse {

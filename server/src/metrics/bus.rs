@@ -1,4 +1,4 @@
-//! The event-bus sources' metrics (SPEC §10.1): records by source and outcome, lag per
+//! The event-bus sources' metrics: records by source and outcome, lag per
 //! partition, batch time, whether each source is connected, partitions moved by rebalances.
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -1,4 +1,4 @@
-//! The live passes' metrics (SPEC §10.2): pass time, rows read, freshness, passes by outcome.
+//! The live passes' metrics: pass time, rows read, freshness, passes by outcome.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

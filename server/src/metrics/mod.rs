@@ -47,7 +47,7 @@ pub struct GrpcCodeLabels {
     pub grpc_code: &'static str,
 }
 
-/// The go-grpc-prometheus server families (SPEC §10.4), unprefixed, so that existing gRPC
+/// The go-grpc-prometheus server families, unprefixed, so that existing gRPC
 /// dashboards and alerts read this service as they read any Go gRPC server.
 pub struct GrpcServerMetrics {
     /// `grpc_server_started_total`: calls started.
@@ -186,9 +186,9 @@ pub struct Metrics {
     snapshot_versions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     /// 1 while this replica's last poll of a store succeeded, 0 after it failed.
     pub store_reachable: Family<StoreLabels, Gauge>,
-    /// Live passes (SPEC §10.2).
+    /// Live passes.
     pub live: live::LiveMetrics,
-    /// Event-bus sources (SPEC §10.1).
+    /// Event-bus sources.
     pub bus: bus::BusMetrics,
     /// Calls by method and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,

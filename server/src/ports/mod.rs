@@ -240,10 +240,10 @@ pub type Announcements = futures_util::stream::BoxStream<'static, Announcement>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
     /// Every form of the ranking: what replicas load, and a daily ranking's sorted set
-    /// (SPEC §5).
+    ///.
     Full,
     /// What replicas load and every read of a version uses only (a live pass's daily
-    /// ranking; SPEC §10.2).
+    /// ranking).
     Loadable,
 }
 
@@ -263,9 +263,9 @@ pub trait RankingStore: Send + Sync + 'static {
     async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
 
     /// Publishes `copy`, this replica's copy of a daily or weekly ranking, like
-    /// [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`] (a live pass's,
-    /// SPEC §10.2) leaves a form kept for readers outside the service (the daily ranking's
-    /// sorted set of SPEC §5) as the last full publication wrote it; a store with one form
+    /// [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`] (a live pass's)
+    /// leaves a form kept for readers outside the service (the daily ranking's sorted set,
+    /// members scored with the packed score) as the last full publication wrote it; a store with one form
     /// publishes it. A store uses what else the copy holds: the Redis store writes the copy's
     /// product index rather than sorting the entries again, the in-process store keeps the
     /// copy itself.

@@ -1,4 +1,4 @@
-//! What every entry says beyond its place (SPEC §9.2): `tied_rank` (competition ranking),
+//! What every entry says beyond its place: `tied_rank` (competition ranking),
 //! `top_percent`, and `previous_rank` / `rank_change` against the same window one period
 //! earlier, through the client, on every engine.
 

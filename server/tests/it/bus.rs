@@ -1,4 +1,4 @@
-//! Event-bus ingestion (SPEC §10.1) against a real Kafka-compatible broker and NATS
+//! Event-bus ingestion against a real Kafka-compatible broker and NATS
 //! JetStream: a three-day workload with 10 % redeliveries and poison records, consumed by
 //! replicas of which one is killed with `kill -9` and restarted and a third joins, counts
 //! exactly the valid events once, ranks them as RecordEvents would, and dead-letters exactly
@@ -53,7 +53,7 @@ fn json_of(e: &v1::Event, camel: bool) -> Vec<u8> {
 /// halves, one redelivery of each tenth record somewhere later in its half, and 12 poison
 /// records of six kinds in each half.
 ///
-/// UNLIKE never goes below 0 (SPEC §2), which makes a count depend on the order of its
+/// UNLIKE never goes below 0, which makes a count depend on the order of its
 /// events once it would: the second half's UNLIKEs only take back likes of the first half,
 /// which is consumed before the second is published, so every order of arrival, every
 /// batching and every redelivery gives the same counts.
@@ -250,35 +250,43 @@ async fn workload_is_counted_once(bus: TestBus, seed: u64) {
     bus.discard().await;
 }
 
-/// The fault tests bring their own database (or broker) and need no engine of a pass: they
-/// run once per `make test`, in the PostgreSQL + single Redis pass.
-fn once_per_run() -> bool {
-    test_redis().is_some()
-        && crate::helpers::test_redis_mode() == "single"
-        && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d.starts_with("postgres"))
+/// Multi-replica tests need a shared database server and Redis: the ignored tests here run
+/// in `make test`'s Redis passes, which give them both, and fail when run without.
+pub(crate) fn assert_shared_servers() {
+    assert!(
+        test_redis().is_some() && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d != "sqlite"),
+        "needs a database server and Redis shared by replicas (RANKING_TEST_DATABASE, RANKING_TEST_REDIS): run by make test's Redis passes"
+    );
 }
 
-/// Multi-replica tests need a shared database server and Redis.
-fn shared_servers() -> bool {
-    test_redis().is_some() && std::env::var("RANKING_TEST_DATABASE").is_ok_and(|d| d != "sqlite")
+/// `RANKING_TEST_KAFKA`, which the test needs.
+fn kafka() -> String {
+    test_kafka().expect("RANKING_TEST_KAFKA: a Kafka broker (make test's Redis passes start one)")
+}
+
+/// `RANKING_TEST_NATS`, which the test needs.
+fn nats() -> String {
+    test_nats().expect("RANKING_TEST_NATS: a NATS server with JetStream (make test starts one)")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Kafka, a database server and Redis: make test's Redis passes"]
 async fn kafka_workload_with_redeliveries_poison_a_kill_and_rebalances_is_counted_once() {
-    let (Some(brokers), true) = (test_kafka(), shared_servers()) else { return };
-    workload_is_counted_once(TestBus::kafka(&brokers).await, 0x24a).await;
+    assert_shared_servers();
+    workload_is_counted_once(TestBus::kafka(&kafka()).await, 0x24a).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs NATS, a database server and Redis: make test's Redis passes"]
 async fn jetstream_workload_with_redeliveries_poison_a_kill_and_rebalances_is_counted_once() {
-    let (Some(url), true) = (test_nats(), shared_servers()) else { return };
-    workload_is_counted_once(TestBus::jetstream(&url).await, 0x24b).await;
+    assert_shared_servers();
+    workload_is_counted_once(TestBus::jetstream(&nats()).await, 0x24b).await;
 }
 
 /// The database stops mid-stream: consumption pauses (nothing acknowledged), then resumes
 /// where it stopped when the database is back; every event counted once.
 async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
-    let Some(pg) = ThrowawayPostgres::start() else { return };
+    let pg = ThrowawayPostgres::start().expect("PostgreSQL's server binaries (make test installs them)");
     let flags = bus.flags(100);
     let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     flags.push("--db-timeout=1s");
@@ -312,18 +320,6 @@ async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
     bus.discard().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kafka_database_outage_pauses_and_resumes() {
-    let (Some(brokers), true) = (test_kafka(), once_per_run()) else { return };
-    database_outage_loses_and_doubles_nothing(TestBus::kafka(&brokers).await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn jetstream_database_outage_naks_and_resumes() {
-    let (Some(url), true) = (test_nats(), once_per_run()) else { return };
-    database_outage_loses_and_doubles_nothing(TestBus::jetstream(&url).await).await;
-}
-
 pub(crate) fn views_json(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
     let now = Utc::now() - Age::seconds(60);
     (0..n)
@@ -337,9 +333,10 @@ pub(crate) fn views_json(prefix: &str, n: usize) -> Vec<(String, Vec<u8>)> {
 /// A graceful stop right after the last batch committed in SQL commits its offsets (the
 /// auto-commit may not have run yet) and leaves the group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Kafka, a database server and Redis: make test's Redis passes"]
 async fn kafka_shutdown_commits_what_committed() {
-    let (Some(brokers), true) = (test_kafka(), shared_servers()) else { return };
-    let bus = TestBus::kafka(&brokers).await;
+    assert_shared_servers();
+    let bus = TestBus::kafka(&kafka()).await;
     let flags = bus.flags(50);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let app = TestApp::spawn(&flags).await;
@@ -356,9 +353,9 @@ async fn kafka_shutdown_commits_what_committed() {
 /// out while the next one commits, or before the source waits or stops) and has dead-lettered
 /// its poison record: the durable consumer holds nothing pending or unacknowledged after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs NATS: make test's Redis passes"]
 async fn jetstream_shutdown_acknowledges_what_committed() {
-    let Some(url) = test_nats() else { return };
-    let bus = TestBus::jetstream(&url).await;
+    let bus = TestBus::jetstream(&nats()).await;
     let flags = bus.flags(50);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let app = TestApp::spawn(&flags).await;
@@ -427,30 +424,50 @@ async fn bus_restart_resumes_consumption(bus: &TestBus, stop: impl Fn(), restart
     app
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kafka_broker_restart_resumes_consumption() {
-    let (Some(_), true) = (test_kafka(), once_per_run()) else { return };
-    let broker = crate::helpers::bus::ThrowawayBroker::start();
-    let bus = TestBus::kafka(&broker.address()).await;
-    let app = bus_restart_resumes_consumption(&bus, || broker.stop(), || broker.restart()).await;
-    // Lag per assigned partition (high watermark − committed offset) reaches 0 once the
-    // auto-commit has run.
-    eventually("lag 0 on every partition", || async {
-        let metrics = app.scrape_metrics().await;
-        let lags: Vec<&str> = metrics.lines().filter(|l| l.starts_with("ranking_bus_lag_records{")).collect();
-        lags.len() == crate::helpers::bus::PARTITIONS as usize && lags.iter().all(|l| l.ends_with(" 0"))
-    })
-    .await;
-    app.stop().await;
-}
+/// The fault tests that bring their own database or broker and need no engine of a pass:
+/// `make test` runs them once, in its PostgreSQL + Redis pass, and skips `once_per_run` in
+/// the others.
+mod once_per_run {
+    use super::*;
 
-/// The same with a NATS server of the test's own: the client reconnects and the messages
-/// it had not acked come again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn jetstream_server_restart_resumes_consumption() {
-    let (Some(_), true) = (test_nats(), once_per_run()) else { return };
-    let Some(nats) = crate::helpers::bus::ThrowawayNats::start() else { return };
-    let bus = TestBus::jetstream(&nats.url()).await;
-    let app = bus_restart_resumes_consumption(&bus, || nats.stop(), || nats.restart()).await;
-    app.stop().await;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs Kafka: make test's PostgreSQL + Redis pass"]
+    async fn kafka_database_outage_pauses_and_resumes() {
+        database_outage_loses_and_doubles_nothing(TestBus::kafka(&kafka()).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs NATS: make test's PostgreSQL + Redis pass"]
+    async fn jetstream_database_outage_naks_and_resumes() {
+        database_outage_loses_and_doubles_nothing(TestBus::jetstream(&nats()).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs Kafka's jars (scripts/kafka-broker.sh): make test's PostgreSQL + Redis pass"]
+    async fn kafka_broker_restart_resumes_consumption() {
+        kafka();
+        let broker = crate::helpers::bus::ThrowawayBroker::start();
+        let bus = TestBus::kafka(&broker.address()).await;
+        let app = bus_restart_resumes_consumption(&bus, || broker.stop(), || broker.restart()).await;
+        // Lag per assigned partition (high watermark − committed offset) reaches 0 once the
+        // auto-commit has run.
+        eventually("lag 0 on every partition", || async {
+            let metrics = app.scrape_metrics().await;
+            let lags: Vec<&str> = metrics.lines().filter(|l| l.starts_with("ranking_bus_lag_records{")).collect();
+            lags.len() == crate::helpers::bus::PARTITIONS as usize && lags.iter().all(|l| l.ends_with(" 0"))
+        })
+        .await;
+        app.stop().await;
+    }
+
+    /// The same with a NATS server of the test's own: the client reconnects and the messages
+    /// it had not acked come again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs nats-server: make test's PostgreSQL + Redis pass"]
+    async fn jetstream_server_restart_resumes_consumption() {
+        let nats = crate::helpers::bus::ThrowawayNats::start().expect("nats-server (make test installs it)");
+        let bus = TestBus::jetstream(&nats.url()).await;
+        let app = bus_restart_resumes_consumption(&bus, || nats.stop(), || nats.restart()).await;
+        app.stop().await;
+    }
 }

@@ -1,4 +1,4 @@
-//! UpdateCatalog (SPEC §9.3): hidden products leave every ranking of today at once, on every
+//! UpdateCatalog: hidden products leave every ranking of today at once, on every
 //! replica, and stay out of later recomputes (the others renormalised without them) until
 //! shown again; validation refuses a whole call and writes nothing.
 

@@ -1,4 +1,4 @@
-//! ExplainRank (SPEC §9.3) through the client, on every engine: its numbers are checked
+//! ExplainRank through the client, on every engine: its numbers are checked
 //! against an independent computation of §4 written out here, not against the service's
 //! score engine.
 

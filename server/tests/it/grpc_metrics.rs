@@ -1,4 +1,4 @@
-//! The go-grpc-prometheus families on `/metrics` (SPEC §10.4), scraped from a server on port
+//! The go-grpc-prometheus families on `/metrics`, scraped from a server on port
 //! 0: started, handled by Go's code names, messages each way, the handling histogram; calls
 //! refused by authentication counted like the others; a watch stream counted per update.
 

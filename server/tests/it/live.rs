@@ -1,4 +1,4 @@
-//! Live exact ranking (SPEC §10.2) on every engine: after a workload, the live version of
+//! Live exact ranking on every engine: after a workload, the live version of
 //! today's daily and weekly rankings and their segments is entry for entry what `Recompute`
 //! publishes from the same rows; a transaction committed late with an earlier timestamp is
 //! in the next live version; a product hidden between passes never comes back from one; a
@@ -290,7 +290,7 @@ async fn without_live_passes_nothing_moves_between_recomputes() {
     app.stop().await;
 }
 
-/// The day's sorted set (SPEC §5) as `(product, score)`, best first.
+/// The day's sorted set as `(product, score)`, best first.
 async fn sorted_set(prefix: &str) -> Vec<(i64, f64)> {
     let mut conn = crate::redis_store::redis().await;
     let key = format!("{prefix}:{{daily:{}}}", Utc::now().date_naive());
@@ -299,7 +299,7 @@ async fn sorted_set(prefix: &str) -> Vec<(i64, f64)> {
     members.into_iter().map(|(m, s)| (m.parse().expect("a product id"), s)).collect()
 }
 
-/// A live pass publishes the daily ranking in the form replicas load only (SPEC §10.2): a
+/// A live pass publishes the daily ranking in the form replicas load only: a
 /// replica that holds no copy reads the live version from Redis like any other, entry for
 /// entry what the holder serves from its copy, while the day's sorted set keeps the last
 /// recompute's ranking until the next recompute replaces it.

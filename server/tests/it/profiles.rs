@@ -1,4 +1,4 @@
-//! Scoring-profile parts of the wire (SPEC §10.3) under the built-in profile: SIGNAL events
+//! Scoring-profile parts of the wire under the built-in profile: SIGNAL events
 //! name a custom signal, of which the built-in profile has none (refused, nothing written);
 //! entries carry their axis norms in profile order; explained axes carry their names.
 
@@ -221,7 +221,7 @@ fn wire(events: &[Happened], only: &dyn Fn(&str) -> bool) -> Vec<v1::Event> {
         .collect()
 }
 
-/// The reference: SPEC §10.3 computed from the events alone, independently of the
+/// The reference: the profile's scores computed from the events alone, independently of the
 /// service's engine. `terms` are (signal, weight, log1p) in order, `axes` (signal or
 /// "recency", digits). Returns (product, score) best first, ties by descending product (the service's order).
 /// A product's signal values (by name) and its latest event, Unix microseconds.
@@ -387,7 +387,7 @@ async fn custom_profiles_rank_exactly_as_an_independent_reference() {
         same(&served(&mut app, v1::Window::Daily).await, &daily, text);
         same(&served(&mut app, v1::Window::Weekly).await, &reference(&kept, terms, carry, axes, true), "weekly");
 
-        // Entries carry one norm per axis of the profile, and no named first-wave norms.
+        // Entries carry one norm per axis of the profile, and none of the three named norms.
         let top = app.top("", 3).await;
         let b = top.products[0].breakdown.clone().expect("breakdown");
         assert_eq!((b.axis_norms.len(), b.view_norm, b.like_norm, b.recency_norm), (3, 0, 0, 0), "{b:?}");

@@ -75,7 +75,7 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
             .collect();
         members.reverse();
         if pointer.contains("{daily:") {
-            // The daily ranking's sorted set (SPEC §5) holds the same version after a recompute.
+            // The daily ranking's sorted set holds the same version after a recompute.
             let sorted_set: Vec<(String, f64)> =
                 conn.zrange_withscores(pointer.trim_end_matches(":version"), 0, -1).await.expect("ZRANGE");
             assert_eq!(sorted_set, members, "{pointer}: the sorted set and the packed copy of version {version}");

@@ -1,4 +1,4 @@
-//! Segment rankings (SPEC §9.3) through the client: the full ranking restricted to a
+//! Segment rankings through the client: the full ranking restricted to a
 //! segment's members, same scores, ranks counted within the segment; membership changes at the
 //! next recompute; an empty segment reads as an empty ranking; hidden products leave them.
 

@@ -1,4 +1,4 @@
-//! Versions, in-process snapshots and page tokens (SPEC §9.1, §9.3): replicas converge on
+//! Versions, in-process snapshots and page tokens: replicas converge on
 //! every new version, also when an announcement is lost; the copy answers exactly what
 //! Redis holds; walks by page token see one version while the ranking is recomputed;
 //! the memory bound; expired and garbled tokens.
@@ -124,7 +124,7 @@ async fn the_copy_answers_exactly_what_redis_holds() {
     let n = 3_000;
     record_all(&mut app, population(1, n)).await;
     let version = app.recompute("").await.version;
-    // The sorted set of SPEC §5, written by the recompute with its version.
+    // The daily ranking's sorted set, written by the recompute with its version.
     let key = format!("{prefix}:{{daily:{}}}", Utc::now().date_naive());
     let mut conn = redis().await;
     let mut rng = rand_u64();

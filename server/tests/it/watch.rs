@@ -1,4 +1,4 @@
-//! WatchTopN (SPEC §9.3) through the client: the first state at once, a message per change
+//! WatchTopN through the client: the first state at once, a message per change
 //! and none without one, shared feeds across replicas, slow readers, limits, and the end of
 //! every stream at shutdown.
 

@@ -1,4 +1,4 @@
-//! The rolling weekly window (SPEC §9.3) through the client, on every engine: checked
+//! The rolling weekly window through the client, on every engine: checked
 //! against an independent computation of the 7-day sums and §4's normalisation written out
 //! here, over 8 days of events.
 

@@ -10,7 +10,7 @@
 //! | `P:{R}:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
 //! | `P:{R}:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
 //! | `P:{R}:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
-//! | `P:{daily:D}` | ZSET | the daily ranking in the form of SPEC §5, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
+//! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:{R}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
 //! | `P:{R}:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
 //! | `P:{daily:D}:segments`, `P:{weekly:D}:segments` | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
@@ -142,7 +142,7 @@ impl RedisRankingStore {
         })
     }
 
-    /// The sorted set of a daily ranking (SPEC §5; tests and benchmarks read it directly).
+    /// The sorted set of a daily ranking ( tests and benchmarks read it directly).
     pub fn sorted_set_key(&self, key: RankingKey) -> String {
         self.keys.base(key)
     }

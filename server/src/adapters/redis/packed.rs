@@ -4,7 +4,7 @@
 //! and its product index (4 bytes an entry: positions in the packed copy, in ascending product
 //! id). A ZSET would cost 118 bytes an entry and a ZADD of every entry per publication (a
 //! million for a big day) against 20 for these two, written as a few large appends; only the
-//! daily ranking keeps one besides, the form of SPEC §5, refreshed by full publications.
+//! daily ranking keeps one besides, a sorted set of product ids scored with the packed score, refreshed by full publications.
 
 use crate::domain::snapshot::by_product;
 use crate::ports::{Scored, StoreError};

@@ -1,5 +1,5 @@
 //! Publishing a version: the entries written into fresh staging keys (the packed copy, its
-//! product index and, for a daily ranking's full publication, the sorted set of SPEC §5),
+//! product index and, for a daily ranking's full publication, its sorted set of product ids by packed score),
 //! then one script (`scripts/publish.lua`) that renames them to the next version (the sorted
 //! set to the day's key), moves the pointer, keeps the superseded version for
 //! `RANKING_SNAPSHOT_TTL` and announces the new one.

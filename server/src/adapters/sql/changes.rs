@@ -1,4 +1,4 @@
-//! What a live pass reads (SPEC §10.2): the change epoch advanced, the metrics rows and
+//! What a live pass reads: the change epoch advanced, the metrics rows and
 //! catalog rows stamped with the epochs since the previous pass, and the rows of a few
 //! products over a range of days.
 //!

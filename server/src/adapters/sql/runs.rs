@@ -65,7 +65,7 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
         .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
         .to_owned();
     let s = &run.stats;
-    // The first wave's columns hold the first three axes (the built-in profile's views,
+    // The original columns hold the first three axes (the built-in profile's views,
     // likes, recency); `axis_stats` holds every axis of any profile.
     let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
     let axis = |i: usize| s.axes.get(i).copied().unwrap_or(empty);

@@ -1,7 +1,7 @@
 //! Where custom signals live in SQL: each name has one of the columns `signal_1` …
 //! `signal_8` of `product_daily_metrics` and `product_metrics`, assigned once in
 //! `signal_slots` and never reused, so that a day is still one range of one table and a
-//! batch still one upsert per table whatever the profile (SPEC §10.3's O(1) rule). A
+//! batch still one upsert per table whatever the profile (the batch path's O(1) rule). A
 //! profile's signals are registered at start-up; every later look-up is this process's
 //! cache, read again from SQL for a name another replica registered.
 

@@ -1,4 +1,4 @@
-//! ListMovers (SPEC §9.3): RISING lists `rank_change > 0`, largest first; FALLING
+//! ListMovers: RISING lists `rank_change > 0`, largest first; FALLING
 //! `rank_change < 0`, most negative first; products not ranked then are not movers; equal
 //! changes by current rank. Both periods are read whole (held copies, or copies read for
 //! this caller within the snapshots' bound).

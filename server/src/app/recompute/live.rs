@@ -1,4 +1,4 @@
-//! Live passes (SPEC §10.2): today's daily ranking, its segments and the weekly ranking
+//! Live passes: today's daily ranking, its segments and the weekly ranking
 //! republished within `RANKING_LIVE_INTERVAL` of a change in SQL, bit for bit what a
 //! recompute of the same rows publishes.
 //!
@@ -15,8 +15,8 @@
 //! 3. reads the catalog again only when one of its rows carries such an epoch;
 //! 4. ranks the whole population with the recompute's own ranking and publishes like a
 //!    recompute, the day first: its copy is published while the week is ranked (both ranked
-//!    on blocking threads), and only in the form replicas load (SPEC §10.2: the daily
-//!    ranking's sorted set is the recompute's).
+//!    on blocking threads), and only in the form replicas load (the daily ranking's
+//!    sorted set is the recompute's).
 //!
 //! The first pass of a holder reads the day whole (after advancing the epoch, so that what
 //! it reads is covered by the next pass); any failure drops the population, and the next pass

@@ -8,7 +8,7 @@
 //!
 //! - this module: the lease (taken, renewed while held, released), the report and errors.
 //! - [`build`]: SQL rows → the day's or the week's population → encoded entries.
-//! - [`live`]: live passes of today (SPEC §10.2): the changed rows applied to the held
+//! - [`live`]: live passes of today: the changed rows applied to the held
 //!   population, published like a recompute.
 //! - [`publish`]: one recompute of a day: the rankings published, segment fan-out.
 //! - [`withdraw`]: hidden products out of a day's rankings, batched per lease turn.

@@ -94,7 +94,7 @@ impl Recompute {
     /// Publishes a whole (daily or weekly) ranking from its copy and installs the copy: served
     /// by this replica before the call returns; the others load it on the announcement or
     /// their next poll. A live pass's publication (`live`) is in the form replicas load only
-    /// (SPEC §10.2: the daily ranking's sorted set waits for the next recompute).
+    /// (the daily ranking's sorted set waits for the next recompute).
     async fn publish_whole(
         &self,
         key: RankingKey,

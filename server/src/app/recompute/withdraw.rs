@@ -1,4 +1,4 @@
-//! Hidden products out of a day's exact rankings at once (SPEC §9.3), under the day's
+//! Hidden products out of a day's exact rankings at once, under the day's
 //! lease, batched: the withdrawals of one day waiting for the lease are done in one rewrite.
 
 use std::collections::HashSet;

@@ -1,5 +1,5 @@
 //! Each replica's in-process copies of the current versions of the exact rankings it
-//! serves (SPEC §9.1): today's and yesterday's daily and weekly rankings, and the segment
+//! serves: today's and yesterday's daily and weekly rankings, and the segment
 //! rankings published with them.
 //!
 //! A version is immutable, so a copy of it answers exactly what Redis would: a page in

@@ -1,4 +1,4 @@
-//! WatchTopN (SPEC §9.3): live tops pushed to watchers.
+//! WatchTopN: live tops pushed to watchers.
 //!
 //! One feed per distinct (window, date, hour, segment, limit) on a replica, shared by all its
 //! watchers: a task that computes the top when this replica's copies change (or, for the

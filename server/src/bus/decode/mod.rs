@@ -1,4 +1,4 @@
-//! A bus record's payload as a `ranking.v1.Event` (SPEC §10.1): protobuf binary, or JSON in
+//! A bus record's payload as a `ranking.v1.Event`: protobuf binary, or JSON in
 //! the proto3 JSON mapping — lowerCamel or proto field names, the enum by name or number,
 //! int64 as a number or a decimal string, `occurredAt` as RFC 3339, `null` as the default.
 //!

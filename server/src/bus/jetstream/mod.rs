@@ -1,4 +1,4 @@
-//! The NATS JetStream source (SPEC §10.1): one durable pull consumer
+//! The NATS JetStream source: one durable pull consumer
 //! (`RANKING_NATS_CONSUMER`, explicit acks) on the stream, shared by every replica, so each
 //! fetch of each replica gets messages no other replica holds.
 //!

@@ -1,4 +1,4 @@
-//! Scoring profiles (SPEC §10.3): a platform's own signals, the terms of its main score and
+//! Scoring profiles: a platform's own signals, the terms of its main score and
 //! its tie-break axes, checked once; the layout the axes give the encoding. The built-in
 //! profile is §4 exactly. How a profile is written (TOML) is the configuration's business;
 //! this module holds what a valid one is, [`scoring`] what a profile computes.
@@ -229,7 +229,7 @@ impl ScoringProfile {
         Ok(Self { spec, layout, custom, custom_names, terms, axes, built_in_axes })
     }
 
-    /// The built-in profile with the weights, carry-over and carry days of the first wave's
+    /// The built-in profile with the weights, carry-over and carry days of the original
     /// variables (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`, `RANKING_CARRY_DAYS`).
     pub fn built_in_with(weights: Weights, carry_days: u32) -> Result<Self, ProfileError> {
         let mut spec = Self::built_in().spec;
@@ -294,7 +294,7 @@ impl ScoringProfile {
     }
 
     /// Whether the axes are the built-in ones (views, likes, recency of three digits each):
-    /// then a breakdown also fills the first wave's three named norms.
+    /// then a breakdown also fills the original three named norms.
     pub fn has_built_in_axes(&self) -> bool {
         self.built_in_axes
     }

@@ -46,7 +46,7 @@ pub struct ScoreTerm {
 }
 
 impl ScoreTerm {
-    /// `transform(value) · weight`, in this order (the first wave's `ln_1p(amount) · w`).
+    /// `transform(value) · weight`, in this order (the original `ln_1p(amount) · w`).
     pub fn points(&self, value: i64) -> f64 {
         match self.transform {
             Transform::Linear => value as f64 * self.weight,
@@ -66,7 +66,7 @@ pub enum AxisRef {
 
 impl ScoringProfile {
     /// `main = Σ points of the terms, in order + carried · carry_over`, added left to right
-    /// (for the built-in profile exactly the first wave's expression).
+    /// (for the built-in profile exactly the original expression).
     pub fn main_score(&self, metrics: &DailyMetrics, carried: CarryOver) -> f64 {
         self.main_without_carry(metrics) + carried.0 as f64 * self.spec.carry_over
     }
@@ -74,7 +74,7 @@ impl ScoringProfile {
     /// The terms alone (the weekly window's main score).
     pub fn main_without_carry(&self, metrics: &DailyMetrics) -> f64 {
         let mut points = self.terms.iter().map(|t| t.points(t.signal.value(metrics)));
-        // Starting from the first term rather than 0.0 keeps the first wave's bits.
+        // Starting from the first term rather than 0.0 keeps the original bits.
         let first = points.next().unwrap_or(0.0);
         points.fold(first, |sum, p| sum + p)
     }

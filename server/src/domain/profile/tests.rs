@@ -76,7 +76,7 @@ fn event(kind: EventKind, signal: &str, amount: i64) -> Event {
 }
 
 #[test]
-fn hourly_points_are_the_first_waves_for_the_built_in_profile_and_follow_the_terms() {
+fn hourly_points_are_the_fixed_formulas_for_the_built_in_profile_and_follow_the_terms() {
     let p = ScoringProfile::built_in();
     assert_eq!(p.hourly_points(&event(EventKind::View, "", 0)), 0.1);
     assert_eq!(p.hourly_points(&event(EventKind::Like, "", 0)), 0.2);
@@ -97,14 +97,14 @@ fn hourly_points_are_the_first_waves_for_the_built_in_profile_and_follow_the_ter
 }
 
 proptest! {
-    /// The built-in profile's main score is the first wave's expression, bit for bit.
+    /// The built-in profile's main score is the original expression, bit for bit.
     #[test]
-    fn the_built_in_main_score_is_the_first_waves(
+    fn the_built_in_main_score_is_the_fixed_formula(
         views in 0i64..1_000_000, likes in 0i64..1_000_000, amount in 0i64..1_000_000_000_000, carried in 0i64..4_194_304,
     ) {
         let p = ScoringProfile::built_in();
-        let first_wave = views as f64 * 0.1 + likes as f64 * 0.2 + (amount as f64).ln_1p() * 0.6 + carried as f64 * 0.1;
+        let fixed_formula = views as f64 * 0.1 + likes as f64 * 0.2 + (amount as f64).ln_1p() * 0.6 + carried as f64 * 0.1;
         let metrics = DailyMetrics::counts(views, likes, 3, amount);
-        prop_assert_eq!(p.main_score(&metrics, CarryOver(carried)).to_bits(), first_wave.to_bits());
+        prop_assert_eq!(p.main_score(&metrics, CarryOver(carried)).to_bits(), fixed_formula.to_bits());
     }
 }

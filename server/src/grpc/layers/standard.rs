@@ -1,4 +1,4 @@
-//! The go-grpc-prometheus families (SPEC §10.4) that existing gRPC dashboards read, counted
+//! The go-grpc-prometheus families that existing gRPC dashboards read, counted
 //! around every call by [`super::ObserveLayer`]: a call is started when it arrives, its
 //! messages are counted as their gRPC frames pass (the request's as the server reads them,
 //! the response's as they are sent: one per WatchTopN update), and it is handled, with its

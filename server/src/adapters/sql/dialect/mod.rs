@@ -116,7 +116,7 @@ impl Dialect {
     /// The first statement of every write transaction of metrics or catalog rows: the
     /// current change epoch, read under a shared lock held until the commit, so that a live
     /// pass advancing the epoch waits for every transaction stamping rows with the old one
-    /// (SPEC §10.2). SQLite has no row locks: its writer holds the database's write lock,
+    ///. SQLite has no row locks: its writer holds the database's write lock,
     /// which the advance needs too.
     pub fn change_epoch_lock(self) -> &'static str {
         match self {

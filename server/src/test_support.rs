@@ -10,12 +10,10 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::adapters::memory::MemoryRankingStore;
-use crate::app::policy::{Clock, Policy};
+use crate::app::policy::{Clock, Policy, PolicySettings};
 use crate::app::queries::Queries;
 use crate::app::recompute::Recompute;
 use crate::app::snapshots::Snapshots;
-use crate::domain::calendar::RankingCalendar;
-use crate::domain::score::Weights;
 use crate::metrics::Metrics;
 use crate::ports::StoreError;
 
@@ -35,7 +33,7 @@ impl Wired {
 
     /// The same with copies bounded at `max_entries` entries.
     pub fn bounded(store: &Arc<MemoryRankingStore>, clock: Clock, max_entries: usize) -> Self {
-        let policy = Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO);
+        let policy = Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() });
         let policy = Arc::new(policy.with_clock(clock));
         let metrics = Arc::new(Metrics::new());
         let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), max_entries));

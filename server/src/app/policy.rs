@@ -13,7 +13,6 @@ use crate::domain::calendar::{RankingCalendar, RankingHour};
 use std::sync::Arc;
 
 use crate::domain::profile::ScoringProfile;
-use crate::domain::score::Weights;
 
 /// Rows deleted per statement by retention.
 pub const PRUNE_CHUNK: u32 = 5_000;
@@ -91,24 +90,40 @@ pub struct Policy {
     pub profile: Arc<ScoringProfile>,
 }
 
+/// What a deployment sets of a [`Policy`]; the rest are the service's fixed constants or
+/// set with the `with_*` methods.
+#[derive(Debug, Clone)]
+pub struct PolicySettings {
+    /// The ranking time zone's calendar (`RANKING_TZ`).
+    pub calendar: RankingCalendar,
+    /// `RANKING_ACCEPT_DAYS`.
+    pub accept_days: u32,
+    /// `RANKING_RETENTION_DAYS`.
+    pub retention_days: u32,
+    /// `RANKING_RECOMPUTE_INTERVAL` (zero: no scheduler).
+    pub recompute_interval: Duration,
+    /// The scoring profile, built and checked once by whoever read it.
+    pub profile: Arc<ScoringProfile>,
+}
+
+impl Default for PolicySettings {
+    /// The service's defaults: UTC, 7 accept days, 8 retention days, a recompute every 5
+    /// minutes, the built-in profile.
+    fn default() -> Self {
+        Self {
+            calendar: RankingCalendar::new(chrono_tz::UTC),
+            accept_days: 7,
+            retention_days: 8,
+            recompute_interval: Duration::from_secs(300),
+            profile: Arc::new(ScoringProfile::built_in()),
+        }
+    }
+}
+
 impl Policy {
-    /// A policy with the fixed time constants of the service and the built-in profile with
-    /// `weights` and `carry_days` (the original variables; a profile of the caller's is
-    /// set with [`Policy::with_profile`]).
-    ///
-    /// # Panics
-    /// When a weight is negative or not finite, or `carry_days` above 365: configuration
-    /// refuses both before a policy is made.
-    pub fn new(
-        calendar: RankingCalendar,
-        weights: Weights,
-        accept_days: u32,
-        retention_days: u32,
-        carry_days: u32,
-        recompute_interval: Duration,
-    ) -> Self {
-        let profile = ScoringProfile::built_in_with(weights, carry_days)
-            .unwrap_or_else(|e| panic!("the original weights make a valid profile: {e}"));
+    /// A policy of `settings` and the fixed time constants of the service.
+    pub fn new(settings: PolicySettings) -> Self {
+        let PolicySettings { calendar, accept_days, retention_days, recompute_interval, profile } = settings;
         Self {
             calendar,
             accept_days,
@@ -124,7 +139,7 @@ impl Policy {
             snapshot_poll: Duration::from_millis(500),
             clock: Clock::System,
             max_segments: 10_000,
-            profile: Arc::new(profile),
+            profile,
         }
     }
 
@@ -236,7 +251,7 @@ mod tests {
     use super::*;
 
     fn policy() -> Policy {
-        Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::from_secs(300))
+        Policy::new(PolicySettings::default())
     }
 
     fn day(s: &str) -> NaiveDate {

@@ -16,7 +16,7 @@ use clap::{Args, Parser};
 
 use crate::adapters::redis::{RedisMode, RedisOptions};
 use crate::adapters::sql::SqlOptions;
-use crate::app::policy::Policy;
+use crate::app::policy::{Policy, PolicySettings};
 use crate::domain::calendar::RankingCalendar;
 use crate::domain::score::Weights;
 
@@ -293,29 +293,24 @@ impl RankingSettings {
     /// is set (a file that cannot be read or is not a valid profile is refused, naming the
     /// file and the problem).
     pub fn policy(&self) -> Result<Policy, String> {
-        // The original variables make the built-in profile; its rules are checked here,
-        // so that a policy is only ever made of a valid one.
-        crate::domain::profile::ScoringProfile::built_in_with(self.weights(), self.carry_days)
-            .map_err(|e| format!("RANKING_WEIGHT_* / RANKING_CARRY_OVER / RANKING_CARRY_DAYS: {e}"))?;
-        let policy = Policy::new(
-            RankingCalendar::new(self.tz),
-            self.weights(),
-            self.accept_days,
-            self.retention_days,
-            self.carry_days,
-            self.recompute_interval,
-        )
-        .with_snapshot_ttl(self.snapshot_ttl)
-        .with_max_segments(self.max_segments)
-        .with_recompute_lease(self.recompute_lease)
-        .with_live_interval(self.live_interval);
-        match &self.profile {
-            None => Ok(policy),
-            Some(path) => {
-                let profile = profile::load(path).map_err(|e| format!("RANKING_PROFILE: {e}"))?;
-                Ok(policy.with_profile(std::sync::Arc::new(profile)))
-            }
-        }
+        let profile = match &self.profile {
+            Some(path) => profile::load(path).map_err(|e| format!("RANKING_PROFILE: {e}"))?,
+            // The weight variables make the built-in profile, checked by its own rules.
+            None => crate::domain::profile::ScoringProfile::built_in_with(self.weights(), self.carry_days)
+                .map_err(|e| format!("RANKING_WEIGHT_* / RANKING_CARRY_OVER / RANKING_CARRY_DAYS: {e}"))?,
+        };
+        let settings = PolicySettings {
+            calendar: RankingCalendar::new(self.tz),
+            accept_days: self.accept_days,
+            retention_days: self.retention_days,
+            recompute_interval: self.recompute_interval,
+            profile: std::sync::Arc::new(profile),
+        };
+        Ok(Policy::new(settings)
+            .with_snapshot_ttl(self.snapshot_ttl)
+            .with_max_segments(self.max_segments)
+            .with_recompute_lease(self.recompute_lease)
+            .with_live_interval(self.live_interval))
     }
 }
 

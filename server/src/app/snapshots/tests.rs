@@ -4,15 +4,14 @@ use std::time::Duration;
 
 use super::*;
 use crate::adapters::memory::MemoryRankingStore;
-use crate::domain::calendar::RankingCalendar;
-use crate::domain::score::Weights;
+use crate::app::policy::PolicySettings;
 use crate::ports::Scored;
 use crate::ports::VersionLife;
 
 fn snapshots(max_entries: usize) -> (Arc<Snapshots>, Arc<MemoryRankingStore>) {
     let store = Arc::new(MemoryRankingStore::new());
     let policy =
-        Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+        Arc::new(Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() }));
     let metrics = Arc::new(Metrics::new());
     (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store)
 }

@@ -10,11 +10,10 @@ use chrono::{Days, NaiveDate};
 
 use super::*;
 use crate::adapters::memory::MemoryRankingStore;
-use crate::app::policy::Policy;
+use crate::app::policy::{Policy, PolicySettings};
 use crate::app::snapshots::Snapshots;
-use crate::domain::calendar::RankingCalendar;
 use crate::domain::live::ProductRow;
-use crate::domain::score::{DailyMetrics, Weights};
+use crate::domain::score::DailyMetrics;
 use crate::metrics::Metrics;
 use crate::ports::{
     CatalogEntry, ChangedRow, DailyRow, DatedEvent, LeaseLock, MetricsStore, Outcome, ProductDay, RankingKey,
@@ -169,7 +168,7 @@ fn fixture() -> Fixture {
     let rows = Arc::new(EpochRows::default());
     let ranking = Arc::new(MemoryRankingStore::new());
     let policy =
-        Arc::new(Policy::new(RankingCalendar::new(chrono_tz::UTC), Weights::default(), 7, 8, 7, Duration::ZERO));
+        Arc::new(Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() }));
     let metrics = Arc::new(Metrics::new());
     let snapshots = Arc::new(Snapshots::new(ranking.clone(), policy.clone(), metrics.clone(), 10_000));
     let recompute = Arc::new(Recompute::new(

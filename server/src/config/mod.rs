@@ -347,10 +347,11 @@ pub struct OptionalAddr(pub Option<SocketAddr>);
 pub struct Secret(String);
 
 impl Secret {
-    /// Whether `candidate` equals the secret, taking the same time wherever they differ.
+    /// Whether `candidate` equals the secret, taking the same time wherever they differ
+    /// (a length that differs answers at once: the length is not the secret).
     pub fn matches(&self, candidate: &[u8]) -> bool {
-        let expected = self.0.as_bytes();
-        expected.len() == candidate.len() && expected.iter().zip(candidate).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(candidate).into()
     }
 }
 

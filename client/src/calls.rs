@@ -6,7 +6,7 @@ use std::future::Future;
 use tonic::Status;
 
 use crate::builder::RankingClientBuilder;
-use crate::{Inner, RetryPolicy, retryable, v1};
+use crate::{Inner, RetryPolicy, retry_after, retryable, v1};
 
 /// The ranking service client. Cheap to clone: clones share the connection.
 ///
@@ -56,20 +56,18 @@ impl RankingClient {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = tokio::time::Instant::now() + self.retry.deadline;
-        let mut attempt = 1;
+        let mut delays = self.retry.delays();
         loop {
-            match call(self.inner.clone()).await {
+            let status = match call(self.inner.clone()).await {
                 Ok(response) => return Ok(response.into_inner()),
-                Err(status) if retryable(&status) && attempt < self.retry.max_attempts => {
-                    let delay = self.retry.delay(attempt - 1);
-                    if tokio::time::Instant::now() + delay > deadline {
-                        return Err(status);
-                    }
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                Err(status) => return Err(status),
+                Err(status) => status,
+            };
+            let Some(delay) = delays.next().filter(|_| retryable(&status)) else { return Err(status) };
+            let delay = delay.max(retry_after(&status).unwrap_or_default());
+            if tokio::time::Instant::now() + delay > deadline {
+                return Err(status);
             }
+            tokio::time::sleep(delay).await;
         }
     }
 

@@ -47,7 +47,7 @@ pub use builder::{BuildError, CallMetadata, RankingClientBuilder};
 pub use calls::{MAX_BATCH, MAX_PRODUCT_IDS, RankingClient};
 pub use ranking_proto::v1;
 pub use ranking_proto::v1::ranking_service_client::RankingServiceClient;
-pub use retry::{RetryPolicy, retryable};
+pub use retry::{RetryPolicy, retry_after, retryable};
 pub use tonic;
 
 /// Connects the bare generated client to `endpoint` (e.g. `http://127.0.0.1:50051`).

@@ -4,7 +4,7 @@
 use futures_util::{StreamExt, TryStreamExt};
 use tonic::Status;
 
-use crate::{Answers, RankingClient, retryable, v1};
+use crate::{Answers, RankingClient, retry_after, retryable, v1};
 
 impl RankingClient {
     /// Every page of a ranking from the first `request` names (its `offset` and `limit`)
@@ -59,9 +59,11 @@ impl RankingClient {
             retry: crate::RetryPolicy,
             request: v1::WatchTopNRequest,
             stream: Option<tonic::Streaming<v1::WatchTopNResponse>>,
-            failures: u32,
+            /// The waits left before giving up; a message received starts them over.
+            delays: backon::ExponentialBackoff,
         }
-        let start = Watching { inner: self.raw(), retry: self.retry_policy(), request, stream: None, failures: 0 };
+        let retry = self.retry_policy();
+        let start = Watching { inner: self.raw(), delays: retry.delays(), retry, request, stream: None };
         futures_util::stream::unfold(Some(start), |state| async move {
             let mut w = state?;
             loop {
@@ -75,7 +77,7 @@ impl RankingClient {
                     },
                     Some(stream) => match stream.message().await {
                         Ok(Some(message)) => {
-                            w.failures = 0;
+                            w.delays = w.retry.delays();
                             return Some((Ok(message), Some(w)));
                         }
                         Ok(None) => Status::unavailable("the watch stream ended"),
@@ -83,11 +85,10 @@ impl RankingClient {
                     },
                 };
                 w.stream = None;
-                if !retryable(&broken) || w.failures + 1 >= w.retry.max_attempts {
+                let Some(delay) = w.delays.next().filter(|_| retryable(&broken)) else {
                     return Some((Err(broken), None));
-                }
-                tokio::time::sleep(w.retry.delay(w.failures)).await;
-                w.failures += 1;
+                };
+                tokio::time::sleep(delay.max(retry_after(&broken).unwrap_or_default())).await;
             }
         })
         .boxed()

@@ -106,24 +106,42 @@ impl Sink {
     }
 }
 
-/// Exponential backoff of a source waiting for a dependency: 100 ms doubling to 5 s, so an
-/// outage costs a few attempts a minute and a blip costs 100 ms.
-#[derive(Debug, Default)]
+/// Exponential backoff of a source waiting for a dependency: 100 ms doubling to 5 s (each
+/// delay stretched by up to its own length at random, so replicas refused together do not
+/// come back together), so an outage costs a few attempts a minute and a blip 100–200 ms.
+#[derive(Debug)]
 pub struct Backoff {
-    failures: u32,
+    delays: backon::ExponentialBackoff,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { delays: Self::delays() }
+    }
 }
 
 impl Backoff {
+    const MIN: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+
+    fn delays() -> backon::ExponentialBackoff {
+        use backon::BackoffBuilder;
+        backon::ExponentialBuilder::default()
+            .with_min_delay(Self::MIN)
+            .with_max_delay(Self::MAX)
+            .with_jitter()
+            .without_max_times()
+            .build()
+    }
+
     /// The wait before the next attempt; each call doubles the next one.
     pub fn next_delay(&mut self) -> Duration {
-        let delay = Duration::from_millis(100).saturating_mul(1u32 << self.failures.min(6));
-        self.failures += 1;
-        delay.min(Duration::from_secs(5))
+        self.delays.next().unwrap_or(Self::MAX)
     }
 
     /// After a success.
     pub fn reset(&mut self) {
-        self.failures = 0;
+        self.delays = Self::delays();
     }
 
     /// Sleeps the next delay; false when `stop` came first.
@@ -250,9 +268,12 @@ mod tests {
     #[test]
     fn backoff_doubles_to_its_cap_and_resets() {
         let mut b = Backoff::default();
-        let delays: Vec<u64> = (0..9).map(|_| b.next_delay().as_millis() as u64).collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        let bases = [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000];
+        for base in bases {
+            let delay = b.next_delay().as_millis() as u64;
+            assert!((base..2 * base).contains(&delay), "{delay} ms for a base of {base} ms");
+        }
         b.reset();
-        assert_eq!(b.next_delay(), Duration::from_millis(100));
+        assert!(b.next_delay() < Duration::from_millis(200));
     }
 }

@@ -11,6 +11,22 @@ use crate::app::recompute::RecomputeError;
 use crate::app::watch::WatchError;
 use crate::ports::StoreError;
 
+/// How long a caller whose call was shed should wait before its retry: calls end within
+/// milliseconds, so a slot is soon free; the caller's own backoff grows from there.
+pub const SHED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Load shed: RESOURCE_EXHAUSTED carrying a `google.rpc.RetryInfo` detail that says when to
+/// retry, which is how a caller tells a shed call (retry it) from a refused request such as
+/// one over the size limit (do not).
+pub fn shed(message: &str) -> Status {
+    use tonic_types::{ErrorDetails, StatusExt};
+    Status::with_error_details(
+        tonic::Code::ResourceExhausted,
+        message,
+        ErrorDetails::with_retry_info(Some(SHED_RETRY_AFTER)),
+    )
+}
+
 /// A dependency failure: UNAVAILABLE, which tells callers the call may be retried (with the
 /// same event ids, for writes).
 pub fn store(e: &StoreError) -> Status {

@@ -80,7 +80,8 @@ async fn a_flood_beyond_the_limit_is_refused_fast_while_admitted_calls_succeed()
         callers.push(tokio::spawn(async move {
             let events = views(&format!("f{i}"), 1 + i, 2_000, Utc::now());
             let r = c.record_events(v1::RecordEventsRequest { events }).await;
-            r.map(|r| r.into_inner().accepted).map_err(|s| s.code())
+            // A shed call says when to retry (RetryInfo); the client retries only such calls.
+            r.map(|r| r.into_inner().accepted).map_err(|s| (s.code(), ranking_client::retry_after(&s)))
         }));
     }
     let (mut ok, mut refused) = (0, 0);
@@ -90,8 +91,8 @@ async fn a_flood_beyond_the_limit_is_refused_fast_while_admitted_calls_succeed()
                 assert_eq!(accepted, 2_000);
                 ok += 1;
             }
-            Err(Code::ResourceExhausted) => refused += 1,
-            Err(code) => panic!("unexpected {code:?}"),
+            Err((Code::ResourceExhausted, Some(_))) => refused += 1,
+            Err(other) => panic!("unexpected {other:?}"),
         }
     }
     // Outcomes only: every call either committed in full or was refused with
@@ -119,6 +120,7 @@ async fn oversized_batches_and_messages_and_slow_calls_are_bounded() {
     let too_many = views("big", 1, 10_001, now);
     let err = app.client.record_events(v1::RecordEventsRequest { events: too_many }).await.expect_err("too large");
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(ranking_client::retry_after(&err), None, "a refused request is not to be retried");
     app.stop().await;
 
     // Within the default message limit, more than 10,000 events are refused by validation.

@@ -237,6 +237,7 @@ impl MetricsStore for SqlMetricsStore {
             (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
         let signal_columns = self.signal_columns(batch).await?;
         let mut attempt = 1;
+        let mut delays = transaction_retry_delays();
         let fresh = loop {
             let result = match self.record_once(batch, &candidates, &signal_columns).await {
                 Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
@@ -247,7 +248,7 @@ impl MetricsStore for SqlMetricsStore {
                 Ok(fresh) => break fresh,
                 Err(Attempt::Retry(why)) if attempt < self.max_attempts => {
                     tracing::debug!(attempt, %why, "retrying transaction");
-                    tokio::time::sleep(backoff(attempt)).await;
+                    tokio::time::sleep(delays.next().unwrap_or(TRANSACTION_RETRY_MAX)).await;
                     attempt += 1;
                 }
                 Err(Attempt::Retry(why)) => {
@@ -401,8 +402,19 @@ impl MetricsStore for SqlMetricsStore {
     }
 }
 
-/// Exponential backoff with full jitter: 5 ms, 10 ms, 20 ms … capped at 500 ms.
-fn backoff(attempt: u32) -> Duration {
-    let cap = 5u64.saturating_mul(1 << attempt.min(7)).min(500);
-    Duration::from_millis(rand::random_range(1..=cap))
+/// Longest wait before repeating a transaction that met a deadlock or a serialisation
+/// failure.
+const TRANSACTION_RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// The waits before repeating such a transaction: 5 ms, 10 ms, 20 ms … capped at
+/// [`TRANSACTION_RETRY_MAX`], each stretched by up to its own length at random so that the
+/// transactions that collided do not collide again.
+fn transaction_retry_delays() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(5))
+        .with_max_delay(TRANSACTION_RETRY_MAX)
+        .with_jitter()
+        .without_max_times()
+        .build()
 }

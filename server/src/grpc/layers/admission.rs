@@ -83,8 +83,7 @@ where
             return Box::pin(async move { inner.call(request).await });
         }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-            let refused =
-                tonic::Status::resource_exhausted("server is at its concurrent-call limit; retry with backoff");
+            let refused = crate::grpc::error::shed("server is at its concurrent-call limit; retry with backoff");
             return Box::pin(std::future::ready(Ok(refused.into_http())));
         };
         let mut inner = ready(&mut self.inner);

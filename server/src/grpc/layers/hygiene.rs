@@ -190,7 +190,7 @@ where
                                 "request message not received within {:?} (RANKING_BODY_TIMEOUT)",
                                 settings.body_timeout
                             )),
-                            BodyRefusal::Busy => tonic::Status::resource_exhausted(
+                            BodyRefusal::Busy => crate::grpc::error::shed(
                                 "server is receiving too many request messages; retry with backoff",
                             ),
                             BodyRefusal::Broken(why) => {

@@ -385,7 +385,8 @@ async fn jetstream_shutdown_acknowledges_what_committed() {
     bus.discard().await;
 }
 
-async fn bus_health(app: &TestApp) -> i32 {
+/// `ranking.bus`'s health status on `app` (-1 when the check fails).
+pub(crate) async fn bus_health(app: &TestApp) -> i32 {
     let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{}", app.addr))
         .expect("uri")
         .connect()

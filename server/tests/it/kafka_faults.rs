@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ranking_server::test_support::eventually;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
-use crate::bus::views_json;
+use crate::bus::{bus_health, views_json};
 use crate::helpers::bus::{KafkaCluster, PARTITIONS, TestBus, test_kafka_cluster};
 use crate::helpers::{TestApp, TestDb, count_events, metric_sample, settings};
 
@@ -88,17 +88,6 @@ async fn settled(bus: &TestBus, instances: &[&str]) -> BTreeMap<String, BTreeSet
     })
     .await;
     last
-}
-
-async fn bus_health(app: &TestApp) -> i32 {
-    let channel = ranking_client::tonic::transport::Endpoint::from_shared(format!("http://{}", app.addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let request = tonic_health::pb::HealthCheckRequest { service: "ranking.bus".into() };
-    health.check(request).await.map(|r| r.into_inner().status).unwrap_or(-1)
 }
 
 /// The broker leading every partition of the topic is killed with `kill -9` while a replica

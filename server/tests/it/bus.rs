@@ -347,6 +347,7 @@ async fn kafka_shutdown_commits_what_committed() {
     let offsets = bus.committed_and_high();
     assert_eq!(offsets.iter().map(|(_, h)| h).sum::<i64>(), 400);
     assert!(offsets.iter().all(|(c, h)| c == h), "committed at the stop: {offsets:?}");
+    bus.discard().await;
 }
 
 /// A graceful stop right after the last batch committed acknowledges it (a batch's acks go

@@ -38,7 +38,7 @@ use crate::cores::{Layout, Pinned};
 use crate::helpers::bus::{PARTITIONS, TestBus};
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
-use crate::helpers::process::{cpu_seconds, pids_named, stat_fields, tick_seconds};
+use crate::helpers::process::{children_cpu_seconds, command_line, cpu_seconds, pids_named};
 use crate::ingest::Rng;
 use crate::runs::{CpuMeter, CpuPerEvent, drop_db, fresh_db, write_batches};
 use crate::serve;
@@ -245,10 +245,8 @@ fn kafka_pids(bootstrap: &str) -> Vec<u32> {
     };
     pids_named("java")
         .into_iter()
-        .filter(|pid| {
-            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
-            let args: Vec<String> =
-                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        .filter(|&pid| {
+            let args = command_line(pid);
             args.iter().any(|a| a == "kafka.Kafka")
                 && args.iter().rev().find(|a| !a.is_empty()).is_some_and(|properties| listens(properties))
         })
@@ -260,8 +258,7 @@ fn kafka_pids(bootstrap: &str) -> Vec<u32> {
 /// CPU µs per record net of a JVM's start (a run reading one record is taken off).
 fn consumer_performance(brokers: &str, topic: &str, n: usize) -> (f64, f64) {
     let run = |messages: usize| -> (f64, f64) {
-        let children = || stat_fields("self").map_or(f64::NAN, |fields| tick_seconds(&fields, 13));
-        let before = children();
+        let before = children_cpu_seconds();
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh");
         let output = std::process::Command::new(script)
             .args([
@@ -277,7 +274,7 @@ fn consumer_performance(brokers: &str, topic: &str, n: usize) -> (f64, f64) {
             .arg(format!("bench-perf-{:x}", Utc::now().timestamp_micros()))
             .output()
             .expect("ConsumerPerformance runs");
-        let cpu = children() - before;
+        let cpu = children_cpu_seconds() - before;
         let text = String::from_utf8_lossy(&output.stdout);
         // start.time, end.time, MB, MB/s, records, records/s, rebalance ms, fetch ms,
         // fetch MB/s, fetch records/s

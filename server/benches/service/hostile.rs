@@ -147,7 +147,7 @@ pub async fn bench_hostile(addr: SocketAddr, pid: u32) {
     let started = Instant::now();
     let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let gone = loop {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid) {
+        if gone_or_zombie(pid) {
             break Some(started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(45) {
@@ -166,8 +166,9 @@ pub async fn bench_hostile(addr: SocketAddr, pid: u32) {
     }
 }
 
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+/// Whether the process has exited (gone, or a zombie waiting to be reaped).
+fn gone_or_zombie(pid: u32) -> bool {
+    procfs::process::Process::new(pid as i32).and_then(|p| p.stat()).map_or(true, |s| s.state == 'Z')
 }
 
 /// `hostile-reads <addr> <pid> <redis-pid>`: the server's Redis is stopped (SIGSTOP), and 4

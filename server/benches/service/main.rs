@@ -109,15 +109,20 @@ async fn serve(args: &[String]) -> Running {
     Running { app, clients }
 }
 
-/// A memory field (`VmRSS:`, `VmHWM:`) of `/proc/<process>/status` (`self` or a pid), in MB.
+/// A memory figure of `/proc/<process>/status` (`self` or a pid), by its field name
+/// (`VmRSS:`, `VmHWM:`), in MB; NaN when the process is gone.
 fn status_mb(process: &str, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{process}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    let process = match process {
+        "self" => procfs::process::Process::myself(),
+        pid => procfs::process::Process::new(pid.parse().unwrap_or(-1)),
+    };
+    let Ok(status) = process.and_then(|p| p.status()) else { return f64::NAN };
+    let kb = match field {
+        "VmRSS:" => status.vmrss,
+        "VmHWM:" => status.vmhwm,
+        _ => None,
+    };
+    kb.map_or(f64::NAN, |kb| kb as f64 / 1024.0)
 }
 
 /// This process's peak resident memory, MB.

@@ -53,14 +53,10 @@ struct Round {
     generator_us: f64,
 }
 
-pub use crate::helpers::process::cpu_seconds;
+pub use crate::helpers::process::{children_cpu_seconds, cpu_seconds};
 
 /// User + system CPU seconds of this process's finished children so far (`h2load`, run
 /// and waited for one at a time: the load generator's own cost per call).
-fn children_cpu_seconds() -> f64 {
-    crate::helpers::process::stat_fields("self")
-        .map_or(f64::NAN, |fields| crate::helpers::process::tick_seconds(&fields, 13))
-}
 
 /// `redis-benchmark` requests/s of one command in a shape (streams = pipelined requests).
 fn redis_benchmark(redis: &str, shape: Shape, args: &[&str]) -> f64 {

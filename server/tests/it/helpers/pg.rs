@@ -94,16 +94,10 @@ impl ThrowawayPostgres {
     pub fn pids(&self) -> Vec<u32> {
         let pid_file = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap_or_default();
         let Some(postmaster) = pid_file.lines().next().map(str::to_string) else { return Vec::new() };
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|entry| {
-                let pid = entry.file_name().to_string_lossy().to_string();
-                let fields = super::process::stat_fields(&pid)?;
-                // The second field is the parent's pid.
-                (pid == postmaster || fields.get(1) == Some(&postmaster)).then(|| pid.parse().ok()).flatten()
-            })
+        let Ok(postmaster) = postmaster.trim().parse::<u32>() else { return Vec::new() };
+        super::process::processes()
+            .map(|p| p.pid as u32)
+            .filter(|&pid| pid == postmaster || super::process::parent_of(pid) == Some(postmaster))
             .collect()
     }
 

@@ -10,49 +10,46 @@ use std::time::Duration;
 /// A generous bound for a process to reach a state; never an assertion about speed.
 pub const EVENTUALLY: Duration = Duration::from_secs(120);
 
-/// The fields of `/proc/<process>/stat` (a pid, or `self`) after the parenthesised command
-/// name, which may hold spaces: the state first, then the parent's pid, …; `None` when the
-/// process is gone.
-pub fn stat_fields(process: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
+/// A process's `stat`, read through procfs; `None` when the process is gone.
+fn stat(pid: u32) -> Option<procfs::process::Stat> {
+    procfs::process::Process::new(pid as i32).ok()?.stat().ok()
 }
 
-/// Seconds of the two tick counters of `fields` (from [`stat_fields`]) at `first` and
-/// `first + 1`: 11 is the process's own user + system time, 13 that of its finished children.
-pub fn tick_seconds(fields: &[String], first: usize) -> f64 {
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
-    (ticks(first) + ticks(first + 1)) / clock_ticks()
+/// Clock ticks per second of the CPU counters.
+fn tick() -> f64 {
+    procfs::ticks_per_second() as f64
 }
 
 /// User + system CPU seconds of a process so far; NaN when it is gone.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    stat_fields(&pid.to_string()).map_or(f64::NAN, |fields| tick_seconds(&fields, 11))
+    stat(pid).map_or(f64::NAN, |s| (s.utime + s.stime) as f64 / tick())
+}
+
+/// User + system CPU seconds of this process's finished (waited-for) children.
+pub fn children_cpu_seconds() -> f64 {
+    procfs::process::Process::myself()
+        .and_then(|me| me.stat())
+        .map_or(f64::NAN, |s| (s.cutime + s.cstime) as f64 / tick())
+}
+
+/// The parent's pid of a process; `None` when it is gone.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    stat(pid).map(|s| s.ppid as u32)
 }
 
 /// The processes whose `comm` is `name` (the broker of a benchmark, say).
 pub fn pids_named(name: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name))
-        .collect()
+    processes().filter(|p| p.stat().is_ok_and(|s| s.comm == name)).map(|p| p.pid as u32).collect()
 }
 
-/// Clock ticks per second of the `/proc` counters, asked of `getconf` once.
-fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0)
-    })
+/// The command line of a process (its arguments); empty when it is gone.
+pub fn command_line(pid: u32) -> Vec<String> {
+    procfs::process::Process::new(pid as i32).and_then(|p| p.cmdline()).unwrap_or_default()
+}
+
+/// Every process alive now.
+pub fn processes() -> impl Iterator<Item = procfs::process::Process> {
+    procfs::process::all_processes().into_iter().flatten().flatten()
 }
 
 /// Waits (blocking, at most [`EVENTUALLY`]) for a line of `output` containing `needle` and
@@ -145,4 +142,20 @@ impl ServerProcess {
             }
         }
     }
+}
+
+#[test]
+fn process_figures_are_read_for_this_process() {
+    let me = std::process::id();
+    let spin = std::time::Instant::now();
+    while spin.elapsed() < Duration::from_millis(50) {
+        std::hint::black_box(0u64.wrapping_add(1));
+    }
+    assert!(cpu_seconds(me) > 0.0, "this process has spent CPU");
+    assert!(cpu_seconds(u32::MAX).is_nan(), "a process that does not exist has no figure");
+    assert!(!command_line(me).is_empty());
+    assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
+    let comm = procfs::process::Process::myself().and_then(|p| p.stat()).expect("own stat").comm;
+    assert!(pids_named(&comm).contains(&me));
+    assert!(children_cpu_seconds() >= 0.0);
 }

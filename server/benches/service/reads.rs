@@ -53,10 +53,9 @@ struct Round {
     generator_us: f64,
 }
 
+// `children_cpu_seconds`: the finished children's CPU (`h2load`, run and waited for one at a
+// time: the load generator's own cost per call).
 pub use crate::helpers::process::{children_cpu_seconds, cpu_seconds};
-
-/// User + system CPU seconds of this process's finished children so far (`h2load`, run
-/// and waited for one at a time: the load generator's own cost per call).
 
 /// `redis-benchmark` requests/s of one command in a shape (streams = pipelined requests).
 fn redis_benchmark(redis: &str, shape: Shape, args: &[&str]) -> f64 {

@@ -1,15 +1,15 @@
 //! `RANKING_PROFILE`: a scoring profile written as TOML, read into the domain's
-//! [`ScoringProfile`]. Unknown keys are refused (`deny_unknown_fields`), and every rule of a
+//! [`ScoringProfile`] and written back out by the same serde types. Unknown keys are refused (`deny_unknown_fields`), and every rule of a
 //! profile is the domain's; a refusal names the file and the problem.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::profile::{AxisSource, ProfileSpec, RECENCY, ScoringProfile, SignalKind, Term, Transform};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     carry_over: f64,
@@ -20,20 +20,20 @@ struct File {
     axes: Vec<AxisFile>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct SignalFile {
     kind: KindFile,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum KindFile {
     Count,
     Amount,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct TermFile {
     signal: String,
@@ -42,7 +42,7 @@ struct TermFile {
     transform: TransformFile,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum TransformFile {
     #[default]
@@ -50,7 +50,7 @@ enum TransformFile {
     Log1p,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct AxisFile {
     signal: String,
@@ -150,32 +150,46 @@ pub fn describe(profile: &ScoringProfile) -> String {
 /// shortest exact decimal form).
 pub fn to_toml(profile: &ScoringProfile) -> String {
     let spec = profile.spec();
-    let mut out = format!("carry_over = {:?}\ncarry_days = {}\n", spec.carry_over, spec.carry_days);
-    for (name, kind) in &spec.signals {
-        let kind = match kind {
-            SignalKind::Count => "count",
-            SignalKind::Amount => "amount",
-        };
-        out.push_str(&format!("\n[signals.{name}]\nkind = \"{kind}\"\n"));
-    }
-    for t in &spec.main {
-        let transform = match t.transform {
-            Transform::Linear => "linear",
-            Transform::Log1p => "log1p",
-        };
-        out.push_str(&format!(
-            "\n[[main]]\nsignal = \"{}\"\nweight = {:?}\ntransform = \"{transform}\"\n",
-            t.signal, t.weight
-        ));
-    }
-    for (source, digits) in &spec.axes {
-        let name = match source {
-            AxisSource::Signal(s) => s.as_str(),
-            AxisSource::Recency => RECENCY,
-        };
-        out.push_str(&format!("\n[[axes]]\nsignal = \"{name}\"\ndigits = {digits}\n"));
-    }
-    out
+    let file = File {
+        carry_over: spec.carry_over,
+        carry_days: spec.carry_days,
+        signals: spec
+            .signals
+            .iter()
+            .map(|(name, kind)| {
+                let kind = match kind {
+                    SignalKind::Count => KindFile::Count,
+                    SignalKind::Amount => KindFile::Amount,
+                };
+                (name.clone(), SignalFile { kind })
+            })
+            .collect(),
+        main: spec
+            .main
+            .iter()
+            .map(|t| TermFile {
+                signal: t.signal.clone(),
+                weight: t.weight,
+                transform: match t.transform {
+                    Transform::Linear => TransformFile::Linear,
+                    Transform::Log1p => TransformFile::Log1p,
+                },
+            })
+            .collect(),
+        axes: spec
+            .axes
+            .iter()
+            .map(|(source, digits)| {
+                let signal = match source {
+                    AxisSource::Signal(s) => s.clone(),
+                    AxisSource::Recency => RECENCY.to_string(),
+                };
+                AxisFile { signal, digits: *digits }
+            })
+            .collect(),
+    };
+    // Plain numbers, strings and tables: nothing in a profile fails to serialize.
+    toml::to_string(&file).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -208,6 +222,17 @@ mod tests {
             "{BUILT_IN}\n[signals.cart_adds]\nkind = \"count\"\n[signals.refunds]\nkind = \"amount\"\n\
              [[main]]\nsignal = \"cart_adds\"\nweight = 0.30000000000000004\ntransform = \"log1p\"\n"
         );
+        let built_in = to_toml(&ScoringProfile::built_in());
+        for line in [
+            "carry_over = 0.1",
+            "[[main]]",
+            "signal = \"order_amount\"",
+            "weight = 0.6",
+            "transform = \"log1p\"",
+            "[[axes]]",
+        ] {
+            assert!(built_in.lines().any(|l| l == line), "{line:?} in\n{built_in}");
+        }
         for profile in [ScoringProfile::built_in(), parse(&text).expect("valid")] {
             let again = parse(&to_toml(&profile)).expect("the canonical text is valid");
             assert_eq!(again, profile);

@@ -32,6 +32,7 @@ pub fn shed(message: &str) -> Status {
 pub fn store(e: &StoreError) -> Status {
     match e {
         StoreError::Unavailable { .. } => Status::unavailable(format!("{e}; retry later")),
+        StoreError::Exceeds(_) => Status::resource_exhausted(e.to_string()),
         StoreError::Corrupt(_) => Status::internal(e.to_string()),
     }
 }

@@ -30,15 +30,19 @@ pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 /// A dependency failed. Every variant means "nothing was confirmed": the caller may retry.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    /// The store cannot be reached or refused the operation.
+    /// The store cannot be reached or refused the operation. The cause is in the message
+    /// (callers and logs read it there), not repeated as the error's source.
     #[error("{store} unavailable: {cause}")]
     Unavailable {
         /// Which store (`database`, `ranking store`).
         store: &'static str,
         /// What went wrong underneath.
-        #[source]
         cause: Cause,
     },
+    /// The operation would pass a bound the operator set (snapshot entries, custom signal
+    /// columns): the store is fine, the request is too big for it.
+    #[error("{0}")]
+    Exceeds(String),
     /// The store answered with data this service cannot interpret.
     #[error("{0}")]
     Corrupt(String),

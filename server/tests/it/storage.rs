@@ -357,6 +357,7 @@ async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
     again.register_signals(&names(1..8)).await.expect("eight in all");
     let refused = again.register_signals(&names(8..9)).await.expect_err("no ninth column");
     assert!(refused.to_string().contains("\"s8\" has no column left"), "{refused}");
+    assert!(matches!(refused, ranking_server::ports::StoreError::Exceeds(_)), "a bound, not corrupt data: {refused:?}");
 
     // Values land in the signal's column; a profile reading its signals in any order gets
     // each one's own values.

@@ -50,7 +50,7 @@ impl SignalColumns {
                 let Some(free) = (1..=SIGNAL_COLUMNS).find(|s| !taken.contains(s)) else {
                     let names: Vec<String> =
                         self.known.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
-                    return Err(StoreError::Corrupt(format!(
+                    return Err(StoreError::Exceeds(format!(
                         "signal {name:?} has no column left: the {SIGNAL_COLUMNS} custom signal columns belong to {names:?} \
                          (signal_slots)"
                     )));

@@ -43,7 +43,7 @@ impl Snapshots {
         // Waiting is bounded by the caller's request deadline.
         let _permit = self.passing.acquire().await.map_err(|_| StoreError::ranking("shutting down"))?;
         let too_large = |total: u64| {
-            StoreError::Corrupt(format!(
+            StoreError::Exceeds(format!(
                 "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",
                 self.max_entries
             ))

@@ -11,7 +11,8 @@ use prometheus_client::registry::Registry;
 pub struct OutcomeLabels {
     /// `published` (SQL changed: new versions), `unchanged` (nothing to publish), `loaded`
     /// (the day read whole: the first pass of a holder), `busy` (another change of the day
-    /// held its lease), `failed`.
+    /// held its lease), `held_elsewhere` (another replica holds the live lease: this one's
+    /// turn ran no pass), `failed`.
     pub outcome: &'static str,
 }
 

@@ -244,8 +244,12 @@ async fn the_other_replica_takes_over_live_passes_when_the_holder_is_killed() {
     probe.get_top_n(daily()).await.expect("read");
 
     let mut other = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[LIVE, "--recompute-lease=2s"])).await;
-    // Turns at the live lease, every one refused while the first replica renews it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Turns at the live lease, every one refused while the first replica renews it: observed
+    // as turns counted `held_elsewhere`, none of which ran a pass.
+    eventually("the other replica's turns refused", || async {
+        passes_of(&other.scrape_metrics().await, &["held_elsewhere"]) >= 3.0
+    })
+    .await;
     assert_eq!(passes_of(&other.scrape_metrics().await, &["loaded", "published"]), 0.0, "one holder at a time");
 
     holder.kill();

@@ -115,7 +115,11 @@ impl Recompute {
                     *holder = Some(Holder { date: today, lease, held: None });
                     Ok(true)
                 }
-                Ok(None) => return, // another replica holds it
+                Ok(None) => {
+                    // Another replica holds it: counted, so that "one holder at a time" shows.
+                    self.metrics.live.pass("held_elsewhere");
+                    return;
+                }
                 Err(e) => Err(e),
             },
         };

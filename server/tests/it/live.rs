@@ -181,7 +181,7 @@ async fn a_transaction_committed_late_with_an_earlier_timestamp_is_in_the_next_l
         let events = vec![event("late", 900, v1::EventType::View, 0, now - Age::hours(1))];
         client.record_events(v1::RecordEventsRequest { events }).await.expect("RecordEvents").into_inner()
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the late transaction waiting for the row", || waiting_for_a_lock(&app, &db)).await;
     holder.rollback().await.expect("let go");
     assert_eq!(late.await.expect("task").accepted, 1);
 
@@ -292,6 +292,20 @@ async fn without_live_passes_nothing_moves_between_recomputes() {
     app.recompute("").await;
     assert_eq!(board(&mut app, v1::Window::Daily, "").await.2.len(), 1);
     app.stop().await;
+}
+
+/// Whether the late transaction is held up: on PostgreSQL, a session of `db`'s database
+/// waiting for a lock (its own view of waiting sessions); elsewhere, the call under way while
+/// the row (SQLite: the write lock) is held, since MariaDB's lock-wait view did not show that
+/// wait reliably and SQLite has none.
+async fn waiting_for_a_lock(app: &TestApp, db: &sea_orm::DatabaseConnection) -> bool {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    if db.get_database_backend() != DbBackend::Postgres {
+        return sample(&app.scrape_metrics().await, "ranking_calls_in_flight") >= 1.0;
+    }
+    let sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let row = db.query_one_raw(Statement::from_string(DbBackend::Postgres, sql)).await;
+    row.ok().flatten().and_then(|r| r.try_get_by_index::<i64>(0).ok()).is_some_and(|n| n > 0)
 }
 
 /// The day's sorted set as `(product, score)`, best first.

@@ -6,7 +6,8 @@ use std::future::Future;
 use tonic::Status;
 
 use crate::builder::RankingClientBuilder;
-use crate::{Inner, RetryPolicy, retry_after, retryable, v1};
+use crate::retry::next_wait;
+use crate::{Inner, RetryPolicy, v1};
 
 /// The ranking service client. Cheap to clone: clones share the connection.
 ///
@@ -48,7 +49,7 @@ impl RankingClient {
     }
 
     /// Runs `call` until it succeeds, fails with a status that is not worth retrying
-    /// ([`retryable`]), the attempts run out, or the next wait would end past the policy's
+    /// ([`crate::retryable`]), the attempts run out, or the next wait would end past the policy's
     /// overall deadline.
     async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T, Status>
     where
@@ -62,8 +63,7 @@ impl RankingClient {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) => status,
             };
-            let Some(delay) = delays.next().filter(|_| retryable(&status)) else { return Err(status) };
-            let delay = delay.max(retry_after(&status).unwrap_or_default());
+            let Some(delay) = next_wait(&mut delays, &status) else { return Err(status) };
             if tokio::time::Instant::now() + delay > deadline {
                 return Err(status);
             }

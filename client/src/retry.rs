@@ -46,6 +46,15 @@ impl RetryPolicy {
     }
 }
 
+/// The wait before repeating a call that failed with `status`: the next of `delays`, and no
+/// shorter than the service asked; `None` when the status is final or the retries are spent.
+pub(crate) fn next_wait(delays: &mut backon::ExponentialBackoff, status: &Status) -> Option<Duration> {
+    if !retryable(status) {
+        return None;
+    }
+    Some(delays.next()?.max(retry_after(status).unwrap_or_default()))
+}
+
 /// What the service asked a shed call to wait (its `google.rpc.RetryInfo`), if anything.
 pub fn retry_after(status: &Status) -> Option<Duration> {
     use tonic_types::StatusExt;

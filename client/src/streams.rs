@@ -4,7 +4,8 @@
 use futures_util::{StreamExt, TryStreamExt};
 use tonic::Status;
 
-use crate::{Answers, RankingClient, retry_after, retryable, v1};
+use crate::retry::next_wait;
+use crate::{Answers, RankingClient, v1};
 
 impl RankingClient {
     /// Every page of a ranking from the first `request` names (its `offset` and `limit`)
@@ -85,10 +86,10 @@ impl RankingClient {
                     },
                 };
                 w.stream = None;
-                let Some(delay) = w.delays.next().filter(|_| retryable(&broken)) else {
+                let Some(delay) = next_wait(&mut w.delays, &broken) else {
                     return Some((Err(broken), None));
                 };
-                tokio::time::sleep(delay.max(retry_after(&broken).unwrap_or_default())).await;
+                tokio::time::sleep(delay).await;
             }
         })
         .boxed()

@@ -74,7 +74,7 @@ impl Membership {
     /// topic, partition, offset), and how many records were on revoked ones.
     pub(super) fn still_owned<'b>(&self, batch: &'b Batch<'_>) -> (Vec<(&'b str, i32, i64)>, usize) {
         let mut kept = Vec::with_capacity(batch.records.len());
-        if self.generation.load(Ordering::SeqCst) == batch.generation {
+        if self.generation() == batch.generation {
             kept.extend(batch.records.iter().map(|m| (m.topic(), m.partition(), m.offset())));
             return (kept, 0);
         }

@@ -103,8 +103,9 @@ struct Batch<'c> {
 enum Ended {
     /// `stop`: the source shuts down.
     Stopped,
-    /// A fatal client error: this consumer can do nothing more.
-    Fatal(String),
+    /// A fatal client error (its code and librdkafka's reason): this consumer can do
+    /// nothing more.
+    Fatal(RDKafkaErrorCode, String),
 }
 
 /// What a wait for the next batch gave.
@@ -142,9 +143,7 @@ impl Subscription {
 pub struct KafkaSource {
     subscription: Subscription,
     consumer: GroupConsumer,
-    dead_letters: Option<(FutureProducer, String)>,
-    sink: Sink,
-    batch: BatchOptions,
+    worker: Worker,
 }
 
 impl KafkaSource {
@@ -182,21 +181,20 @@ impl KafkaSource {
         let consumer = subscription.consumer()?;
         let dead_letters = dead_letters::producer(&options)?;
         let sink = Sink::new(ingest, metrics, options.batch.format, SOURCE);
-        Ok(Self { subscription, consumer, dead_letters, sink, batch: options.batch })
+        Ok(Self { subscription, consumer, worker: Worker { dead_letters, sink, batch: options.batch } })
     }
 
     /// Consumes until `stop`, then commits what is stored and closes the consumer, giving the
     /// close at most `grace`. A consumer ended by a fatal error is replaced by a new one.
     pub async fn run(self, stop: CancellationToken, grace: Duration) {
-        let Self { subscription, mut consumer, dead_letters, sink, batch } = self;
-        let worker = Worker { dead_letters, sink, batch };
+        let Self { subscription, mut consumer, worker } = self;
         let mut backoff = Backoff::default();
         loop {
-            let reason = match worker.consume(&consumer, &stop).await {
+            let (code, reason) = match worker.consume(&consumer, &stop).await {
                 Ended::Stopped => break,
-                Ended::Fatal(reason) => reason,
+                Ended::Fatal(code, reason) => (code, reason),
             };
-            if reason.contains("fenced") {
+            if code == RDKafkaErrorCode::FencedInstanceId {
                 // Also what a replica sees when another one runs with its instance id (two
                 // replicas on one host, both defaulting to its name): they fence each other
                 // in turn until one is given an id of its own.
@@ -278,8 +276,8 @@ impl Worker {
         backoff: &mut Backoff,
     ) -> Fetched<'c> {
         let first = loop {
-            if let Some((_, reason)) = consumer.client().fatal_error() {
-                return Fetched::Ended(Ended::Fatal(reason));
+            if let Some((code, reason)) = consumer.client().fatal_error() {
+                return Fetched::Ended(Ended::Fatal(code, reason));
             }
             tokio::select! {
                 received = tokio::time::timeout(QUEUE_WAIT, consumer.recv()) => match received {

@@ -96,8 +96,9 @@ impl ThrowawayPostgres {
         let Some(postmaster) = pid_file.lines().next().map(str::to_string) else { return Vec::new() };
         let Ok(postmaster) = postmaster.trim().parse::<u32>() else { return Vec::new() };
         super::process::processes()
-            .map(|p| p.pid as u32)
-            .filter(|&pid| pid == postmaster || super::process::parent_of(pid) == Some(postmaster))
+            .filter_map(|p| p.stat().ok())
+            .filter(|s| s.pid as u32 == postmaster || s.ppid as u32 == postmaster)
+            .map(|s| s.pid as u32)
             .collect()
     }
 

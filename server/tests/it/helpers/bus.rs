@@ -44,25 +44,28 @@ pub struct KafkaCluster {
     dir: std::path::PathBuf,
 }
 
-impl KafkaCluster {
-    fn script(&self, args: &[&str]) {
-        let status = std::process::Command::new(ThrowawayBroker::script())
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("kafka-broker.sh runs");
-        assert!(status.success(), "kafka-broker.sh {args:?}");
-    }
+/// Runs `scripts/kafka-broker.sh` with `args` (its address output dropped): whether it
+/// succeeded.
+fn kafka_broker(args: &[&str]) -> bool {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh");
+    let status = std::process::Command::new(script)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("kafka-broker.sh runs");
+    status.success()
+}
 
+impl KafkaCluster {
     /// `kill -9` of node `node`.
     pub fn kill(&self, node: i32) {
-        self.script(&["kill", &self.dir.display().to_string(), &node.to_string()]);
+        assert!(kafka_broker(&["kill", &self.dir.display().to_string(), &node.to_string()]), "node {node} killed");
     }
 
     /// Starts every node that does not answer, and waits until all three answer metadata.
     pub fn restart_missing(&self) {
         let base = self.bootstrap.split(',').next().and_then(|a| a.rsplit(':').next()).expect("a port");
-        self.script(&["start-cluster", base, &self.dir.display().to_string()]);
+        assert!(kafka_broker(&["start-cluster", base, &self.dir.display().to_string()]), "the cluster restarts");
     }
 }
 
@@ -85,37 +88,48 @@ pub enum TestBus {
     JetStream { url: String, stream: String, subject: String, dead_letters: String, consumer: String },
 }
 
+/// Where a test topic's partitions live.
+#[derive(Clone, Copy)]
+enum Placement {
+    /// The single test broker.
+    OneBroker,
+    /// All three brokers of the cluster, led by `leader` when one is given.
+    Cluster { leader: Option<i32> },
+}
+
 impl TestBus {
     /// A fresh topic of [`PARTITIONS`] partitions and its dead-letter topic on `brokers`.
     pub async fn kafka(brokers: &str) -> Self {
-        Self::kafka_replicated(brokers, None).await
+        Self::kafka_placed(brokers, Placement::OneBroker).await
     }
 
     /// The same on the three-broker cluster, every partition on all three brokers; with a
     /// `leader`, that node leads every partition of the topic.
     pub async fn kafka_on_cluster(cluster: &KafkaCluster, leader: Option<i32>) -> Self {
-        Self::kafka_replicated(&cluster.bootstrap, Some(leader)).await
+        Self::kafka_placed(&cluster.bootstrap, Placement::Cluster { leader }).await
     }
 
-    async fn kafka_replicated(brokers: &str, cluster: Option<Option<i32>>) -> Self {
+    async fn kafka_placed(brokers: &str, placement: Placement) -> Self {
         let id = rand_u64();
         let topic = format!("events-{id:016x}");
         let dead_letters = format!("{topic}.dlq");
         let admin: AdminClient<DefaultClientContext> =
             ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin client");
-        let replicas: Vec<i32> = match cluster {
-            Some(Some(leader)) => std::iter::once(leader).chain((1..=3).filter(|n| *n != leader)).collect(),
+        let replicas: Vec<i32> = match placement {
+            Placement::Cluster { leader: Some(leader) } => {
+                std::iter::once(leader).chain((1..=3).filter(|n| *n != leader)).collect()
+            }
             _ => Vec::new(),
         };
         let assignment: Vec<&[i32]> = (0..PARTITIONS).map(|_| replicas.as_slice()).collect();
-        let replication = match cluster {
-            None => TopicReplication::Fixed(1),
-            Some(None) => TopicReplication::Fixed(3),
-            Some(Some(_)) => TopicReplication::Variable(&assignment),
+        let (replication, factor) = match placement {
+            Placement::OneBroker => (TopicReplication::Fixed(1), 1),
+            Placement::Cluster { leader: None } => (TopicReplication::Fixed(3), 3),
+            Placement::Cluster { leader: Some(_) } => (TopicReplication::Variable(&assignment), 3),
         };
         let topics = [
             NewTopic::new(&topic, PARTITIONS, replication),
-            NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(if cluster.is_some() { 3 } else { 1 })),
+            NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(factor)),
         ];
         let created = admin.create_topics(&topics, &AdminOptions::new()).await.expect("CreateTopics");
         for result in created {
@@ -225,13 +239,7 @@ impl TestBus {
                 ("RANKING_KAFKA_DLQ_TOPIC", dead_letters.clone()),
                 ("RANKING_KAFKA_INSTANCE_ID", instance),
                 // A killed member's partitions move after 6 s instead of 45 s.
-                (
-                    "RANKING_KAFKA_CONFIG",
-                    format!(
-                        "session.timeout.ms=6000,heartbeat.interval.ms=500{}",
-                        std::env::var("KDEBUG").unwrap_or_default()
-                    ),
-                ),
+                ("RANKING_KAFKA_CONFIG", "session.timeout.ms=6000,heartbeat.interval.ms=500".to_string()),
             ]),
             Self::JetStream { url, stream, dead_letters, consumer, .. } => envs.extend([
                 ("RANKING_NATS_URL", url.clone()),
@@ -460,10 +468,6 @@ pub struct ThrowawayBroker {
 }
 
 impl ThrowawayBroker {
-    pub(crate) fn script() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka-broker.sh")
-    }
-
     /// Starts one (the jars are resolved once per machine by the script).
     pub fn start() -> Self {
         let port = super::free_port();
@@ -480,8 +484,7 @@ impl ThrowawayBroker {
 
     /// Kills it (its data stays).
     pub fn stop(&self) {
-        let status = std::process::Command::new(Self::script()).arg("stop").arg(&self.dir).status().expect("script");
-        assert!(status.success(), "broker stops");
+        assert!(kafka_broker(&["stop", &self.dir.display().to_string()]), "broker stops");
         // Wait until the port is free, so the restart binds it again.
         for _ in 0..200 {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
@@ -494,22 +497,14 @@ impl ThrowawayBroker {
 
     /// Starts it again on the same port and data.
     pub fn restart(&self) {
-        let status = std::process::Command::new(Self::script())
-            .args(["start", &self.port.to_string()])
-            .arg(&self.dir)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("script");
-        assert!(status.success(), "broker starts");
+        assert!(kafka_broker(&["start", &self.port.to_string(), &self.dir.display().to_string()]), "broker starts");
     }
 }
 
 impl Drop for ThrowawayBroker {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(Self::script()).arg("stop").arg(&self.dir).status();
-        if std::env::var_os("KEEP").is_none() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        let _ = kafka_broker(&["stop", &self.dir.display().to_string()]);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

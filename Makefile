@@ -86,6 +86,8 @@ lint: $(BUF)
 	cd proto && ../$(BUF) lint
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	command -v cargo-modules >/dev/null || $(CARGO) install cargo-modules@0.27.0 --locked
+	./scripts/module-cycles.py
 
 fmt:
 	$(CARGO) fmt --all

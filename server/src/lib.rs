@@ -10,6 +10,7 @@
 //! - [`startup`]: builds everything from [`config::Settings`] and serves until stopped.
 //! - [`grpc`]: handlers, conversions, error mapping, instrumentation layer.
 //! - [`bus`]: the Kafka and JetStream sources of events, beside the gRPC ingestion.
+//! - [`wire`]: the wire event read into the domain's, shared by [`grpc`] and [`bus`].
 //! - [`app`]: the application services (ingest, queries, recompute, scheduler) and the
 //!   one policy they share.
 //! - [`adapters`]: SQL (sea-orm) and the ranking stores.
@@ -31,3 +32,4 @@ pub mod startup;
 pub mod telemetry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+pub mod wire;

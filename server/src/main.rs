@@ -23,7 +23,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 fn check_profile(path: &std::path::Path) -> std::process::ExitCode {
     match ranking_server::config::profile::load(path) {
         Ok(profile) => {
-            print!("{}", ranking_server::config::profile::describe(&profile));
+            print!("{}", ranking_server::domain::profile::text::describe(&profile));
             std::process::ExitCode::SUCCESS
         }
         Err(problem) => {

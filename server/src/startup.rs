@@ -78,7 +78,7 @@ impl Application {
         let profile = &policy.profile;
         store.register_signals(profile.custom_names()).await.context("failed to register the custom signals")?;
         store
-            .record_profile(&profile.fingerprint(), &crate::config::profile::to_toml(profile))
+            .record_profile(&profile.fingerprint(), &crate::domain::profile::text::to_toml(profile))
             .await
             .context("failed to record the scoring profile")?;
         tracing::info!(fingerprint = %profile.fingerprint(), custom_signals = profile.custom_names().len(), "scoring profile");

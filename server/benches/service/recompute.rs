@@ -167,7 +167,8 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
     use ranking_server::domain::profile::ScoringProfile;
     use ranking_server::domain::ranking::{Contender, rank_population};
-    use ranking_server::domain::score::{CarryLedger, DailyMetrics};
+    use ranking_server::domain::score::CarryLedger;
+    use ranking_server::domain::vocabulary::DailyMetrics;
     use ranking_server::ports::{MetricsStore, RankingKey, RankingStore, Scored, VersionLife};
 
     let store = SqlMetricsStore::connect(&SqlOptions::new(pg_url)).await.expect("sql");

@@ -125,7 +125,7 @@ impl Explainer {
             return Ok(Arc::clone(current));
         }
         let text = self.store.stored_profile(fingerprint).await?;
-        match text.map(|t| crate::config::profile::parse(&t)) {
+        match text.map(|t| crate::domain::profile::text::parse(&t)) {
             Some(Ok(profile)) => Ok(Arc::new(profile)),
             other => {
                 let problem = match other {

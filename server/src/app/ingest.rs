@@ -15,7 +15,8 @@ use tokio_util::task::TaskTracker;
 use super::invalid::Invalid;
 use super::policy::Policy;
 use crate::domain::calendar::RankingHour;
-use crate::domain::event::{AcceptWindow, Event, RawEvent};
+use crate::domain::event::{AcceptWindow, RawEvent};
+use crate::domain::vocabulary::Event;
 use crate::metrics::Metrics;
 use crate::ports::{DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, StoreError};
 

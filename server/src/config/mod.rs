@@ -18,7 +18,7 @@ use crate::adapters::redis::{RedisMode, RedisOptions};
 use crate::adapters::sql::SqlOptions;
 use crate::app::policy::{Policy, PolicySettings};
 use crate::domain::calendar::RankingCalendar;
-use crate::domain::score::Weights;
+use crate::domain::profile::Weights;
 
 pub use bus::BusSettings;
 

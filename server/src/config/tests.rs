@@ -116,5 +116,5 @@ fn the_configmaps_profile_is_the_built_in_profile() {
         .map_while(|l| l.strip_prefix("    ").or((l.is_empty()).then_some("")))
         .map(|l| format!("{l}\n"))
         .collect();
-    assert_eq!(super::profile::parse(&toml), Ok(crate::domain::profile::ScoringProfile::built_in()));
+    assert_eq!(crate::domain::profile::text::parse(&toml), Ok(crate::domain::profile::ScoringProfile::built_in()));
 }

@@ -8,7 +8,7 @@
 //! `(net, floor)` per row, and applying it in SQL as `likes + net` followed by
 //! `GREATEST(likes, floor)` gives exactly what applying the events one by one would.
 
-use super::event::{Event, EventKind};
+use super::vocabulary::{Event, EventKind};
 
 /// A clamped walk `x ↦ max(x + net, floor)` over a non-negative counter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,7 +4,8 @@ use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::profile::{ScoringProfile, SignalKind};
+use super::profile::ScoringProfile;
+use super::vocabulary::{Event, EventKind, SignalKind};
 
 /// Longest accepted event id.
 pub const MAX_EVENT_ID_LEN: usize = 128;
@@ -12,45 +13,6 @@ pub const MAX_EVENT_ID_LEN: usize = 128;
 pub const MAX_ORDER_AMOUNT: i64 = 1_000_000_000_000;
 /// How far ahead of the server clock an event may claim to have happened.
 pub const MAX_CLOCK_SKEW: Duration = Duration::minutes(5);
-
-/// What a shopper did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EventKind {
-    /// Looked at the product page.
-    View,
-    /// Liked the product.
-    Like,
-    /// Took a like back.
-    Unlike,
-    /// Ordered the product.
-    Order,
-    /// A custom signal of the scoring profile (named by [`Event::signal`]), of this kind.
-    Signal(SignalKind),
-}
-
-impl EventKind {
-    /// Stable numeric code stored in SQL (the same numbers as the wire enum).
-    pub fn code(self) -> i16 {
-        match self {
-            Self::View => 1,
-            Self::Like => 2,
-            Self::Unlike => 3,
-            Self::Order => 4,
-            Self::Signal(_) => 5,
-        }
-    }
-
-    /// Upper-case name used in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::View => "VIEW",
-            Self::Like => "LIKE",
-            Self::Unlike => "UNLIKE",
-            Self::Order => "ORDER",
-            Self::Signal(_) => "SIGNAL",
-        }
-    }
-}
 
 /// The type an event was sent with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,23 +42,6 @@ pub struct RawEvent {
     pub amount: i64,
     /// When it happened; `None` when the caller left it out.
     pub occurred_at: Option<DateTime<Utc>>,
-}
-
-/// A validated event: every field satisfies the rules of [`RawEvent::validate`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    /// Idempotency key, 1–128 printable ASCII characters.
-    pub event_id: String,
-    /// Product, ≥ 1.
-    pub product_id: i64,
-    /// What happened.
-    pub kind: EventKind,
-    /// The custom signal of a SIGNAL event, empty for the others.
-    pub signal: String,
-    /// Order amount for ORDER, a SIGNAL's amount for an amount signal, otherwise 0.
-    pub amount: i64,
-    /// When it happened.
-    pub occurred_at: DateTime<Utc>,
 }
 
 /// Which field of an event broke which rule.

@@ -14,7 +14,8 @@ use super::layout::{Breakdown, MAX_AXES};
 use super::normalize::AxisStats;
 use super::profile::{AxisRef, ScoringProfile, SignalRef};
 use super::ranking::{PopulationStats, axis_norm, elapsed_seconds, main_floor};
-use super::score::{CarryLedger, DailyMetrics};
+use super::score::CarryLedger;
+use super::vocabulary::DailyMetrics;
 
 /// One product's counters on one day, as the explanation needs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,9 +16,12 @@ use std::sync::Arc;
 
 use chrono::NaiveDate;
 
-use super::profile::{MAX_CUSTOM_SIGNALS, ScoringProfile};
+use super::profile::ScoringProfile;
+
 use super::ranking::Contender;
-use super::score::{CarryLedger, CarryOver, DailyMetrics, DayStanding};
+use super::score::{CarryLedger, DayStanding};
+use super::vocabulary::MAX_CUSTOM_SIGNALS;
+use super::vocabulary::{CarryOver, DailyMetrics};
 
 /// Metrics rows by product, ascending, in flat columns: the built-in counters and only as
 /// many custom signals as the profile declares (a million rows of the built-in profile take

@@ -4,7 +4,8 @@
 //! the ranking can be unit- and property-tested without a server.
 //!
 //! - [`catalog`]: segments and the hidden flag of a product, and the segment syntax.
-//! - [`event`]: what a shopper did, and the validation rules an event must pass.
+//! - [`vocabulary`]: the shared words (events, a day's counters, carry-over, signal kinds).
+//! - [`event`]: what a shopper sends, and the validation rules an event must pass.
 //! - [`delta`]: a batch of events folded into one change per metrics row.
 //! - [`calendar`]: ranking days and hours in the configured time zone.
 //! - [`score`]: the main score, carry-over and its chain back through previous days.
@@ -30,3 +31,4 @@ pub mod profile;
 pub mod ranking;
 pub mod score;
 pub mod snapshot;
+pub mod vocabulary;

@@ -187,7 +187,7 @@ pub fn main_floor(main: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::score::DailyMetrics;
+    use crate::domain::vocabulary::DailyMetrics;
 
     fn contender(product_id: i64, main: f64, views: i64, likes: i64, last: Option<i64>) -> Contender {
         let metrics = DailyMetrics::counts(views, likes, 0, 0);

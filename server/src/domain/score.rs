@@ -8,71 +8,8 @@
 
 use std::sync::Arc;
 
-use super::profile::{MAX_CUSTOM_SIGNALS, ScoringProfile};
-
-/// The original weights of the main score (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`),
-/// which make the built-in profile when no `RANKING_PROFILE` is set; the defaults are 0.1
-/// per view, 0.2 per like, 0.6 per ln(1 + order amount), and 0.1 of yesterday's integer
-/// part carried over.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Weights {
-    /// Weight of one view.
-    pub view: f64,
-    /// Weight of one like (net of unlikes).
-    pub like: f64,
-    /// Weight of `ln_1p(order amount)`.
-    pub order: f64,
-    /// Share of the previous day's integer part carried into today.
-    pub carry_over: f64,
-}
-
-impl Default for Weights {
-    fn default() -> Self {
-        Self { view: 0.1, like: 0.2, order: 0.6, carry_over: 0.1 }
-    }
-}
-
-/// One product's counters for one day (or summed over a week), as stored in
-/// `product_daily_metrics` (the profile's custom signals in its `signal_*` columns).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DailyMetrics {
-    /// Views that day.
-    pub views: i64,
-    /// Likes that day (never below zero).
-    pub likes: i64,
-    /// Orders that day.
-    pub orders: i64,
-    /// Sum of order amounts that day, in the currency's minor unit.
-    pub order_amount: i64,
-    /// The profile's custom signals by slot (0 for a slot the profile does not declare).
-    pub custom: [i64; MAX_CUSTOM_SIGNALS],
-}
-
-impl DailyMetrics {
-    /// Built-in counters only.
-    pub fn counts(views: i64, likes: i64, orders: i64, order_amount: i64) -> Self {
-        Self { views, likes, orders, order_amount, custom: [0; MAX_CUSTOM_SIGNALS] }
-    }
-}
-
-/// The integer part of yesterday's main score, which is what today inherits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CarryOver(pub i64);
-
-impl CarryOver {
-    /// `floor(main)`, clamped to the range the encoding represents exactly, so that what is
-    /// carried is what yesterday's breakdown showed.
-    pub fn of(main: f64, profile: &ScoringProfile) -> Self {
-        let floor = main.floor();
-        let largest = i64::try_from(profile.layout().bound() - 1).unwrap_or(i64::MAX);
-        if floor.is_nan() || floor <= 0.0 { Self(0) } else { Self((floor as i64).min(largest)) }
-    }
-
-    /// A product with no event on a day is still ranked when it inherits at least 1.
-    pub fn keeps_ranked(&self) -> bool {
-        self.0 >= 1
-    }
-}
+use super::profile::ScoringProfile;
+use super::vocabulary::{CarryOver, DailyMetrics};
 
 /// Yesterday's carried integer parts, for every product that inherits at least 1.
 ///
@@ -236,7 +173,7 @@ impl ClosingDay {
     pub fn add(&mut self, product_id: i64, metrics: DailyMetrics) {
         let carried = self.ledger.take_carry(product_id);
         let profile = &self.ledger.profile;
-        let inherited = CarryOver::of(profile.main_score(&metrics, carried), profile);
+        let inherited = profile.carried_from(profile.main_score(&metrics, carried));
         if inherited.keeps_ranked() {
             self.ascending &= self.next.last().is_none_or(|(last, _)| *last < product_id);
             self.next.push((product_id, inherited));
@@ -251,7 +188,7 @@ impl ClosingDay {
         let decayed: Vec<(i64, CarryOver)> = ledger
             .carry_only()
             .filter(|(_, s)| s.keeps_ranked_tomorrow())
-            .map(|(id, s)| (id, CarryOver::of(s.main, &ledger.profile)))
+            .map(|(id, s)| (id, ledger.profile.carried_from(s.main)))
             .collect();
         let profile = Arc::clone(&ledger.profile);
         drop(ledger);
@@ -374,9 +311,9 @@ mod tests {
     #[test]
     fn carry_is_clamped_to_the_encodable_range() {
         let p = profile();
-        assert_eq!(CarryOver::of(1e12, &p), CarryOver(i64::from(MAX_MAIN_FLOOR)));
-        assert_eq!(CarryOver::of(-3.0, &p), CarryOver(0));
-        assert_eq!(CarryOver::of(f64::NAN, &p), CarryOver(0));
+        assert_eq!(p.carried_from(1e12), CarryOver(i64::from(MAX_MAIN_FLOOR)));
+        assert_eq!(p.carried_from(-3.0), CarryOver(0));
+        assert_eq!(p.carried_from(f64::NAN), CarryOver(0));
     }
 
     /// The ledger as a map, the way it was first written: the reference the list must match.
@@ -389,13 +326,13 @@ mod tests {
         let mut next = HashMap::new();
         for (id, m) in rows {
             let c = left.remove(id).unwrap_or_default();
-            let inherited = CarryOver::of(w.main_score(m, c), w);
+            let inherited = w.carried_from(w.main_score(m, c));
             if inherited.keeps_ranked() {
                 next.insert(*id, inherited);
             }
         }
         for (id, c) in left {
-            let decayed = CarryOver::of(w.main_score(&DailyMetrics::default(), c), w);
+            let decayed = w.carried_from(w.main_score(&DailyMetrics::default(), c));
             if decayed.keeps_ranked() {
                 next.insert(id, decayed);
             }

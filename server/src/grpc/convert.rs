@@ -2,7 +2,7 @@
 //! the shape of a value is checked here (an enum value the service knows, a date written
 //! `YYYY-MM-DD`, a timestamp in range); the rules live in the application.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::NaiveDate;
 use ranking_proto::v1 as pb;
 
 use crate::app::explain::ExplainAnswer;
@@ -10,40 +10,10 @@ use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
 use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
-use crate::domain::event::{EventKind, RawEvent, RawKind};
 use crate::domain::explain::Axis;
 use crate::domain::layout::Breakdown;
 use crate::domain::profile::{AxisRef, RECENCY, SignalRef};
 use crate::ports::Outcome;
-
-/// The wire event as a raw domain event (its rules are checked by ingest).
-pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
-    let kind = match pb::EventType::try_from(e.r#type) {
-        Ok(pb::EventType::View) => Some(RawKind::Event(EventKind::View)),
-        Ok(pb::EventType::Like) => Some(RawKind::Event(EventKind::Like)),
-        Ok(pb::EventType::Unlike) => Some(RawKind::Event(EventKind::Unlike)),
-        Ok(pb::EventType::Order) => Some(RawKind::Event(EventKind::Order)),
-        Ok(pb::EventType::Signal) => Some(RawKind::Signal),
-        Ok(pb::EventType::Unspecified) | Err(_) => None,
-    };
-    let occurred_at = e.occurred_at.map(timestamp).transpose()?;
-    let (event_id, product_id, amount, signal) = (e.event_id, e.product_id, e.amount, e.signal);
-    Ok(RawEvent { event_id, product_id, kind, amount, occurred_at, signal })
-}
-
-/// The wire events of a batch, with the index of a malformed one in its error.
-pub fn raw_events(events: Vec<pb::Event>) -> Result<Vec<RawEvent>, Invalid> {
-    events.into_iter().enumerate().map(|(i, e)| raw_event(e).map_err(|err| err.within_element("events", i))).collect()
-}
-
-fn timestamp(t: prost_types::Timestamp) -> Result<DateTime<Utc>, Invalid> {
-    let nanos = u32::try_from(t.nanos)
-        .ok()
-        .filter(|n| *n < 1_000_000_000)
-        .ok_or_else(|| Invalid::field("occurred_at", format!("nanos must be 0-999999999, got {}", t.nanos)))?;
-    DateTime::<Utc>::from_timestamp(t.seconds, nanos)
-        .ok_or_else(|| Invalid::field("occurred_at", format!("seconds {} is not a representable instant", t.seconds)))
-}
 
 /// The outcome on the wire.
 pub fn outcome(o: Outcome) -> pb::RecordOutcome {
@@ -268,22 +238,5 @@ mod tests {
         assert_eq!(window(0).expect("unspecified"), None);
         assert_eq!(window(2).expect("hourly"), Some(Window::Hourly));
         assert!(window(9).is_err());
-        let raw = raw_event(pb::Event { r#type: 42, ..Default::default() }).expect("converts");
-        assert_eq!(raw.kind, None);
-    }
-
-    #[test]
-    fn out_of_range_timestamps_say_what_is_wrong() {
-        let at = |seconds, nanos| pb::Event {
-            occurred_at: Some(prost_types::Timestamp { seconds, nanos }),
-            ..Default::default()
-        };
-        let e = raw_event(at(1, -1)).expect_err("negative nanos");
-        assert!(e.reason.contains("nanos"), "{}", e.reason);
-        assert!(raw_event(at(1, 1_000_000_000)).expect_err("too many nanos").reason.contains("nanos"));
-        assert!(raw_event(at(i64::MAX, 0)).expect_err("far future").reason.contains("seconds"));
-        let e = raw_events(vec![at(1, 0), at(1, -1)]).expect_err("second is bad");
-        assert_eq!(e.path.0[1], crate::app::invalid::PathSegment::Index(1));
-        assert_eq!(raw_event(pb::Event::default()).expect("absent is for ingest to judge").occurred_at, None);
     }
 }

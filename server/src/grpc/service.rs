@@ -17,6 +17,7 @@ use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery}
 use crate::app::recompute::Recompute;
 use crate::app::watch::{WatchHub, WatchQuery};
 use crate::ports::Outcome;
+use crate::wire;
 
 /// The service implementation.
 pub struct RankingApi {
@@ -51,7 +52,7 @@ impl RankingService for RankingApi {
         request: Request<pb::RecordEventRequest>,
     ) -> Result<Response<pb::RecordEventResponse>, Status> {
         let event = request.into_inner().event.ok_or_else(|| Invalid::field("event", "is required"))?;
-        let raw = convert::raw_event(event).map_err(|e| e.within("event"))?;
+        let raw = wire::raw_event(event).map_err(|e| e.within("event"))?;
         let outcome = self.ingest.record_one(raw).await?;
         Ok(Response::new(pb::RecordEventResponse { outcome: convert::outcome(outcome).into() }))
     }
@@ -60,7 +61,7 @@ impl RankingService for RankingApi {
         &self,
         request: Request<pb::RecordEventsRequest>,
     ) -> Result<Response<pb::RecordEventsResponse>, Status> {
-        let raw = convert::raw_events(request.into_inner().events)?;
+        let raw = wire::raw_events(request.into_inner().events)?;
         let outcomes = self.ingest.record_batch(raw).await?;
         let accepted = outcomes.iter().filter(|o| **o == Outcome::Accepted).count();
         Ok(Response::new(pb::RecordEventsResponse {

@@ -6,11 +6,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{CatalogEntry, ProductDay, StoreError};
-use crate::domain::event::Event;
 use crate::domain::explain::RecencyClock;
 use crate::domain::live::ProductRow;
 use crate::domain::ranking::PopulationStats;
-use crate::domain::score::DailyMetrics;
+use crate::domain::vocabulary::DailyMetrics;
+use crate::domain::vocabulary::Event;
 
 /// A validated event with the ranking day it counts towards (its `occurred_at` in
 /// `RANKING_TZ`).

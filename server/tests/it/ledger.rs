@@ -42,7 +42,7 @@ fn partition(day: chrono::NaiveDate) -> String {
 #[ignore = "needs PostgreSQL: make test's PostgreSQL passes"]
 async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions, partitions};
-    use ranking_server::domain::event::{Event, EventKind};
+    use ranking_server::domain::vocabulary::{Event, EventKind};
     use ranking_server::ports::{DatedEvent, MetricsStore, Outcome};
 
     let db = postgres_db().await;

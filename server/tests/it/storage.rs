@@ -307,7 +307,7 @@ async fn an_order_amount_counter_at_its_limit_saturates_and_keeps_its_type() {
 #[tokio::test]
 async fn retention_prunes_old_events_and_days_in_chunks() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
-    use ranking_server::domain::event::{Event, EventKind};
+    use ranking_server::domain::vocabulary::{Event, EventKind};
     use ranking_server::ports::{DatedEvent, MetricsStore};
 
     let db = crate::helpers::TestDb::create().await;
@@ -343,8 +343,8 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
 #[tokio::test]
 async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
-    use ranking_server::domain::event::{Event, EventKind};
-    use ranking_server::domain::profile::SignalKind;
+    use ranking_server::domain::vocabulary::SignalKind;
+    use ranking_server::domain::vocabulary::{Event, EventKind};
     use ranking_server::ports::{DatedEvent, MetricsStore};
 
     let db = crate::helpers::TestDb::create().await;

@@ -21,7 +21,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement
 use super::dialect::Dialect;
 use super::signals::column;
 use crate::domain::live::ProductRow;
-use crate::domain::score::DailyMetrics;
+use crate::domain::vocabulary::DailyMetrics;
 use crate::ports::{ChangedRow, StoreError};
 
 /// Products per query of [`product_rows`].

@@ -34,8 +34,8 @@ use tokio::sync::Mutex;
 use self::dialect::{Dialect, Read};
 use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
-use crate::domain::profile::MAX_CUSTOM_SIGNALS;
-use crate::domain::score::DailyMetrics;
+use crate::domain::vocabulary::DailyMetrics;
+use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::ports::{ChangedRow, DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
 
 /// Connection settings of the SQL store.

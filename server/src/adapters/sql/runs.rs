@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, TransactionTrait
 
 use crate::domain::normalize::AxisStats;
 use crate::domain::ranking::PopulationStats;
-use crate::domain::score::DailyMetrics;
+use crate::domain::vocabulary::DailyMetrics;
 use crate::ports::{ProductDay, RankingRun, RecencyClock, StoreError};
 
 const RUN_COLUMNS: [&str; 14] = [

@@ -30,8 +30,8 @@ use super::dialect::{Dialect, UpsertOp};
 use super::rows::{Column, Rows};
 use super::signals::SIGNAL_COLUMNS;
 use crate::domain::delta::MetricsDelta;
-use crate::domain::event::EventKind;
-use crate::domain::profile::SignalKind;
+use crate::domain::vocabulary::EventKind;
+use crate::domain::vocabulary::SignalKind;
 use crate::ports::{DatedEvent, StoreError};
 
 /// Why one attempt of a transaction failed.
@@ -117,7 +117,7 @@ struct RowDelta {
 }
 
 impl RowDelta {
-    fn add(&mut self, event: &crate::domain::event::Event, signal: Option<(u8, i64)>) {
+    fn add(&mut self, event: &crate::domain::vocabulary::Event, signal: Option<(u8, i64)>) {
         self.metrics.add(event);
         if let Some((column, value)) = signal {
             let sum = &mut self.signals[usize::from(column - 1)];
@@ -212,7 +212,7 @@ impl BatchWrite<'_> {
 
     /// The column and value of a SIGNAL event (a count signal counts 1, an amount signal its
     /// amount); `None` for the built-in types.
-    fn signal_of(&self, event: &crate::domain::event::Event) -> Result<Option<(u8, i64)>, Attempt> {
+    fn signal_of(&self, event: &crate::domain::vocabulary::Event) -> Result<Option<(u8, i64)>, Attempt> {
         let EventKind::Signal(kind) = event.kind else { return Ok(None) };
         let Some(column) = self.signal_columns.get(&event.signal) else {
             let problem = format!("custom signal {:?} has no column", event.signal);

@@ -10,7 +10,8 @@ use super::{Computed, Recompute};
 use crate::app::policy::Policy;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
-use crate::domain::score::{CarryLedger, CarryOver, DayStanding};
+use crate::domain::score::{CarryLedger, DayStanding};
+use crate::domain::vocabulary::CarryOver;
 use crate::ports::{RankingKey, Scored, StoreError};
 
 /// Appends to a population list growing by a quarter when full instead of doubling: the

@@ -11,7 +11,7 @@ use ranking_proto::v1 as pb;
 
 use crate::app::invalid::Invalid;
 use crate::domain::event::RawEvent;
-use crate::grpc::convert::raw_event;
+use crate::wire::raw_event;
 
 mod json;
 
@@ -66,7 +66,8 @@ mod tests {
     use chrono::{TimeZone, Utc};
 
     use super::*;
-    use crate::domain::event::{EventKind, RawKind};
+    use crate::domain::event::RawKind;
+    use crate::domain::vocabulary::EventKind;
 
     fn json(text: &str) -> Result<RawEvent, String> {
         decode(Format::Json, text.as_bytes()).map_err(|e| e.message())

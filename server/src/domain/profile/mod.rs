@@ -1,14 +1,15 @@
 //! Scoring profiles: a platform's own signals, the terms of its main score and
 //! its tie-break axes, checked once; the layout the axes give the encoding. The built-in
-//! profile is §4 exactly. How a profile is written (TOML) is the configuration's business;
-//! this module holds what a valid one is, [`scoring`] what a profile computes.
+//! profile is the original fixed formula exactly. This module holds what a valid one is,
+//! [`scoring`] what a profile computes, [`text`] how one is written (TOML).
 
 use std::collections::BTreeMap;
 
 use super::layout::{Layout, LayoutError};
-use super::score::Weights;
+use super::vocabulary::{MAX_CUSTOM_SIGNALS, SignalKind};
 
 mod scoring;
+pub mod text;
 
 pub use scoring::{AxisRef, ScoreTerm, SignalRef};
 
@@ -17,16 +18,26 @@ pub const BUILT_IN_SIGNALS: [&str; 4] = ["views", "likes", "orders", "order_amou
 /// The reserved axis name: newer is better.
 pub const RECENCY: &str = "recency";
 
-/// Most custom signals a profile declares (each is one more column of a day's row).
-pub const MAX_CUSTOM_SIGNALS: usize = 8;
+/// The original weights of the main score (`RANKING_WEIGHT_*`, `RANKING_CARRY_OVER`),
+/// which make the built-in profile when no `RANKING_PROFILE` is set; the defaults are 0.1
+/// per view, 0.2 per like, 0.6 per ln(1 + order amount), and 0.1 of yesterday's integer
+/// part carried over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    /// Weight of one view.
+    pub view: f64,
+    /// Weight of one like (net of unlikes).
+    pub like: f64,
+    /// Weight of `ln_1p(order amount)`.
+    pub order: f64,
+    /// Share of the previous day's integer part carried into today.
+    pub carry_over: f64,
+}
 
-/// What a custom signal counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SignalKind {
-    /// Each event counts 1 (its amount must be 0).
-    Count,
-    /// Each event adds its amount, 0 … 10^12.
-    Amount,
+impl Default for Weights {
+    fn default() -> Self {
+        Self { view: 0.1, like: 0.2, order: 0.6, carry_over: 0.1 }
+    }
 }
 
 /// How a term's signal value enters the main score.

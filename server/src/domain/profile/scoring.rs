@@ -1,9 +1,8 @@
 //! What a scoring profile computes: where each signal's value is in a day's row, the points
 //! of its terms, the main score and an event's hourly points.
 
-use super::{ScoringProfile, SignalKind, Transform};
-use crate::domain::event::{Event, EventKind};
-use crate::domain::score::{CarryOver, DailyMetrics};
+use super::{ScoringProfile, Transform};
+use crate::domain::vocabulary::{CarryOver, DailyMetrics, Event, EventKind, SignalKind};
 
 /// Where a signal's value is in a day's row: a built-in counter or a custom signal's slot
 /// (its place among the profile's custom signals, in name order).
@@ -65,6 +64,15 @@ pub enum AxisRef {
 }
 
 impl ScoringProfile {
+    /// What a day with main score `main` hands to the next: `floor(main)`, clamped to the
+    /// range the encoding represents exactly, so that what is carried is what the day's
+    /// breakdown showed.
+    pub fn carried_from(&self, main: f64) -> CarryOver {
+        let floor = main.floor();
+        let largest = i64::try_from(self.layout().bound() - 1).unwrap_or(i64::MAX);
+        if floor.is_nan() || floor <= 0.0 { CarryOver(0) } else { CarryOver((floor as i64).min(largest)) }
+    }
+
     /// `main = Σ points of the terms, in order + carried · carry_over`, added left to right
     /// (for the built-in profile exactly the original expression).
     pub fn main_score(&self, metrics: &DailyMetrics, carried: CarryOver) -> f64 {

@@ -13,7 +13,7 @@ use crate::adapters::memory::MemoryRankingStore;
 use crate::app::policy::{Policy, PolicySettings};
 use crate::app::snapshots::Snapshots;
 use crate::domain::live::ProductRow;
-use crate::domain::score::DailyMetrics;
+use crate::domain::vocabulary::DailyMetrics;
 use crate::metrics::Metrics;
 use crate::ports::{
     CatalogEntry, ChangedRow, DailyRow, DatedEvent, LeaseLock, MetricsStore, Outcome, ProductDay, RankingKey,

@@ -1,0 +1,110 @@
+//! The words every part of the score engine shares, and nothing else: what a shopper did
+//! ([`Event`]), a product's counters of a day ([`DailyMetrics`]), what a day inherits
+//! ([`CarryOver`]) and what a custom signal counts ([`SignalKind`]).
+//!
+//! A leaf: it imports nothing of the crate, so `event`, `profile` and `score` can all use it
+//! without using each other in a circle.
+
+use chrono::{DateTime, Utc};
+
+/// Most custom signals a profile declares (each is one more column of a day's row).
+pub const MAX_CUSTOM_SIGNALS: usize = 8;
+
+/// What a custom signal counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SignalKind {
+    /// Each event counts 1 (its amount must be 0).
+    Count,
+    /// Each event adds its amount, 0 … 10^12.
+    Amount,
+}
+
+/// What a shopper did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// Looked at the product page.
+    View,
+    /// Liked the product.
+    Like,
+    /// Took a like back.
+    Unlike,
+    /// Ordered the product.
+    Order,
+    /// A custom signal of the scoring profile (named by [`Event::signal`]), of this kind.
+    Signal(SignalKind),
+}
+
+impl EventKind {
+    /// Stable numeric code stored in SQL (the same numbers as the wire enum).
+    pub fn code(self) -> i16 {
+        match self {
+            Self::View => 1,
+            Self::Like => 2,
+            Self::Unlike => 3,
+            Self::Order => 4,
+            Self::Signal(_) => 5,
+        }
+    }
+
+    /// Upper-case name used in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::View => "VIEW",
+            Self::Like => "LIKE",
+            Self::Unlike => "UNLIKE",
+            Self::Order => "ORDER",
+            Self::Signal(_) => "SIGNAL",
+        }
+    }
+}
+
+/// A validated event: every field satisfies the rules of `RawEvent::validate` (in `event`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Idempotency key, 1–128 printable ASCII characters.
+    pub event_id: String,
+    /// Product, ≥ 1.
+    pub product_id: i64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The custom signal of a SIGNAL event, empty for the others.
+    pub signal: String,
+    /// Order amount for ORDER, a SIGNAL's amount for an amount signal, otherwise 0.
+    pub amount: i64,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// One product's counters for one day (or summed over a week), as stored in
+/// `product_daily_metrics` (the profile's custom signals in its `signal_*` columns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DailyMetrics {
+    /// Views that day.
+    pub views: i64,
+    /// Likes that day (never below zero).
+    pub likes: i64,
+    /// Orders that day.
+    pub orders: i64,
+    /// Sum of order amounts that day, in the currency's minor unit.
+    pub order_amount: i64,
+    /// The profile's custom signals by slot (0 for a slot the profile does not declare).
+    pub custom: [i64; MAX_CUSTOM_SIGNALS],
+}
+
+impl DailyMetrics {
+    /// Built-in counters only.
+    pub fn counts(views: i64, likes: i64, orders: i64, order_amount: i64) -> Self {
+        Self { views, likes, orders, order_amount, custom: [0; MAX_CUSTOM_SIGNALS] }
+    }
+}
+
+/// The integer part of yesterday's main score, which is what today inherits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CarryOver(pub i64);
+
+impl CarryOver {
+    /// A product with no event on a day is still ranked when it inherits at least 1.
+    pub fn keeps_ranked(&self) -> bool {
+        self.0 >= 1
+    }
+}

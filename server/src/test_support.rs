@@ -15,7 +15,7 @@ use crate::app::queries::Queries;
 use crate::app::recompute::Recompute;
 use crate::app::snapshots::Snapshots;
 use crate::metrics::Metrics;
-use crate::ports::StoreError;
+use crate::ports::{CatalogRows, ChangeFeed, DayScans, EventLedger, RunLog, StoreError};
 
 /// The services over an in-process ranking store and [`NoEvents`], in UTC, with the
 /// default weights and days, copies bounded at 1,000 entries.
@@ -59,10 +59,22 @@ impl Wired {
 pub struct NoEvents;
 
 #[async_trait::async_trait]
-impl crate::ports::MetricsStore for NoEvents {
+impl EventLedger for NoEvents {
     async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl DayScans for NoEvents {
     async fn scan_day(
         &self,
         _: NaiveDate,
@@ -71,6 +83,7 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<u64, StoreError> {
         Ok(0)
     }
+
     async fn scan_days(
         &self,
         _: chrono::NaiveDate,
@@ -80,33 +93,7 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<u64, crate::ports::StoreError> {
         Ok(0)
     }
-    async fn prune(&self, _: DateTime<Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-    async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
-        Ok(())
-    }
-    async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
-        Ok(Vec::new())
-    }
-    async fn hidden_products(&self) -> Result<Vec<i64>, crate::ports::StoreError> {
-        Ok(Vec::new())
-    }
-    async fn scan_catalog(
-        &self,
-        _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
-    ) -> Result<u64, crate::ports::StoreError> {
-        Ok(0)
-    }
-    async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
-        Ok(())
-    }
-    async fn ranking_run(
-        &self,
-        _: chrono::NaiveDate,
-    ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
-        Ok(None)
-    }
+
     async fn product_days(
         &self,
         _: i64,
@@ -115,18 +102,58 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
         Ok(Vec::new())
     }
-    async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {
+}
+
+#[async_trait::async_trait]
+impl CatalogRows for NoEvents {
+    async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
         Ok(())
     }
+
+    async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn hidden_products(&self) -> Result<Vec<i64>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn scan_catalog(
+        &self,
+        _: &mut (dyn FnMut(crate::ports::CatalogEntry) + Send),
+    ) -> Result<u64, crate::ports::StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl RunLog for NoEvents {
+    async fn record_run(&self, _: &crate::ports::RankingRun) -> Result<(), crate::ports::StoreError> {
+        Ok(())
+    }
+
+    async fn ranking_run(
+        &self,
+        _: chrono::NaiveDate,
+    ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
+        Ok(None)
+    }
+
     async fn record_profile(&self, _: &str, _: &str) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn stored_profile(&self, _: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+}
+
+#[async_trait::async_trait]
+impl ChangeFeed for NoEvents {
     async fn advance_epoch(&self) -> Result<i64, StoreError> {
         Ok(1)
     }
+
     async fn scan_changes(
         &self,
         _: std::ops::Range<i64>,
@@ -137,6 +164,7 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<u64, StoreError> {
         Ok(0)
     }
+
     async fn scan_products(
         &self,
         _: &[i64],
@@ -147,6 +175,7 @@ impl crate::ports::MetricsStore for NoEvents {
     ) -> Result<u64, StoreError> {
         Ok(0)
     }
+
     async fn catalog_changed(&self, _: std::ops::Range<i64>) -> Result<bool, StoreError> {
         Ok(false)
     }

@@ -169,7 +169,7 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
     use ranking_server::domain::ranking::{Contender, rank_population};
     use ranking_server::domain::score::CarryLedger;
     use ranking_server::domain::vocabulary::DailyMetrics;
-    use ranking_server::ports::{MetricsStore, RankingKey, RankingStore, Scored, VersionLife};
+    use ranking_server::ports::{DayScans, RankingKey, RankingStore, Scored, VersionLife};
 
     let store = SqlMetricsStore::connect(&SqlOptions::new(pg_url)).await.expect("sql");
     let mut options = RedisOptions::new(redis_url);

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use chrono::{Days, Utc};
 use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions, partitions};
-use ranking_server::ports::MetricsStore;
+use ranking_server::ports::EventLedger;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 
 use crate::helpers::pg;

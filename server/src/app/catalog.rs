@@ -9,7 +9,7 @@ use super::invalid::{Invalid, quote};
 use super::policy::Policy;
 use super::recompute::{Recompute, RecomputeError};
 use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, segment_problem};
-use crate::ports::{MetricsStore, StoreError};
+use crate::ports::{CatalogRows, StoreError};
 
 /// Most entries of one UpdateCatalog.
 pub const MAX_ENTRIES: usize = 10_000;
@@ -31,14 +31,14 @@ pub enum CatalogError {
 
 /// The catalog service.
 pub struct Catalog {
-    store: Arc<dyn MetricsStore>,
+    store: Arc<dyn CatalogRows>,
     recompute: Arc<Recompute>,
     policy: Arc<Policy>,
 }
 
 impl Catalog {
     /// Stores in `store`; hidden products leave today's rankings through `recompute`.
-    pub fn new(store: Arc<dyn MetricsStore>, recompute: Arc<Recompute>, policy: Arc<Policy>) -> Self {
+    pub fn new(store: Arc<dyn CatalogRows>, recompute: Arc<Recompute>, policy: Arc<Policy>) -> Self {
         Self { store, recompute, policy }
     }
 

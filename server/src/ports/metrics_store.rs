@@ -1,4 +1,4 @@
-//! [`MetricsStore`], the SQL single source of truth, and the values it is given and gives:
+//! [`MetricsStore`], the SQL single source of truth, as the ports of its concerns, and the values it is given and gives:
 //! dated events and their outcomes, a day's rows, a live pass's changed rows, a recompute's
 //! record.
 
@@ -69,13 +69,27 @@ pub struct RankingRun {
     pub profile: String,
 }
 
-/// The SQL single source of truth.
+/// The ledger of events: batches recorded exactly once, the custom signals' places, and
+/// retention.
 #[async_trait]
-pub trait MetricsStore: Send + Sync + 'static {
+pub trait EventLedger: Send + Sync + 'static {
     /// Stores a batch atomically: returns one outcome per event, in order, only after the
     /// transaction committed. Ids repeated inside the batch count once (first wins).
     async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError>;
 
+    /// Gives each custom signal of `names` its place in the store, once and for good (at
+    /// start-up, before any event of them is recorded). Refused when there is no place left.
+    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError>;
+
+    /// Deletes events that occurred before `events_before` and daily metrics of days before
+    /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
+    async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
+}
+
+/// The recompute's and ExplainRank's reads of a day's rows: whole days streamed in product
+/// order, or one product's rows by key.
+#[async_trait]
+pub trait DayScans: Send + Sync + 'static {
     /// Visits every metrics row of `date` in ascending product order, streaming (the rows are
     /// never all in memory), with the values of the custom `signals` in their slots. Returns
     /// how many rows were visited.
@@ -97,10 +111,19 @@ pub trait MetricsStore: Send + Sync + 'static {
         visit: &mut (dyn FnMut(DailyRow) + Send),
     ) -> Result<u64, StoreError>;
 
-    /// Deletes events that occurred before `events_before` and daily metrics of days before
-    /// `days_before`, at most `chunk` rows per statement. Returns the rows deleted.
-    async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError>;
+    /// One product's rows of the given days (days without a row are left out), by point
+    /// lookups of the primary key.
+    async fn product_days(
+        &self,
+        product_id: i64,
+        days: &[NaiveDate],
+        signals: &[String],
+    ) -> Result<Vec<ProductDay>, StoreError>;
+}
 
+/// The catalog: products' segments and hidden flags.
+#[async_trait]
+pub trait CatalogRows: Send + Sync + 'static {
     /// Replaces the catalog rows of the entries' products, atomically.
     async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError>;
 
@@ -112,32 +135,28 @@ pub trait MetricsStore: Send + Sync + 'static {
 
     /// Visits every catalog row in ascending product order, streaming.
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError>;
+}
 
+/// What each recompute published (for ExplainRank), and the profiles versions were computed
+/// with.
+#[async_trait]
+pub trait RunLog: Send + Sync + 'static {
     /// Replaces the record of the day's last recompute.
     async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError>;
 
     /// The record of the day's last recompute, if any.
     async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError>;
 
-    /// One product's rows of the given days (days without a row are left out), by point
-    /// lookups of the primary key.
-    async fn product_days(
-        &self,
-        product_id: i64,
-        days: &[NaiveDate],
-        signals: &[String],
-    ) -> Result<Vec<ProductDay>, StoreError>;
-
-    /// Gives each custom signal of `names` its place in the store, once and for good (at
-    /// start-up, before any event of them is recorded). Refused when there is no place left.
-    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError>;
-
     /// Keeps the canonical text of the profile of `fingerprint` (once per fingerprint).
     async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;
 
     /// The canonical text of the profile of `fingerprint`, when it was recorded.
     async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
+}
 
+/// The live pass's reads: the change epoch advanced, and the rows written since.
+#[async_trait]
+pub trait ChangeFeed: Send + Sync + 'static {
     /// Advances the change epoch and returns the new one, after every write transaction that
     /// read an earlier one has ended: rows stamped with an epoch below it are all committed.
     async fn advance_epoch(&self) -> Result<i64, StoreError>;
@@ -166,3 +185,9 @@ pub trait MetricsStore: Send + Sync + 'static {
     /// Whether a catalog row was written with an epoch of `epochs`.
     async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError>;
 }
+
+/// The SQL single source of truth: every port above, which one store serves. A component
+/// that needs one concern takes that port alone.
+pub trait MetricsStore: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed {}
+
+impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed> MetricsStore for T {}

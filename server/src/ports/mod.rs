@@ -1,7 +1,7 @@
 //! The traits the application needs from the outside world, implemented by `adapters/`.
 //!
-//! - [`MetricsStore`] (`metrics_store.rs`): the SQL single source of truth (events ledger,
-//!   metrics, catalog, what a live pass reads).
+//! - [`MetricsStore`] (`metrics_store.rs`): the SQL single source of truth, as one port per
+//!   concern: [`EventLedger`], [`DayScans`], [`CatalogRows`], [`RunLog`], [`ChangeFeed`].
 //! - [`RankingStore`]: the derived rankings (Redis, or the embedded in-process store).
 //! - [`LeaseLock`]: mutual exclusion of recomputes across replicas.
 //!
@@ -21,7 +21,10 @@ pub use crate::domain::snapshot::Scored;
 use crate::domain::snapshot::Snapshot;
 
 mod metrics_store;
-pub use metrics_store::{ChangedRow, DailyRow, DatedEvent, MetricsStore, Outcome, RankingRun};
+pub use metrics_store::{
+    CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,
+    RankingRun, RunLog,
+};
 
 /// The cause of a store failure, kept whole (its own `source()` chain included) and shared,
 /// so that an error handed to several waiters still says what went wrong underneath.

@@ -43,7 +43,7 @@ fn partition(day: chrono::NaiveDate) -> String {
 async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions, partitions};
     use ranking_server::domain::vocabulary::{Event, EventKind};
-    use ranking_server::ports::{DatedEvent, MetricsStore, Outcome};
+    use ranking_server::ports::{DatedEvent, EventLedger, Outcome};
 
     let db = postgres_db().await;
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");

@@ -308,7 +308,7 @@ async fn an_order_amount_counter_at_its_limit_saturates_and_keeps_its_type() {
 async fn retention_prunes_old_events_and_days_in_chunks() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
     use ranking_server::domain::vocabulary::{Event, EventKind};
-    use ranking_server::ports::{DatedEvent, MetricsStore};
+    use ranking_server::ports::{DatedEvent, EventLedger};
 
     let db = crate::helpers::TestDb::create().await;
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
@@ -345,7 +345,7 @@ async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
     use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
     use ranking_server::domain::vocabulary::SignalKind;
     use ranking_server::domain::vocabulary::{Event, EventKind};
-    use ranking_server::ports::{DatedEvent, MetricsStore};
+    use ranking_server::ports::{DatedEvent, DayScans, EventLedger};
 
     let db = crate::helpers::TestDb::create().await;
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");

@@ -36,7 +36,10 @@ use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
-use crate::ports::{ChangedRow, DailyRow, DatedEvent, MetricsStore, Outcome, ProductDay, RankingRun, StoreError};
+use crate::ports::{
+    CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, Outcome, ProductDay, RankingRun,
+    RunLog, StoreError,
+};
 
 /// Connection settings of the SQL store.
 #[derive(Debug, Clone)]
@@ -230,7 +233,7 @@ impl SqlMetricsStore {
 }
 
 #[async_trait]
-impl MetricsStore for SqlMetricsStore {
+impl EventLedger for SqlMetricsStore {
     async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         let mut seen = HashSet::with_capacity(batch.len());
         let candidates: Vec<usize> =
@@ -261,25 +264,9 @@ impl MetricsStore for SqlMetricsStore {
         Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())
     }
 
-    async fn scan_day(
-        &self,
-        date: NaiveDate,
-        signals: &[String],
-        visit: &mut (dyn FnMut(DailyRow) + Send),
-    ) -> Result<u64, StoreError> {
-        let columns = self.columns_of(signals).await?;
-        self.stream_read(self.dialect.scan_day(date, &columns), columns.len(), visit).await
-    }
-
-    async fn scan_days(
-        &self,
-        first: NaiveDate,
-        last: NaiveDate,
-        signals: &[String],
-        visit: &mut (dyn FnMut(DailyRow) + Send),
-    ) -> Result<u64, StoreError> {
-        let columns = self.columns_of(signals).await?;
-        self.stream_read(self.dialect.scan_days(first, last, &columns), columns.len(), visit).await
+    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        self.signals.register(&self.db, names).await
     }
 
     async fn prune(&self, events_before: DateTime<Utc>, days_before: NaiveDate, chunk: u32) -> Result<u64, StoreError> {
@@ -317,7 +304,84 @@ impl MetricsStore for SqlMetricsStore {
         };
         Ok(events + days + runs)
     }
+}
 
+#[async_trait]
+impl DayScans for SqlMetricsStore {
+    async fn scan_day(
+        &self,
+        date: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        self.stream_read(self.dialect.scan_day(date, &columns), columns.len(), visit).await
+    }
+
+    async fn scan_days(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+        visit: &mut (dyn FnMut(DailyRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        self.stream_read(self.dialect.scan_days(first, last, &columns), columns.len(), visit).await
+    }
+
+    async fn product_days(
+        &self,
+        product_id: i64,
+        days: &[NaiveDate],
+        signals: &[String],
+    ) -> Result<Vec<ProductDay>, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        runs::product_days(&self.db, product_id, days, &columns).await
+    }
+}
+
+#[async_trait]
+impl CatalogRows for SqlMetricsStore {
+    async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        catalog::update(&self.db, self.dialect, entries).await
+    }
+
+    async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        catalog::hidden_among(&self.db, ids).await
+    }
+
+    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError> {
+        catalog::hidden(&self.db).await
+    }
+
+    async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
+        catalog::scan(&self.db, visit).await
+    }
+}
+
+#[async_trait]
+impl RunLog for SqlMetricsStore {
+    async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        runs::record_run(&self.db, run).await
+    }
+
+    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
+        runs::ranking_run(&self.db, date).await
+    }
+
+    async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        runs::record_profile(&self.db, fingerprint, body).await
+    }
+
+    async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        runs::stored_profile(&self.db, fingerprint).await
+    }
+}
+
+#[async_trait]
+impl ChangeFeed for SqlMetricsStore {
     async fn advance_epoch(&self) -> Result<i64, StoreError> {
         // A write on SQLite: it takes its turn like every writer of this process.
         let _gate = self.write_turn().await;
@@ -350,55 +414,6 @@ impl MetricsStore for SqlMetricsStore {
 
     async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError> {
         changes::catalog_changed(&self.db, epochs).await
-    }
-
-    async fn update_catalog(&self, entries: &[CatalogEntry]) -> Result<(), StoreError> {
-        let _gate = self.write_turn().await;
-        catalog::update(&self.db, self.dialect, entries).await
-    }
-
-    async fn hidden_among(&self, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        catalog::hidden_among(&self.db, ids).await
-    }
-
-    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError> {
-        catalog::hidden(&self.db).await
-    }
-
-    async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
-        catalog::scan(&self.db, visit).await
-    }
-
-    async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError> {
-        let _gate = self.write_turn().await;
-        runs::record_run(&self.db, run).await
-    }
-
-    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
-        runs::ranking_run(&self.db, date).await
-    }
-
-    async fn product_days(
-        &self,
-        product_id: i64,
-        days: &[NaiveDate],
-        signals: &[String],
-    ) -> Result<Vec<ProductDay>, StoreError> {
-        let columns = self.columns_of(signals).await?;
-        runs::product_days(&self.db, product_id, days, &columns).await
-    }
-
-    async fn register_signals(&self, names: &[String]) -> Result<(), StoreError> {
-        let _gate = self.write_turn().await;
-        self.signals.register(&self.db, names).await
-    }
-
-    async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
-        runs::record_profile(&self.db, fingerprint, body).await
-    }
-
-    async fn stored_profile(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
-        runs::stored_profile(&self.db, fingerprint).await
     }
 }
 

@@ -16,8 +16,8 @@ use crate::domain::live::ProductRow;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::metrics::Metrics;
 use crate::ports::{
-    CatalogEntry, ChangedRow, DailyRow, DatedEvent, LeaseLock, MetricsStore, Outcome, ProductDay, RankingKey,
-    RankingRun, RankingStore, Scored,
+    CatalogEntry, CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, LeaseLock, Outcome,
+    ProductDay, RankingKey, RankingRun, RankingStore, RunLog, Scored,
 };
 
 /// Rows by (day, product): views, latest event, the epoch of their last write.
@@ -64,10 +64,22 @@ impl EpochRows {
 }
 
 #[async_trait::async_trait]
-impl MetricsStore for EpochRows {
+impl EventLedger for EpochRows {
     async fn record(&self, _: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn prune(&self, _: chrono::DateTime<chrono::Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl DayScans for EpochRows {
     async fn scan_day(
         &self,
         date: NaiveDate,
@@ -76,6 +88,7 @@ impl MetricsStore for EpochRows {
     ) -> Result<u64, StoreError> {
         self.scan_days(date, date, &[], visit).await
     }
+
     async fn scan_days(
         &self,
         first: NaiveDate,
@@ -95,44 +108,58 @@ impl MetricsStore for EpochRows {
         }
         Ok(sums.len() as u64)
     }
-    async fn prune(&self, _: chrono::DateTime<chrono::Utc>, _: NaiveDate, _: u32) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-    async fn update_catalog(&self, _: &[CatalogEntry]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError> {
-        Ok(Vec::new())
-    }
-    async fn scan_catalog(&self, _: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-    async fn record_run(&self, _: &RankingRun) -> Result<(), StoreError> {
-        Ok(())
-    }
-    async fn ranking_run(&self, _: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
-        Ok(None)
-    }
+
     async fn product_days(&self, _: i64, _: &[NaiveDate], _: &[String]) -> Result<Vec<ProductDay>, StoreError> {
         Ok(Vec::new())
     }
-    async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {
+}
+
+#[async_trait::async_trait]
+impl CatalogRows for EpochRows {
+    async fn update_catalog(&self, _: &[CatalogEntry]) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn hidden_among(&self, _: &[i64]) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn hidden_products(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn scan_catalog(&self, _: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl RunLog for EpochRows {
+    async fn record_run(&self, _: &RankingRun) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn ranking_run(&self, _: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
+        Ok(None)
+    }
+
     async fn record_profile(&self, _: &str, _: &str) -> Result<(), StoreError> {
         Ok(())
     }
+
     async fn stored_profile(&self, _: &str) -> Result<Option<String>, StoreError> {
         Ok(None)
     }
+}
+
+#[async_trait::async_trait]
+impl ChangeFeed for EpochRows {
     async fn advance_epoch(&self) -> Result<i64, StoreError> {
         let mut epoch = self.epoch.lock().expect("epoch");
         *epoch += 1;
         Ok(*epoch)
     }
+
     async fn scan_changes(
         &self,
         epochs: std::ops::Range<i64>,
@@ -143,6 +170,7 @@ impl MetricsStore for EpochRows {
     ) -> Result<u64, StoreError> {
         self.visit(|d, _, e| epochs.contains(&e) && d >= first && d <= last, visit)
     }
+
     async fn scan_products(
         &self,
         products: &[i64],
@@ -153,6 +181,7 @@ impl MetricsStore for EpochRows {
     ) -> Result<u64, StoreError> {
         self.visit(|d, p, _| products.contains(&p) && d >= first && d <= last, visit)
     }
+
     async fn catalog_changed(&self, _: std::ops::Range<i64>) -> Result<bool, StoreError> {
         Ok(false)
     }

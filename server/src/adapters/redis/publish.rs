@@ -8,6 +8,7 @@ use redis::RedisError;
 
 use super::keys::{announced, member};
 use super::packed::{indexed, pack, product_order};
+use super::scripts::Publication;
 use super::{RedisRankingStore, unavailable};
 use crate::ports::{Form, RankingKey, Scored, StoreError, VersionLife};
 
@@ -50,26 +51,25 @@ impl RedisRankingStore {
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
         let staged = self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let published = self
-            .scripts
-            .publish
-            .key(&staged.zset)
-            .key(self.keys.pointer(key))
-            .key(self.keys.superseded(key))
-            .key(&staged.packed)
-            .key(&staged.index)
-            .key(self.keys.base(key))
-            .arg(self.keys.versions(key))
-            .arg(life.expire_at.timestamp())
-            .arg(ms(life.superseded_for))
-            .arg(self.keys.channel())
-            .arg(announced)
-            .arg(if entries.is_empty() { "0" } else { "1" })
-            .arg(if sorted_set { "1" } else { "0" })
-            .arg(ms(life.superseded_spacing()))
-            .arg(ms(life.superseded_grace()))
-            .invoke_async::<u64>(&mut self.conn.clone())
-            .await;
+        let published = Publication {
+            staged_zset: &staged.zset,
+            pointer: &self.keys.pointer(key),
+            superseded: &self.keys.superseded(key),
+            staged_packed: &staged.packed,
+            staged_index: &staged.index,
+            daily_zset: &self.keys.base(key),
+            version_prefix: &self.keys.versions(key),
+            expire_at: life.expire_at.timestamp(),
+            superseded_life_ms: ms(life.superseded_for),
+            channel: &self.keys.channel(),
+            announced: &announced,
+            has_entries: !entries.is_empty(),
+            replaces_sorted_set: sorted_set,
+            spacing_ms: ms(life.superseded_spacing()),
+            grace_ms: ms(life.superseded_grace()),
+        }
+        .invoke(&self.scripts.publish, &mut self.conn.clone())
+        .await;
         if published.is_err() && !entries.is_empty() {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }

@@ -3,6 +3,7 @@
 //! runs the same on one node and on a cluster.
 
 use redis::Script;
+use redis::aio::ConnectionLike;
 
 /// The store's scripts, hashed once (redis-rs sends EVALSHA, and the source on NOSCRIPT).
 #[derive(Clone)]
@@ -34,5 +35,65 @@ impl Scripts {
             release: Script::new(include_str!("scripts/release.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
         }
+    }
+}
+
+/// One call of `publish.lua`: every key and argument by name, laid out in the one order the
+/// script reads them.
+pub(super) struct Publication<'a> {
+    /// The staged sorted set (renamed over `daily_zset` when `replaces_sorted_set`).
+    pub staged_zset: &'a str,
+    /// The ranking's version pointer.
+    pub pointer: &'a str,
+    /// The index of superseded versions still kept, by the time they go.
+    pub superseded: &'a str,
+    /// The staged packed copy.
+    pub staged_packed: &'a str,
+    /// The staged product index.
+    pub staged_index: &'a str,
+    /// The daily ranking's sorted set.
+    pub daily_zset: &'a str,
+    /// The prefix of the version keys (`…:v:`; the version number follows).
+    pub version_prefix: &'a str,
+    /// When the version and the pointer expire (Unix seconds).
+    pub expire_at: i64,
+    /// How long the version before it stays readable (ms).
+    pub superseded_life_ms: u64,
+    /// The announcements' channel.
+    pub channel: &'a str,
+    /// What the announcement names before the version number.
+    pub announced: &'a str,
+    /// Whether the version holds entries (an empty ranking has nothing staged).
+    pub has_entries: bool,
+    /// Whether the staged sorted set replaces the daily ranking's.
+    pub replaces_sorted_set: bool,
+    /// The spacing of superseded versions kept for their whole life (ms).
+    pub spacing_ms: u64,
+    /// The grace of the other superseded versions (ms).
+    pub grace_ms: u64,
+}
+
+impl Publication<'_> {
+    /// Runs `publish.lua`: the version number published.
+    pub async fn invoke(&self, script: &Script, conn: &mut impl ConnectionLike) -> redis::RedisResult<u64> {
+        let flag = |b: bool| if b { "1" } else { "0" };
+        script
+            .key(self.staged_zset)
+            .key(self.pointer)
+            .key(self.superseded)
+            .key(self.staged_packed)
+            .key(self.staged_index)
+            .key(self.daily_zset)
+            .arg(self.version_prefix)
+            .arg(self.expire_at)
+            .arg(self.superseded_life_ms)
+            .arg(self.channel)
+            .arg(self.announced)
+            .arg(flag(self.has_entries))
+            .arg(flag(self.replaces_sorted_set))
+            .arg(self.spacing_ms)
+            .arg(self.grace_ms)
+            .invoke_async(conn)
+            .await
     }
 }

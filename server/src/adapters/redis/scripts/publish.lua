@@ -1,51 +1,54 @@
--- Publishes a staged version as the next version. KEYS: staging sorted set, version pointer,
--- superseded index, packed staging, product index staging, the daily ranking's sorted set
--- (SPEC §5). ARGV: version key prefix, expire-at (Unix s), superseded life (ms), channel,
--- announcement prefix, whether the version holds entries (1/0), whether the staged sorted
--- set replaces the daily ranking's (1/0: a daily ranking's full publication; a live pass's
--- and the other rankings have the packed copy and its product index only), the spacing of
--- superseded versions kept for their whole life and the grace of the others (ms; see
--- `VersionLife::superseded_life`).
+-- Publishes a staged version as the next version of a ranking; returns its number. Called
+-- through `scripts::Publication`, which names every key and argument below.
+local staged_zset, pointer, superseded, staged_packed, staged_index, daily_zset =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local version_prefix, expire_at, superseded_life, channel, announced =
+  ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- has_entries: an empty ranking has nothing staged. replaces_sorted_set: a daily ranking's
+-- full publication (a live pass's, and every other ranking's, is the packed copy and its
+-- product index only). spacing and grace: see `VersionLife::superseded_life`.
+local has_entries, replaces_sorted_set, spacing, grace =
+  ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local old = tonumber(redis.call('GET', KEYS[2]) or '0')
+local old = tonumber(redis.call('GET', pointer) or '0')
 local v = math.max(now, old + 1)
 local vs = string.format('%.0f', v)
--- `ARGV[1] .. g` without a suffix: the sorted set of a version published before the daily
+-- `version_prefix .. g` without a suffix: the sorted set of a version published before the daily
 -- ranking's moved to its own key.
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, g in ipairs(gone) do redis.call('UNLINK', ARGV[1] .. g, ARGV[1] .. g .. ':packed', ARGV[1] .. g .. ':index') end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local gone = redis.call('ZRANGEBYSCORE', superseded, '-inf', now)
+for _, g in ipairs(gone) do redis.call('UNLINK', version_prefix .. g, version_prefix .. g .. ':packed', version_prefix .. g .. ':index') end
+redis.call('ZREMRANGEBYSCORE', superseded, '-inf', now)
 if old > 0 then
   local os = string.format('%.0f', old)
-  local ok = ARGV[1] .. os
-  local keep = tonumber(ARGV[3])
-  local longest = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  if longest[2] and tonumber(longest[2]) - now + tonumber(ARGV[8]) > keep then keep = tonumber(ARGV[9]) end
+  local ok = version_prefix .. os
+  local keep = superseded_life
+  local longest = redis.call('ZREVRANGE', superseded, 0, 0, 'WITHSCORES')
+  if longest[2] and tonumber(longest[2]) - now + spacing > keep then keep = grace end
   if keep > 0 and redis.call('EXISTS', ok .. ':packed') == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
     redis.call('PEXPIRE', ok .. ':packed', keep * 2)
     redis.call('PEXPIRE', ok .. ':index', keep * 2)
-    redis.call('ZADD', KEYS[3], now + keep, os)
-    redis.call('EXPIREAT', KEYS[3], ARGV[2])
+    redis.call('ZADD', superseded, now + keep, os)
+    redis.call('EXPIREAT', superseded, expire_at)
   else
     redis.call('UNLINK', ok, ok .. ':packed', ok .. ':index')
   end
 end
-if ARGV[7] == '1' then
+if replaces_sorted_set then
   -- UNLINK first: RENAME over a big key would free it inside the script.
-  redis.call('UNLINK', KEYS[6])
-  if ARGV[6] == '1' then
-    redis.call('RENAME', KEYS[1], KEYS[6])
-    redis.call('EXPIREAT', KEYS[6], ARGV[2])
+  redis.call('UNLINK', daily_zset)
+  if has_entries then
+    redis.call('RENAME', staged_zset, daily_zset)
+    redis.call('EXPIREAT', daily_zset, expire_at)
   end
 end
-if ARGV[6] == '1' then
-  redis.call('RENAME', KEYS[5], ARGV[1] .. vs .. ':index')
-  redis.call('EXPIREAT', ARGV[1] .. vs .. ':index', ARGV[2])
-  redis.call('RENAME', KEYS[4], ARGV[1] .. vs .. ':packed')
-  redis.call('EXPIREAT', ARGV[1] .. vs .. ':packed', ARGV[2])
+if has_entries then
+  redis.call('RENAME', staged_index, version_prefix .. vs .. ':index')
+  redis.call('EXPIREAT', version_prefix .. vs .. ':index', expire_at)
+  redis.call('RENAME', staged_packed, version_prefix .. vs .. ':packed')
+  redis.call('EXPIREAT', version_prefix .. vs .. ':packed', expire_at)
 end
-redis.call('SET', KEYS[2], vs, 'EXAT', ARGV[2])
-redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. vs)
+redis.call('SET', pointer, vs, 'EXAT', expire_at)
+redis.call('PUBLISH', channel, announced .. ' ' .. vs)
 return v

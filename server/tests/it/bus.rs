@@ -99,7 +99,10 @@ fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize
             "amount: must be 0 for VIEW",
         ),
         (r#"{"eventId":"P","productId":0,"type":"EVENT_TYPE_LIKE","occurredAt":"NOW"}"#, "product_id:"),
-        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_CLICK","occurredAt":"NOW"}"#, "type: unknown value"),
+        (
+            r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_CLICK","occurredAt":"NOW"}"#,
+            "type: unrecognized enum value",
+        ),
         (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"OLD"}"#, "occurred_at:"),
         (r#"{"eventId":"","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"NOW"}"#, "event_id:"),
     ];

@@ -74,8 +74,27 @@ impl JetStreamSource {
         Self { options, sink, metrics, connected }
     }
 
-    /// Connects (and reconnects, by the client), then consumes until `stop`.
+    /// Connects (and reconnects, by the client), then consumes until `stop`: one [`Step`]
+    /// after another.
     pub async fn run(self, stop: CancellationToken) {
+        let Some(client) = self.connect(&stop).await else { return };
+        let context = jetstream::new(client.clone());
+        let mut carry = Carry { unsettled: None, backoff: Backoff::default() };
+        let mut step = Step::Bind;
+        while !matches!(step, Step::Stop) {
+            step = self.step(step, &mut carry, &context, &stop).await;
+        }
+        self.settle(&context, carry.unsettled.take()).await;
+        // Acks are written by the client's connection task: flush them before leaving.
+        if tokio::time::timeout(Duration::from_secs(5), client.flush()).await.is_err() {
+            tracing::warn!("nats flush at shutdown timed out; unflushed acks mean redeliveries");
+        }
+        tracing::info!("jetstream source stopped");
+    }
+
+    /// The client, connected (it reconnects by itself from then on), or `None` at `stop` or
+    /// when the URL cannot be used.
+    async fn connect(&self, stop: &CancellationToken) -> Option<async_nats::Client> {
         let connected = self.connected.clone();
         let connect = async_nats::ConnectOptions::new()
             .name("ranking-service")
@@ -96,89 +115,67 @@ impl JetStreamSource {
                 Ok(client) => client,
                 Err(e) => {
                     tracing::error!(error = %e, "RANKING_NATS_URL: cannot connect; the JetStream source is off");
-                    return;
+                    return None;
                 }
             },
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => return None,
         };
         if client.connection_state() == async_nats::connection::State::Connected {
             self.connected.set(true);
         }
-        let context = jetstream::new(client.clone());
-        let mut backoff = Backoff::default();
-        // A committed batch whose acks have not gone out yet (at most one).
-        let mut unsettled: Option<Settlement> = None;
-        'consumer: while !stop.is_cancelled() {
-            let consumer = match self.consumer(&context).await {
-                Ok(c) => c,
+        Some(client)
+    }
+
+    /// One step of the consumer loop, and the step after it.
+    async fn step(
+        &self,
+        step: Step,
+        carry: &mut Carry,
+        context: &jetstream::Context,
+        stop: &CancellationToken,
+    ) -> Step {
+        match step {
+            Step::Bind if stop.is_cancelled() => Step::Stop,
+            Step::Bind => match self.consumer(context).await {
+                Ok(consumer) => Step::Pull(consumer),
                 Err(e) => {
                     tracing::warn!(error = %e, stream = %self.options.stream, "jetstream consumer unavailable; retried");
-                    self.settle(&context, unsettled.take()).await;
-                    if !backoff.wait(&stop).await {
-                        break;
-                    }
-                    continue;
+                    Step::Retry
                 }
-            };
-            // While a batch commits, the next one is fetched (one batch ahead, no more) and
-            // the one before it is acknowledged, so the three overlap instead of taking turns.
-            let mut ready: Option<Vec<Message>> = None;
-            loop {
-                let batch = match ready.take() {
-                    Some(batch) => batch,
-                    None => {
-                        // Nothing to overlap the acks with: they go out before the pull waits.
-                        self.settle(&context, unsettled.take()).await;
-                        match self.fetch(&consumer, &stop).await {
-                            Fetched::Batch(batch) => batch,
-                            Fetched::Failed => {
-                                if !backoff.wait(&stop).await {
-                                    break 'consumer;
-                                }
-                                continue 'consumer;
-                            }
-                            Fetched::Stopped => break 'consumer,
-                        }
-                    }
-                };
-                if batch.is_empty() {
-                    continue;
-                }
+            },
+            Step::Pull(consumer) => {
+                // Nothing to overlap the acks with: they go out before the pull waits.
+                self.settle(context, carry.unsettled.take()).await;
+                let fetched = self.fetch(&consumer, stop).await;
+                Step::after(consumer, fetched)
+            }
+            Step::Handle(consumer, batch) => {
+                // While a batch commits, the next one is fetched (one batch ahead, no more)
+                // and the one before it is acknowledged: the three overlap.
                 let progress_every = progress_interval(consumer.cached_info().config.ack_wait);
                 let (handled, next, ()) = tokio::join!(
-                    self.handle(batch, progress_every, &stop, &mut backoff),
-                    self.fetch(&consumer, &stop),
-                    self.settle(&context, unsettled.take())
+                    self.handle(batch, progress_every, stop, &mut carry.backoff),
+                    self.fetch(&consumer, stop),
+                    self.settle(context, carry.unsettled.take())
                 );
                 match handled {
-                    Handled::Committed(settlement) => unsettled = Some(settlement),
+                    Handled::Committed(settlement) => carry.unsettled = Some(settlement),
                     Handled::Naked => {}
                     Handled::Stopped => {
                         if let Fetched::Batch(next) = next {
                             release(&next).await;
                         }
-                        break 'consumer;
+                        return Step::Stop;
                     }
                 }
-                match next {
-                    Fetched::Batch(next) => ready = Some(next),
-                    Fetched::Failed => {
-                        self.settle(&context, unsettled.take()).await;
-                        if !backoff.wait(&stop).await {
-                            break 'consumer;
-                        }
-                        continue 'consumer;
-                    }
-                    Fetched::Stopped => break 'consumer,
-                }
+                Step::after(consumer, next)
             }
+            Step::Retry => {
+                self.settle(context, carry.unsettled.take()).await;
+                if carry.backoff.wait(stop).await { Step::Bind } else { Step::Stop }
+            }
+            Step::Stop => Step::Stop,
         }
-        self.settle(&context, unsettled.take()).await;
-        // Acks are written by the client's connection task: flush them before leaving.
-        if tokio::time::timeout(Duration::from_secs(5), client.flush()).await.is_err() {
-            tracing::warn!("nats flush at shutdown timed out; unflushed acks mean redeliveries");
-        }
-        tracing::info!("jetstream source stopped");
     }
 
     /// One pull of up to a batch, waiting at most the batch wait; updates the lag. At
@@ -340,6 +337,40 @@ fn progress_interval(ack_wait: Duration) -> Duration {
 /// (as [`pull_deadline`] describes): room for 16 replicas' batches.
 fn max_ack_pending(max_records: usize) -> i64 {
     i64::try_from(max_records.saturating_mul(3 * 16)).unwrap_or(i64::MAX).max(1_000)
+}
+
+/// Where the consumer loop is between two steps.
+enum Step {
+    /// Look up (or create) the durable consumer: at start, and after a failure.
+    Bind,
+    /// Acknowledge what is committed, then pull a batch.
+    Pull(PullConsumer),
+    /// Commit a pulled batch while pulling the next and acknowledging the one before.
+    Handle(PullConsumer, Vec<Message>),
+    /// Acknowledge what is committed, wait out the backoff, bind again.
+    Retry,
+    /// Leave: `stop` came.
+    Stop,
+}
+
+impl Step {
+    /// The step after a pull.
+    fn after(consumer: PullConsumer, fetched: Fetched) -> Self {
+        match fetched {
+            Fetched::Batch(batch) if batch.is_empty() => Self::Pull(consumer),
+            Fetched::Batch(batch) => Self::Handle(consumer, batch),
+            Fetched::Failed => Self::Retry,
+            Fetched::Stopped => Self::Stop,
+        }
+    }
+}
+
+/// What the consumer loop carries from one step to the next.
+struct Carry {
+    /// A committed batch whose acks have not gone out yet (at most one).
+    unsettled: Option<Settlement>,
+    /// The wait before the next try after a failure.
+    backoff: Backoff,
 }
 
 /// What became of a batch handed to the sink.

@@ -37,7 +37,7 @@ wait_up() {
 
 APT_UPDATED=
 apt_install() {
-  [ "$(id -u)" = 0 ] || fail "$* missing and this is not root: install it, or point the tests at a server (README, 'Tests')"
+  [ "$(id -u)" = 0 ] || fail "$* missing and this is not root: install it, or point the tests at a server (README, 'Two commands')"
   command -v apt-get >/dev/null || fail "$* missing and there is no apt-get: install it by hand"
   if [ -z "$APT_UPDATED" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || fail "apt-get update failed"

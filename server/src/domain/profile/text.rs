@@ -190,7 +190,7 @@ pub fn to_toml(profile: &ScoringProfile) -> String {
 mod tests {
     use super::*;
 
-    /// The built-in profile written out, as the README's profile section shows it.
+    /// The built-in profile written out, as docs/SCORING.md shows it.
     const BUILT_IN: &str = include_str!("../../../../deploy/profiles/built-in.toml");
 
     #[test]

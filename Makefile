@@ -50,6 +50,7 @@ test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
+	./scripts/walkthrough.sh
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
 	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \

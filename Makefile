@@ -95,8 +95,9 @@ fmt:
 
 ## Benchmarks (release build): figures printed as Markdown tables, also written to
 ## target/bench-report.md. See BENCHMARKS.md for recorded runs.
-BENCH = $(CARGO) bench -p ranking-server --bench service --
+BENCH = target/release/ranking-bench
 bench:
+	$(CARGO) build --release -p ranking-server -p ranking-bench
 	./scripts/test-services.sh
 	@command -v h2load >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q nghttp2-client >/dev/null; } \
 	  || echo "h2load not found: the reads table will have no h2load rows (Debian package nghttp2-client)"

@@ -1,4 +1,5 @@
-//! The integration tests, one binary: each module is an area, `helpers` holds the
+//! The integration tests, one binary: each module is an area, `helpers` (the
+//! `ranking-test-kit` crate, shared with the benchmarks) holds the
 //! fixtures (a server per test on port 0 with its own database and Redis key prefix, free
 //! ports, throwaway PostgreSQL/MariaDB/Redis servers, the binaries of the workspace).
 //!
@@ -18,7 +19,7 @@ mod dashboard;
 mod explain;
 mod grpc_metrics;
 mod hardening;
-mod helpers;
+use ranking_test_kit as helpers;
 mod kafka_faults;
 mod ledger;
 mod live;

@@ -73,12 +73,30 @@ pub struct ServerProcess {
     db: PathBuf,
 }
 
+/// The `ranking-server` binary of this build: `RANKING_SERVER_BIN`, or the one Cargo built
+/// beside this executable (an integration test runs from `target/<profile>/deps/`, the
+/// benchmark from `target/<profile>/`).
+pub fn server_binary() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("RANKING_SERVER_BIN") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("the running executable");
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("ranking-server"))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("no ranking-server binary beside {}: build it (cargo build -p ranking-server)", exe.display())
+        })
+}
+
 impl ServerProcess {
     /// Starts the binary with a clean environment plus `envs`, and waits for it to serve.
     pub async fn start(envs: &[(&str, String)]) -> Self {
         super::clear_of_midnight().await;
         let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", super::rand_u64()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ranking-server"))
+        let mut child = Command::new(server_binary())
             .env_clear()
             .env("RANKING_LISTEN", "127.0.0.1:0")
             .env("DATABASE_URL", format!("sqlite://{}?mode=rwc", db.display()))

@@ -11,7 +11,7 @@ use crate::test_support::Wired;
 #[tokio::test(start_paused = true)]
 async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost() {
     let store = Arc::new(MemoryRankingStore::new());
-    let Wired { recompute, policy, .. } = Wired::new(&store, Clock::tokio_from(Utc::now()));
+    let Wired { recompute, policy, .. } = Wired::new(&store, Clock::tokio_from(crate::test_support::noon(0)));
     let ttl = policy.recompute_lease;
     let lease = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
     // Work lasting four lease lives: nobody else gets the lease meanwhile.
@@ -42,8 +42,9 @@ async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost()
 #[tokio::test]
 async fn concurrent_withdrawals_of_a_day_share_rewrites() {
     let store = Arc::new(MemoryRankingStore::new());
-    let Wired { snapshots, recompute, .. } = Wired::new(&store, Clock::System);
-    let today = Utc::now().date_naive();
+    let now = crate::test_support::noon(0);
+    let Wired { snapshots, recompute, .. } = Wired::new(&store, Clock::tokio_from(now));
+    let today = now.date_naive();
     let key = RankingKey::Daily(today);
     let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };

@@ -2,18 +2,23 @@
 
 use std::time::Duration;
 
+use chrono::NaiveDate;
+
 use super::*;
 use crate::adapters::memory::MemoryRankingStore;
-use crate::app::policy::PolicySettings;
+use crate::app::policy::{Clock, PolicySettings};
 use crate::ports::Scored;
 use crate::ports::VersionLife;
 
-fn snapshots(max_entries: usize) -> (Arc<Snapshots>, Arc<MemoryRankingStore>) {
+/// Copies over an in-process store, on a clock set to noon of today (whatever the time of day
+/// the test runs at), and that day.
+fn snapshots(max_entries: usize) -> (Arc<Snapshots>, Arc<MemoryRankingStore>, NaiveDate) {
     let store = Arc::new(MemoryRankingStore::new());
-    let policy =
-        Arc::new(Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() }));
+    let now = crate::test_support::noon(0);
+    let policy = Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() });
+    let policy = Arc::new(policy.with_clock(Clock::tokio_from(now)));
     let metrics = Arc::new(Metrics::new());
-    (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store)
+    (Arc::new(Snapshots::new(store.clone(), policy, metrics, max_entries)), store, now.date_naive())
 }
 
 /// `n` entries in ranking order.
@@ -29,8 +34,8 @@ fn life() -> VersionLife {
 
 #[tokio::test]
 async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
-    let (snapshots, store) = snapshots(1_000_000);
-    let today = RankingKey::Daily(Utc::now().date_naive());
+    let (snapshots, store, date) = snapshots(1_000_000);
+    let today = RankingKey::Daily(date);
     let n = LOAD_CHUNK as i64 * 2 + 17;
     let v = store.publish(today, &ranking(n), life()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
@@ -38,7 +43,7 @@ async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
     assert_eq!(held.version, v);
     let page = store.top(today, 0, u64::MAX).await.expect("top");
     assert_eq!(held.ranking.page(0, u64::MAX), &page.entries[..]);
-    let old = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(3));
+    let old = RankingKey::Daily(date - chrono::Duration::days(3));
     store.publish(old, &ranking(3), life()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
     assert!(snapshots.get(old).is_none(), "only today and yesterday are held");
@@ -46,9 +51,9 @@ async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
 
 #[tokio::test]
 async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_store() {
-    let (snapshots, store) = snapshots(100);
-    let today = RankingKey::Daily(Utc::now().date_naive());
-    let yesterday = RankingKey::Daily(Utc::now().date_naive() - chrono::Duration::days(1));
+    let (snapshots, store, date) = snapshots(100);
+    let today = RankingKey::Daily(date);
+    let yesterday = RankingKey::Daily(date - chrono::Duration::days(1));
     store.publish(yesterday, &ranking(60), life()).await.expect("publish");
     let v1 = store.publish(today, &ranking(40), life()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
@@ -65,8 +70,7 @@ async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_st
 
 #[tokio::test]
 async fn a_segment_of_the_held_whole_version_is_held_as_positions_in_it() {
-    let (snapshots, _) = snapshots(1_000);
-    let date = Utc::now().date_naive();
+    let (snapshots, _, date) = snapshots(1_000);
     let today = RankingKey::Daily(date);
     let segment = crate::domain::catalog::Segment::parse("brand:acme").expect("segment");
     let key = RankingKey::DailySegment(date, segment);
@@ -88,8 +92,8 @@ async fn a_segment_of_the_held_whole_version_is_held_as_positions_in_it() {
 
 #[tokio::test]
 async fn install_keeps_the_newest_version() {
-    let (snapshots, _) = snapshots(1_000);
-    let today = RankingKey::Daily(Utc::now().date_naive());
+    let (snapshots, _, date) = snapshots(1_000);
+    let today = RankingKey::Daily(date);
     snapshots.install(today, 5, ranking(3)).await;
     snapshots.install(today, 4, ranking(9)).await;
     let held = snapshots.get(today).expect("held");
@@ -98,8 +102,7 @@ async fn install_keeps_the_newest_version() {
 
 #[tokio::test]
 async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
-    let (snapshots, _) = snapshots(100);
-    let date = Utc::now().date_naive();
+    let (snapshots, _, date) = snapshots(100);
     let today = RankingKey::Daily(date);
     let segment = |name: &str| crate::domain::catalog::Segment::parse(name).expect("segment");
     let (a, b, c, unknown) = (segment("a"), segment("b"), segment("c"), segment("unknown"));

@@ -75,23 +75,25 @@ mod clock {
 }
 
 mod slow_reader {
-    use chrono::Utc;
+    use chrono::{NaiveDate, Utc};
 
     use super::tests_support::*;
     use super::*;
     use crate::adapters::memory::MemoryRankingStore;
     use crate::ports::{RankingStore, Scored, VersionLife};
 
-    /// An in-process store and a hub over it, at the real time (the paused clock follows).
-    fn today_hub() -> (Arc<MemoryRankingStore>, WatchHub, Arc<Snapshots>) {
+    /// An in-process store and a hub over it, on a clock set to noon of today (the paused
+    /// clock follows), and that day.
+    fn today_hub() -> (Arc<MemoryRankingStore>, WatchHub, Arc<Snapshots>, NaiveDate) {
         let store = Arc::new(MemoryRankingStore::new());
-        let (hub, snapshots) = hub_and_snapshots(&store, Utc::now());
-        (store, hub, snapshots)
+        let now = crate::test_support::noon(0);
+        let (hub, snapshots) = hub_and_snapshots(&store, now);
+        (store, hub, snapshots, now.date_naive())
     }
 
-    /// Publishes and installs today's daily top of two led by `lead`; its version.
-    async fn publish_top(store: &MemoryRankingStore, snapshots: &Snapshots, lead: i64) -> u64 {
-        let key = RankingKey::Daily(Utc::now().date_naive());
+    /// Publishes and installs the daily top of `date`, two led by `lead`; its version.
+    async fn publish_top(store: &MemoryRankingStore, snapshots: &Snapshots, date: NaiveDate, lead: i64) -> u64 {
+        let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
         let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
         let version = store.publish(key, &entries, life).await.expect("published");
@@ -103,8 +105,8 @@ mod slow_reader {
     /// latest, never the ones in between: old frames are freed as soon as they are replaced.
     #[tokio::test(start_paused = true)]
     async fn a_watcher_that_does_not_read_holds_only_the_latest_frame() {
-        let (store, hub, snapshots) = today_hub();
-        let publish = |lead: i64| publish_top(&store, &snapshots, lead);
+        let (store, hub, snapshots, today) = today_hub();
+        let publish = |lead: i64| publish_top(&store, &snapshots, today, lead);
         publish(1).await;
         let mut watcher = hub.watch(WatchQuery { selector: Selector::default(), limit: 2 }).expect("watch");
         let first = watcher.next().await.expect("open").expect("frame");
@@ -124,8 +126,8 @@ mod slow_reader {
     /// the next change, numbered right after the first.
     #[tokio::test(start_paused = true)]
     async fn an_unchanged_version_makes_no_frame() {
-        let (store, hub, snapshots) = today_hub();
-        let publish = |lead: i64| publish_top(&store, &snapshots, lead);
+        let (store, hub, snapshots, today) = today_hub();
+        let publish = |lead: i64| publish_top(&store, &snapshots, today, lead);
         publish(1).await;
         let mut watcher = hub.watch(WatchQuery { selector: Selector::default(), limit: 2 }).expect("watch");
         let first = watcher.next().await.expect("open").expect("frame");

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when the server library's modules use each other in a circle.
+"""Fails when the modules of the server's library or of the score engine's use each other in
+a circle.
 
 Reads the `uses` edges between modules that `cargo modules dependencies` prints (items
 filtered out, so an edge means "some item of A names an item of B") and lifts each edge to
@@ -13,7 +14,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-CRATE = "ranking_server"
+PACKAGES = ["ranking-server", "ranking-domain"]
 
 
 def edges(dot):
@@ -32,8 +33,15 @@ def lift(a, b):
 
 
 def main():
+    failed = False
+    for package in PACKAGES:
+        failed |= check(package)
+    sys.exit(1 if failed else 0)
+
+
+def check(package):
     dot = subprocess.run(
-        ["cargo", "modules", "dependencies", "--package", "ranking-server", "--lib",
+        ["cargo", "modules", "dependencies", "--package", package, "--lib",
          "--no-fns", "--no-traits", "--no-types", "--no-externs", "--no-sysroot",
          "--no-owns", "--layout", "dot"],
         check=True, capture_output=True, text=True).stdout
@@ -41,7 +49,7 @@ def main():
     witness = {}
     found = edges(dot)
     if not found:
-        sys.exit("module-cycles: cargo modules printed no edges")
+        sys.exit(f"module-cycles: cargo modules printed no edges for {package}")
     for a, b in found:
         lifted = lift(a, b)
         if lifted is None:
@@ -71,8 +79,8 @@ def main():
         for x, y in zip(cycle, cycle[1:]):
             a, b = witness[(parent, x, y)]
             print(f"    {x} -> {y}: {a} uses {b}")
-    print(f"module-cycles: {len(found)} module edges, {len(cycles)} cycles")
-    sys.exit(1 if cycles else 0)
+    print(f"module-cycles: {package}: {len(found)} module edges, {len(cycles)} cycles")
+    return bool(cycles)
 
 
 if __name__ == "__main__":

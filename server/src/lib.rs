@@ -15,7 +15,7 @@
 //!   one policy they share.
 //! - [`adapters`]: SQL (sea-orm) and the ranking stores.
 //! - [`ports`]: the traits the application needs from its stores.
-//! - [`domain`]: the pure score engine and vocabulary.
+//! - [`domain`]: the pure score engine and vocabulary (the `ranking-domain` crate).
 //! - [`metrics`], [`metrics_endpoint`], [`telemetry`]: Prometheus metrics, their scrape
 //!   endpoint, and logging.
 
@@ -23,7 +23,8 @@ pub mod adapters;
 pub mod app;
 pub mod bus;
 pub mod config;
-pub mod domain;
+/// The score engine, a crate of its own so that Cargo keeps it pure (`ranking-domain`).
+pub use ranking_domain as domain;
 pub mod grpc;
 pub mod metrics;
 pub mod metrics_endpoint;

@@ -173,8 +173,8 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ranking::{Contender, rank_day};
-    use crate::domain::score::DayStanding;
+    use crate::ranking::{Contender, rank_day};
+    use crate::score::DayStanding;
     use proptest::prelude::*;
 
     fn day(n: u32) -> NaiveDate {

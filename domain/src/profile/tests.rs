@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::domain::vocabulary::{CarryOver, DailyMetrics};
-use crate::domain::vocabulary::{Event, EventKind};
+use crate::vocabulary::{CarryOver, DailyMetrics};
+use crate::vocabulary::{Event, EventKind};
 
 fn spec() -> ProfileSpec {
     ScoringProfile::built_in().spec().clone()

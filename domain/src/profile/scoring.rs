@@ -2,7 +2,7 @@
 //! of its terms, the main score and an event's hourly points.
 
 use super::{ScoringProfile, Transform};
-use crate::domain::vocabulary::{CarryOver, DailyMetrics, Event, EventKind, SignalKind};
+use crate::vocabulary::{CarryOver, DailyMetrics, Event, EventKind, SignalKind};
 
 /// Where a signal's value is in a day's row: a built-in counter or a custom signal's slot
 /// (its place among the profile's custom signals, in name order).

@@ -187,7 +187,7 @@ pub fn main_floor(main: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::vocabulary::DailyMetrics;
+    use crate::vocabulary::DailyMetrics;
 
     fn contender(product_id: i64, main: f64, views: i64, likes: i64, last: Option<i64>) -> Contender {
         let metrics = DailyMetrics::counts(views, likes, 0, 0);
@@ -253,7 +253,7 @@ mod tests {
     fn clamped_mains_are_counted() {
         let r = rank_day(&[contender(1, 5e6, 0, 0, Some(0))], 0, 1);
         assert_eq!(r.clamped, 1);
-        assert_eq!(r.entries[0].breakdown.main_floor, u64::from(crate::domain::encoding::MAX_MAIN_FLOOR));
+        assert_eq!(r.entries[0].breakdown.main_floor, u64::from(crate::encoding::MAX_MAIN_FLOOR));
     }
 
     proptest::proptest! {
@@ -263,8 +263,8 @@ mod tests {
         fn the_built_in_profile_encodes_as_the_fixed_formula(
             rows in proptest::collection::vec((0.0f64..6e6, 0i64..5_000, 0i64..300, proptest::option::of(0i64..86_400_000_000)), 1..60),
         ) {
-            use crate::domain::encoding::ScoreBreakdown;
-            use crate::domain::normalize::AxisStats;
+            use crate::encoding::ScoreBreakdown;
+            use crate::normalize::AxisStats;
             let contenders: Vec<Contender> =
                 rows.iter().enumerate().map(|(i, (main, v, l, last))| contender(i as i64, *main, *v, *l, *last)).collect();
             let r = rank_day(&contenders, 0, 86_400_000_000);

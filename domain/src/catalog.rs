@@ -208,7 +208,7 @@ pub fn split(stored: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::snapshot::Scored;
+    use crate::snapshot::Scored;
     use proptest::prelude::*;
 
     #[test]

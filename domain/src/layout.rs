@@ -191,7 +191,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::encoding::{MAX_MAIN_FLOOR, ScoreBreakdown};
+    use crate::encoding::{MAX_MAIN_FLOOR, ScoreBreakdown};
 
     #[test]
     fn the_built_in_layout_is_the_original_encoding() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{AxisSource, ProfileSpec, RECENCY, ScoringProfile, Term, Transform};
-use crate::domain::vocabulary::SignalKind;
+use crate::vocabulary::SignalKind;
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -191,7 +191,7 @@ mod tests {
     use super::*;
 
     /// The built-in profile written out, as docs/SCORING.md shows it.
-    const BUILT_IN: &str = include_str!("../../../../deploy/profiles/built-in.toml");
+    const BUILT_IN: &str = include_str!("../../../deploy/profiles/built-in.toml");
 
     #[test]
     fn the_built_in_profile_written_out_is_the_built_in_profile() {

@@ -237,7 +237,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::encoding::MAX_MAIN_FLOOR;
+    use crate::encoding::MAX_MAIN_FLOOR;
 
     fn profile() -> Arc<ScoringProfile> {
         Arc::new(ScoringProfile::built_in())

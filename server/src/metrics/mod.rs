@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 pub mod bus;
 pub mod live;
+pub mod phases;
 
 /// Labels of per-RPC metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

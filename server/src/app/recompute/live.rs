@@ -26,6 +26,8 @@ use std::sync::Arc;
 
 use chrono::{NaiveDate, Utc};
 use tokio::time::Instant;
+
+use crate::metrics::phases::Phases;
 use tokio_util::sync::CancellationToken;
 
 use super::build::rank;
@@ -206,14 +208,14 @@ impl Recompute {
             Some(h) => h,
             None => held.insert(self.live_load(date).await?),
         };
-        let started = Instant::now();
+        let mut phases = Phases::start();
         let to = match self.store.advance_epoch().await {
             Ok(to) => to,
             // Nothing read yet: the held population is still whole, kept for the next pass.
             Err(e) if !loaded => return Ok(Pass::Stalled(e)),
             Err(e) => return Err(e),
         };
-        let advanced = Instant::now();
+        phases.lap("epoch");
         let epochs = h.from..to;
         let days = h.day.days();
         let signals = self.policy.profile.custom_names();
@@ -252,21 +254,17 @@ impl Recompute {
         }
 
         // The day first: it is published while the week is ranked on another thread.
-        let read_done = Instant::now();
+        phases.lap("read");
         let mut contenders = Vec::new();
         h.day.daily_contenders(&mut contenders);
         let (daily, mut contenders) = self.rank_apart(date, contenders, &h.hidden).await?;
-        let ranked = Instant::now();
+        phases.lap("rank");
         h.day.weekly_contenders(&mut contenders);
         let weekly = self.rank_apart(date, contenders, &h.hidden);
         let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
         let version = self.publish_computed(date, daily, weekly, &h.membership).await?;
-        self.metrics.live.phases(&[
-            ("epoch", (advanced - started).as_secs_f64()),
-            ("read", (read_done - advanced).as_secs_f64()),
-            ("rank", (ranked - read_done).as_secs_f64()),
-            ("publish", ranked.elapsed().as_secs_f64()),
-        ]);
+        phases.lap("publish");
+        self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {
             // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.
             let lag_us = Utc::now().timestamp_micros().saturating_sub(newest_us).max(0);

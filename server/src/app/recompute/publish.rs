@@ -9,6 +9,8 @@ use chrono::NaiveDate;
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
+use crate::metrics::phases::Phases;
+
 use super::{Computed, Recompute, RecomputeReport};
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
@@ -64,9 +66,11 @@ impl Recompute {
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
         let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
-        let (version, catalog, daily, mut in_segments) = published?;
+        let (version, catalog, daily, in_segments) = published?;
         drop(whole);
-        let weekly_started = Instant::now();
+        let mut phases = Phases::start();
+        phases.add("daily", daily);
+        phases.add("segments", in_segments);
 
         let mut population = week?;
         let week = self.rank(date, &mut population, &hidden);
@@ -74,15 +78,10 @@ impl Recompute {
         let RankedCopy { whole: week, clamped, .. } = RankedCopy::of(week)?;
         let weekly = RankingKey::Weekly(date);
         self.publish_whole(weekly, &week, clamped, life, false).await?;
-        let weekly_elapsed = weekly_started.elapsed();
-        let segments_started = Instant::now();
+        phases.lap("weekly");
         self.publish_segments(weekly, &week, &catalog, life).await?;
-        in_segments += segments_started.elapsed();
-        self.metrics.recompute_phases(&[
-            ("daily", daily.as_secs_f64()),
-            ("weekly", weekly_elapsed.as_secs_f64()),
-            ("segments", in_segments.as_secs_f64()),
-        ]);
+        phases.lap("segments");
+        self.metrics.recompute_phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
     }
 

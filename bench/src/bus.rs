@@ -160,6 +160,7 @@ pub(crate) fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Eve
                 amount,
                 occurred_at: Some(at),
                 signal: String::new(),
+                ..Default::default()
             }
         })
         .collect()

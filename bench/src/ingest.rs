@@ -64,6 +64,7 @@ fn workload(size: usize, total: usize, run: &str, signals: bool) -> Vec<Vec<v1::
                     amount,
                     occurred_at: Some(at),
                     signal: signal.into(),
+                    ..Default::default()
                 };
                 sent.push(e.clone());
                 e
@@ -176,6 +177,7 @@ async fn ingest_on(target: &str, profile: Option<&std::path::Path>) {
                     amount: 0,
                     occurred_at: Some(ts()),
                     signal: String::new(),
+                    ..Default::default()
                 };
                 c.record_event(v1::RecordEventRequest { event: Some(e) }).await.expect("RecordEvent");
                 n += 1;

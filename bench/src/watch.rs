@@ -37,6 +37,7 @@ pub async fn bench_watch(redis: &str) {
             amount: 0,
             occurred_at: Some(now),
             signal: String::new(),
+            ..Default::default()
         })
         .collect();
     admin.record_events(v1::RecordEventsRequest { events }).await.expect("events");
@@ -83,6 +84,7 @@ pub async fn bench_watch(redis: &str) {
             amount: 0,
             occurred_at: Some(now),
             signal: String::new(),
+            ..Default::default()
         };
         let burst: Vec<v1::Event> =
             (0..50).map(|i| v1::Event { event_id: format!("{}-{i}", event.event_id), ..event.clone() }).collect();

@@ -18,7 +18,7 @@ fn event(product_id: i64, kind: v1::EventType, amount: i64) -> v1::Event {
         r#type: kind.into(),
         amount,
         occurred_at: Some(now()),
-        signal: String::new(),
+        ..Default::default()
     }
 }
 
@@ -45,6 +45,12 @@ pub fn signal(product_id: i64, name: &str, amount: i64) -> v1::Event {
 /// An order of `amount` in the currency's minor unit.
 pub fn order(product_id: i64, amount: i64) -> v1::Event {
     event(product_id, v1::EventType::Order, amount)
+}
+
+/// Takes back the event of `product_id` with id `event_id` (a refunded or cancelled order,
+/// a view found to be fraud).
+pub fn retract(product_id: i64, event_id: &str) -> v1::Event {
+    v1::Event { retracts: event_id.into(), ..event(product_id, v1::EventType::Retract, 0) }
 }
 
 #[cfg(test)]

@@ -70,8 +70,35 @@ impl MetricsDelta {
             // A custom signal has tables of its own; here it only makes the day's row exist
             // and moves its latest event (the recency axis).
             EventKind::Signal(_) => {}
+            // A retraction moves no row of its own: its effect is its original's, withdrawn.
+            EventKind::Retract => return,
         }
         self.last_event_us = self.last_event_us.max(event.occurred_at.timestamp_micros());
+    }
+
+    /// Takes `original`'s contribution back, in batch order: a view, an order and its amount
+    /// come off; a like comes off as an UNLIKE would (never below zero). The latest event is
+    /// left as it is: it counts every recorded original, retracted or not, so it does not
+    /// depend on the order the two arrive in.
+    pub fn withdraw(&mut self, original: &Event) {
+        match original.kind {
+            EventKind::View => self.views -= 1,
+            EventKind::Like => self.likes = self.likes.then(-1),
+            EventKind::Order => {
+                self.orders -= 1;
+                self.order_amount = self.order_amount.saturating_sub(original.amount);
+            }
+            // Custom signals are withdrawn from their own columns by the caller.
+            EventKind::Signal(_) => {}
+            // Neither can be retracted: refused before anything is written.
+            EventKind::Unlike | EventKind::Retract => {}
+        }
+    }
+
+    /// Only the latest event of `original` (an event recorded after its retraction: it
+    /// counts for nothing, but its time is the row's as any recorded event's).
+    pub fn witness(&mut self, original: &Event) {
+        self.last_event_us = self.last_event_us.max(original.occurred_at.timestamp_micros());
     }
 }
 

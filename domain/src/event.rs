@@ -38,6 +38,10 @@ pub struct RawEvent {
     pub kind: Option<RawKind>,
     /// The custom signal of a SIGNAL event; empty for the others.
     pub signal: String,
+    /// The event a RETRACT takes back; empty for the others.
+    pub retracts: String,
+    /// The shopper or session, when given.
+    pub actor_id: String,
     /// Order amount (ORDER) or 0.
     pub amount: i64,
     /// When it happened; `None` when the caller left it out.
@@ -86,7 +90,7 @@ impl RawEvent {
             return err("product_id", format!("must be >= 1, got {}", self.product_id));
         }
         let kind = match self.kind {
-            None => return err("type", "must be VIEW, LIKE, UNLIKE, ORDER or SIGNAL".into()),
+            None => return err("type", "must be VIEW, LIKE, UNLIKE, ORDER, SIGNAL or RETRACT".into()),
             Some(RawKind::Signal) if self.signal.is_empty() => {
                 return err("signal", "is required for SIGNAL".into());
             }
@@ -124,6 +128,25 @@ impl RawEvent {
             }
             _ => {}
         }
+        match kind {
+            EventKind::Retract if self.retracts.is_empty() => {
+                return err("retracts", "is required for RETRACT: the event_id of the event taken back".into());
+            }
+            EventKind::Retract if !is_id(&self.retracts) => {
+                return err("retracts", format!("must be 1-{MAX_EVENT_ID_LEN} printable ASCII characters"));
+            }
+            EventKind::Retract if self.retracts == self.event_id => {
+                return err("retracts", "must name another event than the retraction itself".into());
+            }
+            EventKind::Retract => {}
+            other if !self.retracts.is_empty() => {
+                return err("retracts", format!("must be empty for {}", other.name()));
+            }
+            _ => {}
+        }
+        if !self.actor_id.is_empty() && !is_id(&self.actor_id) {
+            return err("actor_id", format!("must be empty or 1-{MAX_EVENT_ID_LEN} printable ASCII characters"));
+        }
         let Some(occurred_at) = self.occurred_at else {
             return err("occurred_at", "is required".into());
         };
@@ -139,10 +162,17 @@ impl RawEvent {
             product_id: self.product_id,
             kind,
             signal: self.signal,
+            retracts: self.retracts,
+            actor_id: self.actor_id,
             amount: self.amount,
             occurred_at,
         })
     }
+}
+
+/// Whether `id` is 1–128 printable ASCII characters, as event ids are.
+fn is_id(id: &str) -> bool {
+    (1..=MAX_EVENT_ID_LEN).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
 }
 
 #[cfg(test)]
@@ -173,6 +203,37 @@ mod tests {
             amount: 0,
             occurred_at: Some("2026-04-09T11:00:00Z".parse().expect("valid")),
             signal: String::new(),
+            retracts: String::new(),
+            actor_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_retraction_names_another_event_and_carries_nothing_else() {
+        let retract = |retracts: &str| RawEvent {
+            event_id: "r-1".into(),
+            kind: Some(RawKind::Event(EventKind::Retract)),
+            retracts: retracts.into(),
+            ..raw()
+        };
+        let e = retract("o-1").validate(window(), &built_in()).expect("valid");
+        assert_eq!((e.kind, e.retracts.as_str()), (EventKind::Retract, "o-1"));
+        let refused = |r: RawEvent| r.validate(window(), &built_in()).expect_err("refused").to_string();
+        assert!(refused(retract("")).starts_with("retracts: is required"));
+        assert!(refused(retract("r-1")).starts_with("retracts: must name another event"));
+        assert!(refused(retract(&"x".repeat(129))).starts_with("retracts: must be 1-128"));
+        assert!(refused(retract("tab\t")).starts_with("retracts: must be 1-128"));
+        assert_eq!(refused(RawEvent { amount: 5, ..retract("o-1") }), "amount: must be 0 for RETRACT");
+        assert_eq!(refused(RawEvent { retracts: "o-1".into(), ..raw() }), "retracts: must be empty for VIEW");
+    }
+
+    #[test]
+    fn an_actor_is_optional_and_shaped_like_an_id() {
+        let with = |actor: &str| RawEvent { actor_id: actor.into(), ..raw() };
+        assert_eq!(with("").validate(window(), &built_in()).expect("valid").actor_id, "");
+        assert_eq!(with("shopper-9").validate(window(), &built_in()).expect("valid").actor_id, "shopper-9");
+        for bad in ["x".repeat(129), "café".to_string()] {
+            assert_eq!(field_of(with(&bad)), "actor_id");
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`vocabulary`]: the shared words (events, a day's counters, carry-over, signal kinds).
 //! - [`event`]: what a shopper sends, and the validation rules an event must pass.
 //! - [`delta`]: a batch of events folded into one change per metrics row.
+//! - [`retraction`]: what each event of a batch does once the retractions it meets are known.
 //! - [`calendar`]: ranking days and hours in the configured time zone.
 //! - [`score`]: the main score, carry-over and its chain back through previous days.
 //! - [`normalize`]: z-score → sigmoid → 0…999 normalisation of the tie-break axes.
@@ -29,6 +30,7 @@ pub mod live;
 pub mod normalize;
 pub mod profile;
 pub mod ranking;
+pub mod retraction;
 pub mod score;
 pub mod snapshot;
 pub mod vocabulary;

@@ -32,6 +32,8 @@ pub enum EventKind {
     Order,
     /// A custom signal of the scoring profile (named by [`Event::signal`]), of this kind.
     Signal(SignalKind),
+    /// Took an earlier event back (named by [`Event::retracts`]).
+    Retract,
 }
 
 impl EventKind {
@@ -43,6 +45,7 @@ impl EventKind {
             Self::Unlike => 3,
             Self::Order => 4,
             Self::Signal(_) => 5,
+            Self::Retract => 6,
         }
     }
 
@@ -54,6 +57,7 @@ impl EventKind {
             Self::Unlike => "UNLIKE",
             Self::Order => "ORDER",
             Self::Signal(_) => "SIGNAL",
+            Self::Retract => "RETRACT",
         }
     }
 }
@@ -69,6 +73,10 @@ pub struct Event {
     pub kind: EventKind,
     /// The custom signal of a SIGNAL event, empty for the others.
     pub signal: String,
+    /// The event a RETRACT takes back; empty for the others.
+    pub retracts: String,
+    /// The shopper or session it comes from; empty when not given.
+    pub actor_id: String,
     /// Order amount for ORDER, a SIGNAL's amount for an amount signal, otherwise 0.
     pub amount: i64,
     /// When it happened.

@@ -60,8 +60,12 @@ pub struct NoEvents;
 
 #[async_trait::async_trait]
 impl EventLedger for NoEvents {
-    async fn record(&self, _: &[crate::ports::DatedEvent]) -> Result<Vec<crate::ports::Outcome>, StoreError> {
-        Ok(Vec::new())
+    async fn record(
+        &self,
+        _: &[crate::ports::DatedEvent],
+        _: crate::ports::RecordRules<'_>,
+    ) -> Result<crate::ports::Recorded, StoreError> {
+        Ok(crate::ports::Recorded::default())
     }
 
     async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {

@@ -17,11 +17,13 @@ pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
         Ok(pb::EventType::Unlike) => Some(RawKind::Event(EventKind::Unlike)),
         Ok(pb::EventType::Order) => Some(RawKind::Event(EventKind::Order)),
         Ok(pb::EventType::Signal) => Some(RawKind::Signal),
+        Ok(pb::EventType::Retract) => Some(RawKind::Event(EventKind::Retract)),
         Ok(pb::EventType::Unspecified) | Err(_) => None,
     };
     let occurred_at = e.occurred_at.map(timestamp).transpose()?;
     let (event_id, product_id, amount, signal) = (e.event_id, e.product_id, e.amount, e.signal);
-    Ok(RawEvent { event_id, product_id, kind, amount, occurred_at, signal })
+    let (retracts, actor_id) = (e.retracts, e.actor_id);
+    Ok(RawEvent { event_id, product_id, kind, amount, occurred_at, signal, retracts, actor_id })
 }
 
 /// The wire events of a batch, with the index of a malformed one in its error.

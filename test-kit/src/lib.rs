@@ -307,6 +307,7 @@ pub fn event(id: &str, product_id: i64, kind: v1::EventType, amount: i64, at: Da
         amount,
         occurred_at: Some(ts(at)),
         signal: String::new(),
+        ..Default::default()
     }
 }
 
@@ -339,4 +340,10 @@ pub fn independent_norm(values: &[f64], x: f64) -> u32 {
     let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
     let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
     (999.0 / (1.0 + (-z).exp())).round() as u32
+}
+
+/// The rules of a test's direct write to the ledger: the profile given, and any original may
+/// be retracted.
+pub fn rules(profile: &ranking_server::domain::profile::ScoringProfile) -> ranking_server::ports::RecordRules<'_> {
+    ranking_server::ports::RecordRules { profile, retractable_since: DateTime::<Utc>::MIN_UTC }
 }

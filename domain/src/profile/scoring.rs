@@ -89,7 +89,8 @@ impl ScoringProfile {
 
     /// What one fresh event adds to the hourly approximation: the points of every term its
     /// signal feeds, the event's value alone transformed (a LIKE's +0.2, an UNLIKE's −0.2,
-    /// an ORDER's `0.6·ln_1p(amount)` for the built-in profile).
+    /// an ORDER's `0.6·ln_1p(amount)` for the built-in profile). A retraction adds nothing of
+    /// its own: what it takes away is the negative of its original's points.
     pub fn hourly_points(&self, event: &Event) -> f64 {
         let (fed, n) = match event.kind {
             EventKind::View => ([(SignalRef::Views, 1), (SignalRef::Views, 0)], 1),
@@ -100,6 +101,8 @@ impl ScoringProfile {
                 let value = if kind == SignalKind::Count { 1 } else { event.amount };
                 ([(SignalRef::Custom(slot), value), (SignalRef::Custom(slot), 0)], 1)
             }
+            // Its effect is the original's, taken back: the negative of the original's points.
+            EventKind::Retract => return 0.0,
         };
         let mut total: Option<f64> = None;
         for term in &self.terms {

@@ -70,6 +70,8 @@ fn event(kind: EventKind, signal: &str, amount: i64) -> Event {
         product_id: 1,
         kind,
         signal: signal.into(),
+        retracts: String::new(),
+        actor_id: String::new(),
         amount,
         occurred_at: chrono::DateTime::UNIX_EPOCH,
     }

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,9 +17,10 @@ use super::invalid::Invalid;
 use super::policy::Policy;
 use crate::domain::calendar::RankingHour;
 use crate::domain::event::{AcceptWindow, RawEvent};
-use crate::domain::vocabulary::Event;
 use crate::metrics::Metrics;
-use crate::ports::{DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, StoreError};
+use crate::ports::{
+    DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, RecordRules, Recorded, StoreError,
+};
 
 /// Largest `RecordEvents` batch.
 pub const MAX_BATCH: usize = 10_000;
@@ -43,7 +45,8 @@ pub enum IngestError {
 /// A single event waiting for a group commit.
 struct Pending {
     event: DatedEvent,
-    reply: oneshot::Sender<Result<Outcome, StoreError>>,
+    /// The outcome, or what the stored events refuse in it.
+    reply: oneshot::Sender<Result<Result<Outcome, Invalid>, StoreError>>,
 }
 
 /// The ingest path.
@@ -93,7 +96,7 @@ impl Ingest {
         let (reply, answer) = oneshot::channel();
         self.queue.send(Pending { event, reply }).await.map_err(|_| IngestError::ShuttingDown)?;
         let outcome = answer.await.map_err(|_| IngestError::ShuttingDown)??;
-        Ok(outcome)
+        outcome.map_err(|refused| IngestError::Invalid(refused.within("event")))
     }
 
     /// Records a batch atomically: every event is validated first, and one malformed event
@@ -118,7 +121,12 @@ impl Ingest {
             .map(|(i, r)| self.validate(r).map_err(|e| e.within_element("events", i)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(refuse)?;
-        self.commit(&batch).await.map_err(IngestError::Store)
+        match self.commit(&batch).await {
+            Err(StoreError::Refused { index, field, reason }) => {
+                Err(refuse(Invalid::field(field, reason).within_element("events", index)))
+            }
+            other => other.map_err(IngestError::Store),
+        }
     }
 
     /// Records a batch of independent records (the event bus's): each is
@@ -135,32 +143,76 @@ impl Ingest {
         let mut valid = Vec::with_capacity(records.len());
         let checked: Vec<Result<(), Invalid>> =
             records.into_iter().map(|r| r.and_then(|raw| self.validate(raw)).map(|event| valid.push(event))).collect();
-        let mut outcomes = if valid.is_empty() { Vec::new() } else { self.commit(&valid).await? }.into_iter();
+        let mut outcomes = self.commit_each(valid).await?.into_iter();
         Ok(checked
             .into_iter()
-            .map(|r| r.map(|_| outcomes.next().expect("the store answers one outcome per event")))
+            .map(|r| r.and_then(|_| outcomes.next().expect("the store answers one outcome per event")))
             .collect())
     }
 
-    /// Commits a validated batch, then adds the accepted events to the hourly rankings.
+    /// Commits events that do not depend on each other (a group commit's, a bus batch's): a
+    /// retraction the stored events refuse is answered with its refusal, and the others are
+    /// committed without it (one more transaction per refusal, at most one per event).
+    async fn commit_each(&self, batch: Vec<DatedEvent>) -> Result<Vec<Result<Outcome, Invalid>>, StoreError> {
+        let mut refused: Vec<Option<Invalid>> = vec![None; batch.len()];
+        loop {
+            let live: Vec<usize> = (0..batch.len()).filter(|i| refused[*i].is_none()).collect();
+            let events: Vec<DatedEvent> = live.iter().map(|i| batch[*i].clone()).collect();
+            let outcomes = if events.is_empty() { Ok(Vec::new()) } else { self.commit(&events).await };
+            match outcomes {
+                Ok(outcomes) => {
+                    let mut outcomes = outcomes.into_iter();
+                    return Ok(refused
+                        .into_iter()
+                        .map(|r| match r {
+                            Some(invalid) => Err(invalid),
+                            None => Ok(outcomes.next().expect("the store answers one outcome per event")),
+                        })
+                        .collect());
+                }
+                Err(StoreError::Refused { index, field, reason }) => {
+                    self.metrics.events_rejected.inc();
+                    refused[live[index]] = Some(Invalid::field(field, reason));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Commits a validated batch, then adds its points to the hourly rankings: the accepted
+    /// events', and the negative of what each retraction took back, in the retraction's hour.
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
-        let outcomes = self.store.record(batch).await?;
-        let accepted: Vec<&Event> =
-            batch.iter().zip(&outcomes).filter(|(_, o)| **o == Outcome::Accepted).map(|(e, _)| &e.event).collect();
-        self.metrics.events_accepted.inc_by(accepted.len() as u64);
-        self.metrics.events_duplicate.inc_by((outcomes.len() - accepted.len()) as u64);
-        self.increment_hourly(&accepted).await;
+        let retractable_since = self.policy.now() - chrono::Duration::days(i64::from(self.policy.accept_days));
+        let rules = RecordRules { profile: &self.policy.profile, retractable_since };
+        let Recorded { outcomes, withdrawn } = self.store.record(batch, rules).await?;
+        let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();
+        self.metrics.events_accepted.inc_by((outcomes.len() - duplicates) as u64);
+        self.metrics.events_duplicate.inc_by(duplicates as u64);
+        let profile = &self.policy.profile;
+        let points = batch
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| **o == Outcome::Accepted)
+            .map(|(e, _)| (e.event.product_id, e.event.occurred_at, profile.hourly_points(&e.event)))
+            .chain(withdrawn.iter().map(|(i, original)| {
+                (original.product_id, batch[*i].event.occurred_at, -profile.hourly_points(&original.event()))
+            }))
+            .filter(|(_, _, points)| *points != 0.0)
+            .collect::<Vec<_>>();
+        self.increment_hourly(&points).await;
         Ok(outcomes)
     }
 
     /// Hourly rankings are an approximation: a failed increment is logged and counted, never
     /// retried and never turned into an error for a caller whose event is already committed.
-    /// Hidden products get none (their events still count in SQL).
-    async fn increment_hourly(&self, accepted: &[&Event]) {
+    /// Hidden products get none (their events still count in SQL). `points`: product, when,
+    /// points.
+    async fn increment_hourly(&self, points: &[(i64, DateTime<Utc>, f64)]) {
+        let accepted = points;
         if accepted.is_empty() {
             return;
         }
-        let mut products: Vec<i64> = accepted.iter().map(|e| e.product_id).collect();
+        let mut products: Vec<i64> = accepted.iter().map(|(product, _, _)| *product).collect();
         products.sort_unstable();
         products.dedup();
         let hidden: HashSet<i64> = match self.store.hidden_among(&products).await {
@@ -172,9 +224,9 @@ impl Ingest {
             }
         };
         let mut sums: BTreeMap<(RankingHour, i64), f64> = BTreeMap::new();
-        for e in accepted.iter().filter(|e| !hidden.contains(&e.product_id)) {
-            let hour = self.policy.calendar.hour_of(e.occurred_at);
-            *sums.entry((hour, e.product_id)).or_default() += self.policy.profile.hourly_points(e);
+        for (product, at, points) in accepted.iter().filter(|(product, _, _)| !hidden.contains(product)) {
+            let hour = self.policy.calendar.hour_of(*at);
+            *sums.entry((hour, *product)).or_default() += points;
         }
         let increments: Vec<HourlyIncrement> = sums
             .into_iter()
@@ -241,7 +293,7 @@ impl GroupCommitWorker {
             }
             let Some(ingest) = self.ingest.upgrade() else { return };
             let (events, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|p| (p.event, p.reply)).unzip();
-            match ingest.commit(&events).await {
+            match ingest.commit_each(events).await {
                 Ok(outcomes) => {
                     for (reply, outcome) in replies.into_iter().zip(outcomes) {
                         // The caller may have given up (deadline); its event is committed anyway.

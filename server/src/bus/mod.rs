@@ -89,7 +89,7 @@ impl Sink {
             .into_iter()
             .map(|r| match r {
                 Ok(outcome) => {
-                    counts[if outcome == Outcome::Accepted { 0 } else { 1 }] += 1;
+                    counts[if outcome == Outcome::Duplicate { 1 } else { 0 }] += 1;
                     Disposition::Recorded(outcome)
                 }
                 Err(invalid) => {

@@ -20,6 +20,7 @@ pub fn outcome(o: Outcome) -> pb::RecordOutcome {
     match o {
         Outcome::Accepted => pb::RecordOutcome::Accepted,
         Outcome::Duplicate => pb::RecordOutcome::Duplicate,
+        Outcome::Retracted => pb::RecordOutcome::Retracted,
     }
 }
 

@@ -34,6 +34,9 @@ pub fn store(e: &StoreError) -> Status {
         StoreError::Unavailable { .. } => Status::unavailable(format!("{e}; retry later")),
         StoreError::Exceeds(_) => Status::resource_exhausted(e.to_string()),
         StoreError::Corrupt(_) => Status::internal(e.to_string()),
+        // Ingest answers these as the field of the event at fault; any other caller's is a
+        // refusal all the same.
+        StoreError::Refused { .. } => Status::invalid_argument(e.to_string()),
     }
 }
 

@@ -63,10 +63,11 @@ impl RankingService for RankingApi {
     ) -> Result<Response<pb::RecordEventsResponse>, Status> {
         let raw = wire::raw_events(request.into_inner().events)?;
         let outcomes = self.ingest.record_batch(raw).await?;
-        let accepted = outcomes.iter().filter(|o| **o == Outcome::Accepted).count();
+        let count = |outcome: Outcome| outcomes.iter().filter(|o| **o == outcome).count() as u32;
         Ok(Response::new(pb::RecordEventsResponse {
-            accepted: accepted as u32,
-            duplicates: (outcomes.len() - accepted) as u32,
+            accepted: count(Outcome::Accepted),
+            duplicates: count(Outcome::Duplicate),
+            retracted: count(Outcome::Retracted),
             outcomes: outcomes.into_iter().map(|o| convert::outcome(o).into()).collect(),
         }))
     }

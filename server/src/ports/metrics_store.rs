@@ -8,7 +8,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::{CatalogEntry, ProductDay, StoreError};
 use crate::domain::explain::RecencyClock;
 use crate::domain::live::ProductRow;
+use crate::domain::profile::ScoringProfile;
 use crate::domain::ranking::PopulationStats;
+use crate::domain::retraction::Original;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::domain::vocabulary::Event;
 
@@ -27,8 +29,32 @@ pub struct DatedEvent {
 pub enum Outcome {
     /// Stored now.
     Accepted,
-    /// Its id was already stored (or appeared earlier in the same batch); nothing changed.
+    /// Its id was already stored (or appeared earlier in the same batch), or it is a second
+    /// retraction of the same event; nothing changed.
     Duplicate,
+    /// Stored now, after a retraction of it: it counts for nothing.
+    Retracted,
+}
+
+/// What recording a batch needs of the service's rules.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRules<'a> {
+    /// The scoring profile: the kind of each custom signal, what a retracted SIGNAL event
+    /// took.
+    pub profile: &'a ScoringProfile,
+    /// The oldest an original may have happened and still be retracted.
+    pub retractable_since: DateTime<Utc>,
+}
+
+/// What a batch recorded: one outcome per event, in order, and the originals its
+/// retractions took back (with the retraction's batch index), whose points come off the
+/// hourly ranking.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recorded {
+    /// One per event of the batch.
+    pub outcomes: Vec<Outcome>,
+    /// `(index of the retraction, the original it took back)`.
+    pub withdrawn: Vec<(usize, Original)>,
 }
 
 /// One `product_daily_metrics` row as the recompute needs it.
@@ -74,8 +100,10 @@ pub struct RankingRun {
 #[async_trait]
 pub trait EventLedger: Send + Sync + 'static {
     /// Stores a batch atomically: returns one outcome per event, in order, only after the
-    /// transaction committed. Ids repeated inside the batch count once (first wins).
-    async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError>;
+    /// transaction committed. Ids repeated inside the batch count once (first wins). A
+    /// retraction the stored events refuse fails the whole batch with
+    /// [`StoreError::Refused`], naming it.
+    async fn record(&self, batch: &[DatedEvent], rules: RecordRules<'_>) -> Result<Recorded, StoreError>;
 
     /// Gives each custom signal of `names` its place in the store, once and for good (at
     /// start-up, before any event of them is recorded). Refused when there is no place left.

@@ -23,7 +23,7 @@ use crate::domain::snapshot::Snapshot;
 mod metrics_store;
 pub use metrics_store::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,
-    RankingRun, RunLog,
+    RankingRun, RecordRules, Recorded, RunLog,
 };
 
 /// The cause of a store failure, kept whole (its own `source()` chain included) and shared,
@@ -49,6 +49,18 @@ pub enum StoreError {
     /// The store answered with data this service cannot interpret.
     #[error("{0}")]
     Corrupt(String),
+    /// An event of a batch that what is stored refuses (a retraction of another product's
+    /// event, of an UNLIKE or a RETRACT, of an event too old): nothing of the batch was
+    /// written.
+    #[error("event {index}: {field}: {reason}")]
+    Refused {
+        /// Its place in the batch.
+        index: usize,
+        /// The field at fault.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl StoreError {

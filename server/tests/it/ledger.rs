@@ -67,18 +67,25 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
                 signal: String::new(),
                 amount: 0,
                 occurred_at: at,
+                retracts: String::new(),
+                actor_id: String::new(),
             },
             date: day,
         }
     };
+    let profile = ranking_server::domain::profile::ScoringProfile::built_in();
+    let rules = crate::helpers::rules;
     let outcomes = store
-        .record(&[dated("old-1", old), dated("old-2", old), dated("older-1", older), dated("new-1", today)])
+        .record(
+            &[dated("old-1", old), dated("old-2", old), dated("older-1", older), dated("new-1", today)],
+            rules(&profile),
+        )
         .await
         .expect("record");
-    assert!(outcomes.iter().all(|o| *o == Outcome::Accepted));
+    assert!(outcomes.outcomes.iter().all(|o| *o == Outcome::Accepted));
     // The same id on another day is a duplicate: ids are unique across partitions.
-    let again = store.record(&[dated("old-1", today)]).await.expect("record");
-    assert_eq!(again, vec![Outcome::Duplicate]);
+    let again = store.record(&[dated("old-1", today)], rules(&profile)).await.expect("record");
+    assert_eq!(again.outcomes, vec![Outcome::Duplicate]);
     assert_eq!(crate::helpers::count_events(&db.url).await, 4);
     let in_partition = conn
         .query_one_raw(Statement::from_string(

@@ -28,6 +28,7 @@ mod otel;
 mod profiles;
 mod rankctl;
 mod redis_store;
+mod retractions;
 mod scheduler;
 mod segments;
 mod snapshots;

@@ -323,13 +323,16 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
                 signal: String::new(),
                 amount: 0,
                 occurred_at: at,
+                retracts: String::new(),
+                actor_id: String::new(),
             },
             date: at.date_naive(),
         }
     };
     // Seven events older than 8 days, three recent ones.
     let batch: Vec<_> = (0..10).map(|i| dated(&format!("p{i}"), if i < 7 { 9 + i } else { i - 7 })).collect();
-    store.record(&batch).await.expect("record");
+    let profile = ranking_server::domain::profile::ScoringProfile::built_in();
+    store.record(&batch, crate::helpers::rules(&profile)).await.expect("record");
     let cutoff = now - chrono::Duration::days(8);
     let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
     assert_eq!(deleted, 14, "7 events and their 7 daily rows, three rows per statement");
@@ -370,6 +373,8 @@ async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
             signal: name.into(),
             amount,
             occurred_at: now,
+            retracts: String::new(),
+            actor_id: String::new(),
         },
         date: now.date_naive(),
     };
@@ -378,7 +383,8 @@ async fn custom_signals_keep_their_columns_and_a_ninth_name_is_refused() {
         signal("b", "s1", SignalKind::Count, 0),
         signal("c", "s6", SignalKind::Amount, 40),
     ];
-    again.record(&batch).await.expect("record");
+    let profile = ranking_server::domain::profile::ScoringProfile::built_in();
+    again.record(&batch, crate::helpers::rules(&profile)).await.expect("record");
     let mut seen = Vec::new();
     store
         .scan_day(now.date_naive(), &["s6".into(), "s1".into(), "never".into()], &mut |r| {

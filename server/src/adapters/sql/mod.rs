@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod changes;
 pub mod dialect;
 pub mod partitions;
+mod retractions;
 pub mod rows;
 pub mod runs;
 pub mod signals;
@@ -34,11 +35,14 @@ use tokio::sync::Mutex;
 use self::dialect::{Dialect, Read};
 use self::write::{Attempt, BatchWrite};
 use crate::domain::catalog::CatalogEntry;
+use crate::domain::profile::ScoringProfile;
+use crate::domain::retraction::Fate;
 use crate::domain::vocabulary::DailyMetrics;
+use crate::domain::vocabulary::EventKind;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::ports::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, Outcome, ProductDay, RankingRun,
-    RunLog, StoreError,
+    RecordRules, Recorded, RunLog, StoreError,
 };
 
 /// Connection settings of the SQL store.
@@ -106,10 +110,18 @@ impl SqlMetricsStore {
     }
 
     /// The column of every custom signal of `batch` (registered now when it has none yet:
-    /// the profile's are at start-up).
-    async fn signal_columns(&self, batch: &[DatedEvent]) -> Result<HashMap<String, u8>, StoreError> {
+    /// the profile's are at start-up), and of every signal of `profile` when the batch has a
+    /// retraction (of an event of any of them).
+    async fn signal_columns(
+        &self,
+        batch: &[DatedEvent],
+        profile: &ScoringProfile,
+    ) -> Result<HashMap<String, u8>, StoreError> {
         let mut names: Vec<String> =
             batch.iter().filter(|e| !e.event.signal.is_empty()).map(|e| e.event.signal.clone()).collect();
+        if batch.iter().any(|e| e.event.kind == EventKind::Retract) {
+            names.extend(profile.custom_names().iter().cloned());
+        }
         if names.is_empty() {
             return Ok(HashMap::new());
         }
@@ -142,7 +154,8 @@ impl SqlMetricsStore {
         batch: &[DatedEvent],
         candidates: &[usize],
         signal_columns: &HashMap<String, u8>,
-    ) -> Result<HashSet<usize>, Attempt> {
+        rules: RecordRules<'_>,
+    ) -> Result<HashMap<usize, Fate>, Attempt> {
         let _gate = self.write_turn().await;
         let txn = self
             .db
@@ -150,7 +163,9 @@ impl SqlMetricsStore {
             .await
             .map_err(|e| Attempt::Fail(StoreError::database(e)))?;
         let now_us = Utc::now().timestamp_micros();
-        let write = BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us, signal_columns };
+        let (profile, retractable_since) = (rules.profile, rules.retractable_since);
+        let write =
+            BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us, signal_columns, profile, retractable_since };
         match write.run(candidates).await {
             Ok(fresh) => {
                 txn.commit().await?;
@@ -234,15 +249,15 @@ impl SqlMetricsStore {
 
 #[async_trait]
 impl EventLedger for SqlMetricsStore {
-    async fn record(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
+    async fn record(&self, batch: &[DatedEvent], rules: RecordRules<'_>) -> Result<Recorded, StoreError> {
         let mut seen = HashSet::with_capacity(batch.len());
         let candidates: Vec<usize> =
             (0..batch.len()).filter(|i| seen.insert(batch[*i].event.event_id.as_str())).collect();
-        let signal_columns = self.signal_columns(batch).await?;
+        let signal_columns = self.signal_columns(batch, rules.profile).await?;
         let mut attempt = 1;
         let mut delays = transaction_retry_delays();
-        let fresh = loop {
-            let result = match self.record_once(batch, &candidates, &signal_columns).await {
+        let mut fresh = loop {
+            let result = match self.record_once(batch, &candidates, &signal_columns, rules).await {
                 Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
                 Err(Attempt::Db(e)) => Err(Attempt::Fail(StoreError::database(e))),
                 other => other,
@@ -261,7 +276,19 @@ impl EventLedger for SqlMetricsStore {
                 Err(Attempt::Db(e)) => return Err(StoreError::database(e)),
             }
         };
-        Ok((0..batch.len()).map(|i| if fresh.contains(&i) { Outcome::Accepted } else { Outcome::Duplicate }).collect())
+        let mut recorded = Recorded::default();
+        for i in 0..batch.len() {
+            recorded.outcomes.push(match fresh.remove(&i) {
+                None | Some(Fate::Duplicate) => Outcome::Duplicate,
+                Some(Fate::Retracted) => Outcome::Retracted,
+                Some(Fate::Counted | Fate::Waits) => Outcome::Accepted,
+                Some(Fate::Withdraws(original)) => {
+                    recorded.withdrawn.push((i, original));
+                    Outcome::Accepted
+                }
+            });
+        }
+        Ok(recorded)
     }
 
     async fn register_signals(&self, names: &[String]) -> Result<(), StoreError> {
@@ -293,6 +320,8 @@ impl EventLedger for SqlMetricsStore {
                 chunk,
             )
             .await?;
+        let retractions =
+            self.delete_chunked("retractions", "target_id", "metric_date", days_before.into(), chunk).await?;
         let runs = {
             let _gate = self.write_turn().await;
             let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
@@ -302,7 +331,7 @@ impl EventLedger for SqlMetricsStore {
                 .map_err(StoreError::database)?
                 .rows_affected()
         };
-        Ok(events + days + runs)
+        Ok(events + days + retractions + runs)
     }
 }
 

@@ -2,19 +2,28 @@
 //! whatever its size.
 //!
 //! 1. One query finds the ids already stored (the duplicates).
-//! 2. One insert-or-ignore stores the fresh events, in ascending id order so that two
-//!    batches sharing ids wait for each other instead of deadlocking on the primary key.
-//! 3. The change epoch, read under a shared row lock held to the commit; the metrics rows
+//! 2. Retractions: one query finds the stored events the batch's retractions name, one the
+//!    retractions already stored that name any event of the batch (`retractions`); the
+//!    domain decides what each fresh event does ([`crate::domain::retraction`]).
+//! 3. One insert-or-ignore stores the fresh events (a second retraction of an event is not
+//!    stored), in ascending id order so that two batches sharing ids wait for each other
+//!    instead of deadlocking on the primary key.
+//! 4. The change epoch, read under a shared row lock held to the commit; the metrics rows
 //!    written next are stamped with it (what a live pass finds changed rows by:
 //!    [`super::changes`]). Taken after the events, the first half of the transaction, so
 //!    that a live pass advancing the epoch waits only for the metrics writes in flight.
-//! 4. One additive upsert per metrics table applies the deltas folded per row (in batch
+//! 5. One additive upsert per metrics table applies the deltas folded per row (in batch
 //!    order: likes and unlikes are order-sensitive), rows in ascending key order; plus one
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
 //!    Custom signals (`EVENT_TYPE_SIGNAL`) are columns of the same rows (`signal_1` …, see
 //!    [`super::signals`]): they add to the same upserts, so a batch with signals costs no
-//!    statement more.
+//!    statement more. A retraction takes its original's counts off the original's rows.
+//! 6. The retractions are checked again, now that the all-time rows of every product of the
+//!    batch are locked (a retraction locks its product's row even when it changes nothing),
+//!    and stored. An original and its retraction committing at once lock the same row, so the
+//!    second sees the first: if what it sees is not what it decided on, the attempt is run
+//!    again ([`Attempt::Retry`]).
 //!
 //! An attempt that loses a race (an id another transaction committed after step 1) is
 //! reported as [`Attempt::Retry`], a refused statement as [`Attempt::Db`]; the store runs the
@@ -23,13 +32,15 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 
 use super::dialect::{Dialect, UpsertOp};
 use super::rows::{Column, Rows};
 use super::signals::SIGNAL_COLUMNS;
 use crate::domain::delta::MetricsDelta;
+use crate::domain::profile::ScoringProfile;
+use crate::domain::retraction::Fate;
 use crate::domain::vocabulary::EventKind;
 use crate::domain::vocabulary::SignalKind;
 use crate::ports::{DatedEvent, StoreError};
@@ -76,11 +87,11 @@ enum Inserted {
 
 /// The content of a stored event, to notice a reused id with different content.
 #[derive(Debug, PartialEq, Eq)]
-struct StoredEvent {
-    product_id: i64,
-    event_type: i16,
-    amount: i64,
-    occurred_at: i64,
+pub(super) struct StoredEvent {
+    pub product_id: i64,
+    pub event_type: i16,
+    pub amount: i64,
+    pub occurred_at: i64,
 }
 
 impl StoredEvent {
@@ -91,6 +102,22 @@ impl StoredEvent {
             amount: e.event.amount,
             occurred_at: e.event.occurred_at.timestamp_micros(),
         }
+    }
+}
+
+/// A stored event: its content, its custom signal (empty for the built-in types) and its day.
+pub(super) type Stored = (StoredEvent, String, NaiveDate);
+
+/// The kind of a stored event's type code (a SIGNAL's kind from its signal's column).
+pub(super) fn kind_of(code: i16, signal: Option<SignalKind>) -> Option<EventKind> {
+    match code {
+        1 => Some(EventKind::View),
+        2 => Some(EventKind::Like),
+        3 => Some(EventKind::Unlike),
+        4 => Some(EventKind::Order),
+        5 => signal.map(EventKind::Signal),
+        6 => Some(EventKind::Retract),
+        _ => None,
     }
 }
 
@@ -106,6 +133,10 @@ pub struct BatchWrite<'a> {
     pub now_us: i64,
     /// The column of every custom signal of the batch.
     pub signal_columns: &'a HashMap<String, u8>,
+    /// The scoring profile: the kind of each custom signal (a retracted SIGNAL event's).
+    pub profile: &'a ScoringProfile,
+    /// The oldest an original may be and still be retracted.
+    pub retractable_since: DateTime<Utc>,
 }
 
 /// What a batch does to one metrics row: the built-in counters, and the custom signals'
@@ -124,16 +155,25 @@ impl RowDelta {
             *sum = sum.saturating_add(value);
         }
     }
+
+    fn withdraw(&mut self, original: &crate::domain::vocabulary::Event, signal: Option<(u8, i64)>) {
+        self.metrics.withdraw(original);
+        if let Some((column, value)) = signal {
+            let sum = &mut self.signals[usize::from(column - 1)];
+            *sum = sum.saturating_sub(value);
+        }
+    }
 }
 
 impl BatchWrite<'_> {
-    fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
+    pub(super) fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
         Statement::from_sql_and_values(self.dialect.backend(), sql, values)
     }
 
     /// Writes the events at `candidates` (indexes into the batch, each id once) and their
-    /// metrics; returns the indexes that were fresh. Does not commit.
-    pub async fn run(&self, candidates: &[usize]) -> Result<HashSet<usize>, Attempt> {
+    /// metrics; returns what each fresh one did (the others were stored before). Does not
+    /// commit.
+    pub async fn run(&self, candidates: &[usize]) -> Result<HashMap<usize, Fate>, Attempt> {
         let batch = self.batch;
         let stored = self.stored_events(candidates).await?;
         let fresh: Vec<usize> = candidates
@@ -141,7 +181,7 @@ impl BatchWrite<'_> {
             .copied()
             .filter(|i| match stored.get(batch[*i].event.event_id.as_str()) {
                 None => true,
-                Some(previous) => {
+                Some((previous, _, _)) => {
                     if *previous != StoredEvent::of(&batch[*i]) {
                         tracing::warn!(
                             event_id = %batch[*i].event.event_id,
@@ -153,45 +193,64 @@ impl BatchWrite<'_> {
             })
             .collect();
         if fresh.is_empty() {
-            return Ok(HashSet::new());
+            return Ok(HashMap::new());
         }
 
-        let mut by_id = fresh.clone();
+        let fates = self.fates(&fresh).await?;
+        let recorded: Vec<usize> =
+            fresh.iter().zip(&fates).filter(|(_, fate)| **fate != Fate::Duplicate).map(|(i, _)| *i).collect();
+        if recorded.is_empty() {
+            // Only second retractions of events already retracted: nothing to write.
+            return Ok(fresh.into_iter().zip(fates).collect());
+        }
+        let mut by_id = recorded.clone();
         by_id.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
-        let fresh = match self.insert_events(&by_id).await? {
-            // Ids another transaction committed after our filter query were skipped by the
-            // insert: they are duplicates, exactly like those the filter found.
-            Inserted::Ids(ids) => {
-                fresh.into_iter().filter(|i| ids.contains(batch[*i].event.event_id.as_str())).collect()
-            }
-            Inserted::Count(n) if n == fresh.len() as u64 => fresh,
-            Inserted::Count(n) => {
-                // Without RETURNING we cannot tell which ids lost the race: start over, and
-                // the filter query will report them as duplicates.
-                return Err(Attempt::Retry(format!(
-                    "{} of {} ids raced with another writer",
-                    fresh.len() as u64 - n,
-                    fresh.len()
-                )));
-            }
+        let inserted = match self.insert_events(&by_id).await? {
+            Inserted::Ids(ids) => ids.len() as u64,
+            Inserted::Count(n) => n,
         };
-        if fresh.is_empty() {
-            return Ok(HashSet::new());
+        if inserted != by_id.len() as u64 {
+            // Ids another transaction committed after the filter query were skipped by the
+            // insert; what the batch does was decided without them: start over, and the
+            // filter query will report them as duplicates.
+            let lost = by_id.len() as u64 - inserted;
+            return Err(Attempt::Retry(format!("{lost} of {} ids raced with another writer", by_id.len())));
         }
 
         let mut daily: BTreeMap<(NaiveDate, i64), RowDelta> = BTreeMap::new();
         let mut all_time: BTreeMap<i64, RowDelta> = BTreeMap::new();
         let mut columns: Vec<u8> = Vec::new();
-        for i in &fresh {
-            let e = &batch[*i];
-            let signal = self.signal_of(&e.event)?;
-            if let Some((column, _)) = signal
-                && !columns.contains(&column)
+        let mut column = |signal: Option<(u8, i64)>| {
+            if let Some((c, _)) = signal
+                && !columns.contains(&c)
             {
-                columns.push(column);
+                columns.push(c);
             }
-            daily.entry((e.date, e.event.product_id)).or_default().add(&e.event, signal);
-            all_time.entry(e.event.product_id).or_default().add(&e.event, signal);
+            signal
+        };
+        for (i, fate) in fresh.iter().zip(&fates) {
+            let e = &batch[*i];
+            let product = e.event.product_id;
+            match fate {
+                Fate::Counted => {
+                    let signal = column(self.signal_of(&e.event)?);
+                    daily.entry((e.date, product)).or_default().add(&e.event, signal);
+                    all_time.entry(product).or_default().add(&e.event, signal);
+                }
+                Fate::Retracted => {
+                    daily.entry((e.date, product)).or_default().metrics.witness(&e.event);
+                    all_time.entry(product).or_default();
+                }
+                Fate::Withdraws(original) => {
+                    let event = original.event();
+                    let signal = column(self.signal_of(&event)?);
+                    daily.entry((original.date, product)).or_default().withdraw(&event, signal);
+                    all_time.entry(product).or_default().withdraw(&event, signal);
+                }
+                // The product's all-time row is locked all the same: see step 6.
+                Fate::Waits => _ = all_time.entry(product).or_default(),
+                Fate::Duplicate => {}
+            }
         }
         columns.sort_unstable();
         // Before the first metrics row, so that the epoch's shared lock covers every one this
@@ -207,7 +266,8 @@ impl BatchWrite<'_> {
         self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
         let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
         self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
-        Ok(fresh.into_iter().collect())
+        self.settle_retractions(&fresh, &fates).await?;
+        Ok(fresh.into_iter().zip(fates).collect())
     }
 
     /// The column and value of a SIGNAL event (a count signal counts 1, an amount signal its
@@ -227,8 +287,12 @@ impl BatchWrite<'_> {
         epoch.ok_or_else(|| Attempt::Fail(super::changes::no_epoch()))
     }
 
-    async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, StoredEvent>, Attempt> {
-        let ids: Vec<String> = candidates.iter().map(|i| self.batch[*i].event.event_id.clone()).collect();
+    async fn stored_events(&self, candidates: &[usize]) -> Result<HashMap<String, Stored>, Attempt> {
+        self.stored_events_of(candidates.iter().map(|i| self.batch[*i].event.event_id.clone()).collect()).await
+    }
+
+    /// The stored events of `ids`: their content, signal and day.
+    pub(super) async fn stored_events_of(&self, ids: Vec<String>) -> Result<HashMap<String, Stored>, Attempt> {
         let (sql, values) = self.dialect.stored_events(ids);
         let mut stored = HashMap::new();
         for row in self.txn.query_all_raw(self.statement(sql, values)).await? {
@@ -239,7 +303,7 @@ impl BatchWrite<'_> {
                 amount: row.try_get_by_index(3)?,
                 occurred_at: row.try_get_by_index(4)?,
             };
-            stored.insert(id, event);
+            stored.insert(id, (event, row.try_get_by_index(5)?, row.try_get_by_index(6)?));
         }
         Ok(stored)
     }

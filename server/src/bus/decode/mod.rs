@@ -228,6 +228,7 @@ mod tests {
                 amount,
                 signal,
                 occurred_at: at.map(|(seconds, nanos)| prost_types::Timestamp { seconds, nanos }),
+                ..Default::default()
             };
             let text = proto3_json(&event, choices);
             let from_json = decode(Format::Json, text.as_bytes()).map_err(|e| e.message());

@@ -58,6 +58,14 @@ pub enum UpsertOp {
     Replace,
 }
 
+/// `old + new`, held at `i64::MAX` rather than overflowing. A negative `new` (a retraction's)
+/// is added as it is: the first branch keeps `MAX - new` from being computed for it, where it
+/// would overflow itself (`CASE` evaluates the branches in order).
+fn saturating_add(old: &str, new: &str) -> String {
+    let max = i64::MAX;
+    format!("CASE WHEN {new} <= 0 THEN {old} + {new} WHEN {old} > {max} - {new} THEN {max} ELSE {old} + {new} END")
+}
+
 impl Dialect {
     /// Whether a refused statement lost to another transaction, so that running the whole
     /// transaction again will succeed: PostgreSQL's serialization failure and deadlock
@@ -186,13 +194,8 @@ impl Dialect {
                 let (old, new) = (old(col), new(col));
                 let expr = match op {
                     UpsertOp::Add => format!("{old} + {new}"),
-                    UpsertOp::SaturatingAddNullable => {
-                        let old = format!("COALESCE({old}, 0)");
-                        format!("CASE WHEN {old} > {max} - {new} THEN {max} ELSE {old} + {new} END", max = i64::MAX)
-                    }
-                    UpsertOp::SaturatingAdd => {
-                        format!("CASE WHEN {old} > {max} - {new} THEN {max} ELSE {old} + {new} END", max = i64::MAX)
-                    }
+                    UpsertOp::SaturatingAddNullable => saturating_add(&format!("COALESCE({old}, 0)"), &new),
+                    UpsertOp::SaturatingAdd => saturating_add(&old, &new),
                     UpsertOp::Max => format!("{greatest}({old}, {new})"),
                     UpsertOp::Replace => new,
                 };
@@ -220,7 +223,7 @@ impl Dialect {
     }
 
     /// The stored content of the events whose ids are bound, as `(event_id, product_id,
-    /// event_type, amount, occurred_at)` rows.
+    /// event_type, amount, occurred_at, signal_name, metric_date)` rows.
     pub fn stored_events(self, ids: Vec<String>) -> (String, Vec<Value>) {
         match self {
             // One index probe per id, whatever the plan: the LATERAL subquery with its LIMIT
@@ -231,9 +234,9 @@ impl Dialect {
             // (BENCHMARKS.md; docs/benchmarks/2026-12-03-lookup-plans.sql). The id is the primary key's first column in every partition;
             // a retried event is in one of them, so the first found is the stored one.
             Self::Postgres => (
-                "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at \
+                "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at, e.signal_name, e.metric_date \
                  FROM UNNEST($1::text[]) AS ids(id) CROSS JOIN LATERAL \
-                 (SELECT event_id, product_id, event_type, amount, occurred_at FROM events \
+                 (SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date FROM events \
                   WHERE event_id = ids.id LIMIT 1) e"
                     .to_string(),
                 vec![Value::from(ids)],
@@ -241,7 +244,8 @@ impl Dialect {
             // Event ids are VARBINARY on MySQL, so ids differing in case or trailing space
             // stay distinct.
             Self::MySql => (
-                "SELECT CAST(e.event_id AS CHAR(128)), e.product_id, e.event_type, e.amount, e.occurred_at \
+                "SELECT CAST(e.event_id AS CHAR(128)), e.product_id, e.event_type, e.amount, e.occurred_at, \
+                 e.signal_name, e.metric_date \
                  FROM JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(128) CHARACTER SET ascii PATH '$')) AS j \
                  JOIN events e ON e.event_id = CAST(j.id AS BINARY)"
                     .to_string(),
@@ -249,7 +253,33 @@ impl Dialect {
             ),
             Self::Sqlite => (
                 format!(
-                    "SELECT event_id, product_id, event_type, amount, occurred_at FROM events WHERE event_id IN ({})",
+                    "SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date \
+                     FROM events WHERE event_id IN ({})",
+                    vec!["?"; ids.len()].join(",")
+                ),
+                ids.into_iter().map(Value::from).collect(),
+            ),
+        }
+    }
+
+    /// The retractions naming any of `ids` (`target_id`, `product_id`): one probe of the
+    /// `retractions` key per id.
+    pub fn retraction_claims(self, ids: Vec<String>) -> (String, Vec<Value>) {
+        match self {
+            Self::Postgres => (
+                "SELECT target_id, product_id FROM retractions WHERE target_id = ANY($1::text[])".to_string(),
+                vec![Value::from(ids)],
+            ),
+            Self::MySql => (
+                "SELECT CAST(r.target_id AS CHAR(128)), r.product_id \
+                 FROM JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(128) CHARACTER SET ascii PATH '$')) AS j \
+                 JOIN retractions r ON r.target_id = CAST(j.id AS BINARY)"
+                    .to_string(),
+                vec![Value::from(Rows::json_strings(&ids))],
+            ),
+            Self::Sqlite => (
+                format!(
+                    "SELECT target_id, product_id FROM retractions WHERE target_id IN ({})",
                     vec!["?"; ids.len()].join(",")
                 ),
                 ids.into_iter().map(Value::from).collect(),
@@ -341,8 +371,9 @@ mod tests {
         let saturating = Dialect::MySql.upsert_tail("t", "k", &[("order_amount", UpsertOp::SaturatingAdd)]);
         assert_eq!(
             saturating,
-            " ON DUPLICATE KEY UPDATE order_amount = CASE WHEN order_amount > 9223372036854775807 - \
-             VALUES(order_amount) THEN 9223372036854775807 ELSE order_amount + VALUES(order_amount) END"
+            " ON DUPLICATE KEY UPDATE order_amount = CASE WHEN VALUES(order_amount) <= 0 THEN order_amount + \
+             VALUES(order_amount) WHEN order_amount > 9223372036854775807 - VALUES(order_amount) THEN \
+             9223372036854775807 ELSE order_amount + VALUES(order_amount) END"
         );
     }
 

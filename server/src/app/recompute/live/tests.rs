@@ -16,8 +16,8 @@ use crate::domain::live::ProductRow;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::metrics::Metrics;
 use crate::ports::{
-    CatalogEntry, CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, LeaseLock, Outcome,
-    ProductDay, RankingKey, RankingRun, RankingStore, RunLog, Scored,
+    CatalogEntry, CatalogRows, ChangeFeed, ChangedRow, DailyRow, DayScans, EventLedger, LeaseLock, ProductDay,
+    RankingKey, RankingRun, RankingStore, RunLog, Scored,
 };
 
 /// Rows by (day, product): views, latest event, the epoch of their last write.
@@ -65,8 +65,12 @@ impl EpochRows {
 
 #[async_trait::async_trait]
 impl EventLedger for EpochRows {
-    async fn record(&self, _: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
-        Ok(Vec::new())
+    async fn record(
+        &self,
+        _: &[crate::ports::DatedEvent],
+        _: crate::ports::RecordRules<'_>,
+    ) -> Result<crate::ports::Recorded, StoreError> {
+        Ok(crate::ports::Recorded::default())
     }
 
     async fn register_signals(&self, _: &[String]) -> Result<(), StoreError> {

@@ -1,0 +1,143 @@
+//! The write path's part in retractions (steps 2 and 6 of [`super::write`]): the stored
+//! events a batch's retractions name, the stored retractions that name the batch's events
+//! (`retractions`, one row per event taken back, found by its key), the check again once the
+//! rows are locked, and the batch's own retractions stored.
+
+use std::collections::{HashMap, HashSet};
+
+use sea_orm::ConnectionTrait;
+
+use super::rows::{Column, Rows};
+use super::write::{Attempt, BatchWrite};
+use crate::domain::retraction::{self, Fate, Original};
+use crate::domain::vocabulary::EventKind;
+use crate::ports::StoreError;
+
+impl BatchWrite<'_> {
+    /// What each of `fresh` (batch indexes, in batch order) does.
+    pub(super) async fn fates(&self, fresh: &[usize]) -> Result<Vec<Fate>, Attempt> {
+        let batch = self.batch;
+        let mut targets: Vec<String> = fresh
+            .iter()
+            .map(|i| &batch[*i].event)
+            .filter(|e| e.kind == EventKind::Retract)
+            .map(|e| e.retracts.clone())
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let originals = if targets.is_empty() { HashMap::new() } else { self.originals(&targets).await? };
+        let mut asked: Vec<String> = fresh
+            .iter()
+            .map(|i| &batch[*i].event)
+            .filter(|e| e.kind != EventKind::Retract)
+            .map(|e| e.event_id.clone())
+            .chain(targets)
+            .collect();
+        asked.sort_unstable();
+        asked.dedup();
+        let claims = self.claims(asked).await?;
+        let items: Vec<_> = fresh.iter().map(|i| (*i, &batch[*i].event, batch[*i].date)).collect();
+        retraction::resolve(&items, &originals, &claims, self.retractable_since)
+            .map_err(|r| Attempt::Fail(StoreError::Refused { index: r.index, field: r.field, reason: r.reason }))
+    }
+
+    /// With every product's all-time row of the batch locked: what was decided without a
+    /// retraction or an original must still be so (another transaction may have committed
+    /// one meanwhile), then the batch's retractions are stored.
+    pub(super) async fn settle_retractions(&self, fresh: &[usize], fates: &[Fate]) -> Result<(), Attempt> {
+        let batch = self.batch;
+        let own: HashSet<&str> = fresh.iter().map(|i| batch[*i].event.event_id.as_str()).collect();
+        let counted: HashMap<String, i64> = fresh
+            .iter()
+            .zip(fates)
+            .filter(|(i, fate)| **fate == Fate::Counted && batch[**i].event.kind != EventKind::Retract)
+            .map(|(i, _)| (batch[*i].event.event_id.clone(), batch[*i].event.product_id))
+            .collect();
+        if !counted.is_empty() {
+            let claims = self.claims(counted.keys().cloned().collect()).await?;
+            if claims.iter().any(|(id, product)| counted.get(id) == Some(product)) {
+                return Err(Attempt::Retry("a retraction of the batch's events committed meanwhile".into()));
+            }
+        }
+        let waiting: Vec<String> = fresh
+            .iter()
+            .zip(fates)
+            .filter(|(_, fate)| **fate == Fate::Waits)
+            .map(|(i, _)| batch[*i].event.retracts.clone())
+            .filter(|target| !own.contains(target.as_str()))
+            .collect();
+        if !waiting.is_empty() && !self.originals(&waiting).await?.is_empty() {
+            return Err(Attempt::Retry("an original the batch retracts committed meanwhile".into()));
+        }
+        let claiming: Vec<usize> = fresh
+            .iter()
+            .zip(fates)
+            .filter(|(_, fate)| matches!(fate, Fate::Waits | Fate::Withdraws(_)))
+            .map(|(i, _)| *i)
+            .collect();
+        if claiming.is_empty() {
+            return Ok(());
+        }
+        let mut by_target = claiming;
+        by_target.sort_unstable_by(|a, b| batch[*a].event.retracts.cmp(&batch[*b].event.retracts));
+        let claims = || by_target.iter().map(|i| &batch[*i]);
+        let rows = Rows {
+            len: by_target.len(),
+            columns: vec![
+                Column::Text(claims().map(|e| e.event.retracts.clone()).collect()),
+                Column::Text(claims().map(|e| e.event.event_id.clone()).collect()),
+                Column::Int(claims().map(|e| e.event.product_id).collect()),
+                Column::Date(claims().map(|e| e.date).collect()),
+                Column::Int(vec![self.now_us; by_target.len()]),
+            ],
+        };
+        let mut values = Vec::new();
+        let source = self.dialect.row_source(&rows, &mut values);
+        let sql = self
+            .dialect
+            .insert_or_ignore("retractions (target_id, event_id, product_id, metric_date, recorded_at)", &source);
+        let inserted = self.txn.execute_raw(self.statement(sql, values)).await?.rows_affected();
+        if inserted != by_target.len() as u64 {
+            return Err(Attempt::Retry("another retraction of the same event committed meanwhile".into()));
+        }
+        Ok(())
+    }
+
+    /// The stored events of `ids`, as retractions need them.
+    async fn originals(&self, ids: &[String]) -> Result<HashMap<String, Original>, Attempt> {
+        let mut originals = HashMap::new();
+        for (id, (stored, signal, date)) in self.stored_events_of(ids.to_vec()).await? {
+            let signal_kind = self.profile.custom_signal(&signal).map(|(_, kind)| kind);
+            let Some(kind) = super::write::kind_of(stored.event_type, signal_kind) else {
+                // A signal the profile no longer has: its column is not the profile's to take
+                // from, and the event is no original a retraction can take back.
+                continue;
+            };
+            let occurred_at = chrono::DateTime::from_timestamp_micros(stored.occurred_at).unwrap_or_default();
+            let original = Original {
+                event_id: id.clone(),
+                product_id: stored.product_id,
+                kind,
+                signal,
+                amount: stored.amount,
+                occurred_at,
+                date,
+            };
+            originals.insert(id, original);
+        }
+        Ok(originals)
+    }
+
+    /// The product of every stored retraction naming one of `ids`.
+    async fn claims(&self, ids: Vec<String>) -> Result<HashMap<String, i64>, Attempt> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (sql, values) = self.dialect.retraction_claims(ids);
+        let mut claims = HashMap::new();
+        for row in self.txn.query_all_raw(self.statement(sql, values)).await? {
+            claims.insert(row.try_get_by_index::<String>(0)?, row.try_get_by_index::<i64>(1)?);
+        }
+        Ok(claims)
+    }
+}

@@ -1,0 +1,164 @@
+//! Retractions (`EVENT_TYPE_RETRACT`): an earlier event taken back exactly once, whichever of
+//! the two arrives first, refused when what is stored does not allow it, live like any event,
+//! and off the hourly ranking.
+
+use chrono::{Duration as Age, Utc};
+use ranking_client::v1;
+use ranking_server::test_support::eventually;
+use sea_orm::{ConnectionTrait, Database, Statement};
+
+use crate::helpers::{TestApp, count_events, event, views};
+
+const RETRACTED: i32 = v1::RecordOutcome::Retracted as i32;
+const ACCEPTED: i32 = v1::RecordOutcome::Accepted as i32;
+const DUPLICATE: i32 = v1::RecordOutcome::Duplicate as i32;
+
+fn retract(id: &str, product_id: i64, original: &str, at: chrono::DateTime<Utc>) -> v1::Event {
+    v1::Event { retracts: original.into(), ..event(id, product_id, v1::EventType::Retract, 0, at) }
+}
+
+/// Every metrics row: `(product, views, likes, orders, order_amount, last_event_at)` of each
+/// day in product and day order, then the all-time rows.
+async fn rows(url: &str) -> Vec<Vec<i64>> {
+    let db = Database::connect(url).await.expect("connect");
+    let mut all = Vec::new();
+    for sql in [
+        "SELECT product_id, views, likes, orders, order_amount, last_event_at FROM product_daily_metrics \
+         ORDER BY product_id, metric_date",
+        "SELECT product_id, views, likes, orders, order_amount, product_id * 0 FROM product_metrics ORDER BY product_id",
+    ] {
+        let found = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.expect("rows");
+        for r in found {
+            all.push((0..6).map(|i| r.try_get_by_index::<i64>(i).expect("column")).collect());
+        }
+    }
+    all
+}
+
+/// The daily ranking's `(product, score)` after a recompute.
+async fn ranking(app: &mut TestApp) -> Vec<(i64, f64)> {
+    app.recompute("").await;
+    app.top("", 100).await.products.iter().map(|p| (p.product_id, p.score)).collect()
+}
+
+#[tokio::test]
+async fn either_arrival_order_gives_the_same_rows_and_ranking() {
+    let at = Utc::now() - Age::minutes(30);
+    let mut originals = views("v", 1, 5, at);
+    originals.push(event("o1", 1, v1::EventType::Order, 10_000, at));
+    originals.push(event("o2", 2, v1::EventType::Order, 500, at));
+    originals.push(event("l2", 2, v1::EventType::Like, 0, at));
+    originals.push(event("v3", 3, v1::EventType::View, 0, at));
+    let later = at + Age::minutes(5);
+    let retractions =
+        vec![retract("r1", 1, "o1", later), retract("r2", 2, "l2", later), retract("r3", 3, "never-sent", later)];
+
+    let mut first = TestApp::spawn(&[]).await;
+    let recorded = first.record(originals.clone()).await;
+    assert!(recorded.outcomes.iter().all(|o| *o == ACCEPTED));
+    let taken = first.record(retractions.clone()).await;
+    assert_eq!((taken.accepted, taken.duplicates, taken.retracted), (3, 0, 0));
+
+    let mut late = TestApp::spawn(&[]).await;
+    let taken = late.record(retractions.clone()).await;
+    assert_eq!(taken.accepted, 3, "kept, waiting for their originals");
+    let recorded = late.record(originals.clone()).await;
+    let retracted: Vec<&str> = originals
+        .iter()
+        .zip(&recorded.outcomes)
+        .filter(|(_, o)| **o == RETRACTED)
+        .map(|(e, _)| e.event_id.as_str())
+        .collect();
+    assert_eq!(retracted, ["o1", "l2"]);
+    assert_eq!(recorded.retracted, 2);
+
+    let url = |app: &TestApp| app.db.as_ref().expect("db").url.clone();
+    let (first_rows, late_rows) = (rows(&url(&first)).await, rows(&url(&late)).await);
+    assert_eq!(first_rows, late_rows, "the same rows in either order");
+    let at_us = at.timestamp_micros();
+    let daily: Vec<Vec<i64>> = first_rows.iter().take(3).cloned().collect();
+    // Retracted events still count as the day's latest event; their counts are gone.
+    assert_eq!(daily, vec![vec![1, 5, 0, 0, 0, at_us], vec![2, 0, 0, 1, 500, at_us], vec![3, 1, 0, 0, 0, at_us]]);
+    assert_eq!(ranking(&mut first).await, ranking(&mut late).await);
+
+    // Redelivered, or sent again under another id: nothing moves.
+    let again = first.record(vec![retractions[0].clone(), retract("r1-again", 1, "o1", later)]).await;
+    assert_eq!(again.outcomes, [DUPLICATE, DUPLICATE]);
+    assert_eq!(rows(&url(&first)).await, late_rows);
+    assert_eq!(count_events(&url(&first)).await, 12, "9 originals and 3 retractions, nothing else");
+    first.stop().await;
+    late.stop().await;
+}
+
+#[tokio::test]
+async fn retractions_that_what_is_stored_refuses_name_the_field_and_write_nothing() {
+    let mut app = TestApp::spawn(&[]).await;
+    let at = Utc::now() - Age::minutes(30);
+    app.record(vec![event("o", 1, v1::EventType::Order, 900, at), event("u", 1, v1::EventType::Unlike, 0, at)]).await;
+    let url = app.db.as_ref().expect("db").url.clone();
+    let before = (rows(&url).await, count_events(&url).await);
+
+    let batch =
+        |retraction| v1::RecordEventsRequest { events: vec![event("x", 9, v1::EventType::View, 0, at), retraction] };
+    for (retraction, field) in [
+        (retract("r", 2, "o", at), "events[1].product_id: is 2, but \"o\" is an event of product 1"),
+        (retract("r", 1, "u", at), "events[1].retracts: \"u\" is UNLIKE, which cannot be retracted"),
+    ] {
+        let refused = app.client.record_events(batch(retraction)).await.expect_err("refused");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert_eq!(refused.message(), field);
+    }
+    let single = v1::RecordEventRequest { event: Some(retract("r", 2, "o", at)) };
+    let refused = app.client.record_event(single).await.expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(refused.message().starts_with("event.product_id: is 2"), "{}", refused.message());
+    assert_eq!((rows(&url).await, count_events(&url).await), before, "nothing written");
+
+    let malformed = v1::RecordEventsRequest { events: vec![retract("r", 1, "", at)] };
+    let refused = app.client.record_events(malformed).await.expect_err("refused");
+    assert!(refused.message().starts_with("events[0].retracts: is required"), "{}", refused.message());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_hourly_ranking_loses_what_a_retraction_takes_back() {
+    let mut app = TestApp::spawn(&[]).await;
+    let at = Utc::now();
+    app.record(vec![event("o", 1, v1::EventType::Order, 1_000, at), event("v", 2, v1::EventType::View, 0, at)]).await;
+    let hourly = |app: &mut TestApp| {
+        let mut client = app.client.clone();
+        async move {
+            let request = v1::GetTopNRequest { window: v1::Window::Hourly.into(), limit: 10, ..Default::default() };
+            let top = client.get_top_n(request).await.expect("hourly").into_inner();
+            top.products.iter().map(|p| (p.product_id, p.score)).collect::<Vec<_>>()
+        }
+    };
+    let before = hourly(&mut app).await;
+    assert_eq!(before.first().map(|e| e.0), Some(1), "{before:?}");
+    app.record(vec![retract("r", 1, "o", at)]).await;
+    let after = hourly(&mut app).await;
+    let score_of = |entries: &[(i64, f64)], product| entries.iter().find(|e| e.0 == product).map(|e| e.1);
+    assert_eq!(after.first().map(|e| e.0), Some(2), "{after:?}");
+    assert!(score_of(&after, 1).unwrap_or(0.0) < score_of(&before, 1).expect("ranked"), "{before:?} → {after:?}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_live_pass_takes_a_retracted_order_off_the_board() {
+    let mut app = TestApp::spawn(&["--live-interval=100ms"]).await;
+    let at = Utc::now() - Age::minutes(1);
+    let mut events = views("v", 2, 20, at);
+    events.push(event("o", 1, v1::EventType::Order, 100_000, at));
+    app.record(events).await;
+    let leader = |app: &TestApp| {
+        let mut client = app.client.clone();
+        async move {
+            let request = v1::GetTopNRequest { limit: 1, ..Default::default() };
+            client.get_top_n(request).await.ok().and_then(|t| t.into_inner().products.first().map(|p| p.product_id))
+        }
+    };
+    eventually("the order leads the live board", || async { leader(&app).await == Some(1) }).await;
+    app.record(vec![retract("r", 1, "o", at + Age::seconds(30))]).await;
+    eventually("the views lead once the order is taken back", || async { leader(&app).await == Some(2) }).await;
+    app.stop().await;
+}

@@ -92,7 +92,7 @@ fn workload(seed: u64, valid: usize) -> (Vec<Record>, Vec<Record>) {
 
 /// Poison records and redeliveries among `records`.
 fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize) -> Vec<Record> {
-    let poison: [(&str, &'static str); 6] = [
+    let poison: [(&str, &'static str); 7] = [
         ("{not json", "record: not JSON"),
         (
             r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","amount":3,"occurredAt":"NOW"}"#,
@@ -105,6 +105,7 @@ fn mix(mut records: Vec<Record>, rng: &mut StdRng, seed: u64, poison_from: usize
         ),
         (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"OLD"}"#, "occurred_at:"),
         (r#"{"eventId":"","productId":7,"type":"EVENT_TYPE_VIEW","occurredAt":"NOW"}"#, "event_id:"),
+        (r#"{"eventId":"P","productId":7,"type":"EVENT_TYPE_RETRACT","occurredAt":"NOW"}"#, "retracts: is required"),
     ];
     for i in poison_from..poison_from + 12 {
         let (template, error) = poison[i % poison.len()];

@@ -32,11 +32,15 @@ async fn rankctl_records_recomputes_and_reads() {
         let table = run(&ep, &["rank", "42"]);
         let missing = run(&ep, &["rank", "43"]);
         let invalid = run(&ep, &["record", "view", "0"]);
-        (first, again, recompute, top, table, missing, invalid)
+        let refused = run(&ep, &["record", "retract", "7", "--retracts", "cli-1"]);
+        let retract = run(&ep, &["record", "retract", "42", "--retracts", "cli-1", "--id", "cli-r"]);
+        (first, again, recompute, top, table, missing, invalid, retract, refused)
     })
     .await
     .expect("blocking");
-    let (first, again, recompute, top, table, missing, invalid) = results;
+    let (first, again, recompute, top, table, missing, invalid, retract, refused) = results;
+    assert!(retract.0 && retract.1.starts_with("RECORD_OUTCOME_ACCEPTED cli-r"), "{}", retract.1);
+    assert!(!refused.0 && refused.1.contains("event.product_id: is 7"), "{}", refused.1);
     assert!(first.0 && first.1.starts_with("RECORD_OUTCOME_ACCEPTED cli-1"), "{}", first.1);
     assert!(again.0 && again.1.contains(r#""outcome":"RECORD_OUTCOME_DUPLICATE""#), "{}", again.1);
     assert!(recompute.0 && recompute.1.contains("1 products"), "{}", recompute.1);

@@ -162,3 +162,36 @@ async fn a_live_pass_takes_a_retracted_order_off_the_board() {
     eventually("the views lead once the order is taken back", || async { leader(&app).await == Some(2) }).await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_original_older_than_the_accept_days_cannot_be_retracted() {
+    use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions};
+    use ranking_server::domain::profile::ScoringProfile;
+    use ranking_server::domain::vocabulary::{Event, EventKind};
+    use ranking_server::ports::{DatedEvent, EventLedger, RecordRules, StoreError};
+
+    let db = crate::helpers::TestDb::create().await;
+    let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
+    let profile = ScoringProfile::built_in();
+    let at = Utc::now() - Age::hours(2);
+    let dated = |id: &str, kind, retracts: &str| DatedEvent {
+        event: Event {
+            event_id: id.into(),
+            product_id: 7,
+            kind,
+            signal: String::new(),
+            retracts: retracts.into(),
+            actor_id: String::new(),
+            amount: 0,
+            occurred_at: at,
+        },
+        date: at.date_naive(),
+    };
+    store.record(&[dated("v", EventKind::View, "")], crate::helpers::rules(&profile)).await.expect("recorded");
+    // The accept window as ingest gives it, here an hour: the view is two hours old.
+    let strict = RecordRules { profile: &profile, retractable_since: Utc::now() - Age::hours(1) };
+    let refused = store.record(&[dated("r", EventKind::Retract, "v")], strict).await.expect_err("too old");
+    assert!(matches!(refused, StoreError::Refused { index: 0, field: "retracts", .. }), "{refused}");
+    assert_eq!(count_events(&db.url).await, 1, "nothing written");
+    db.drop_db().await;
+}

@@ -40,6 +40,9 @@ enum Kind {
     Order,
     /// A custom signal of the server's scoring profile (`--signal NAME`).
     Signal,
+    /// Takes back an earlier event of the product (`--retracts EVENT_ID`): a refunded or
+    /// cancelled order, a view found to be fraud.
+    Retract,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -63,6 +66,12 @@ enum Command {
         /// The custom signal of a `signal` event, as the server's profile names it.
         #[arg(long, default_value = "")]
         signal: String,
+        /// The event a `retract` takes back.
+        #[arg(long, default_value = "")]
+        retracts: String,
+        /// The shopper or session the event comes from.
+        #[arg(long, default_value = "")]
+        actor: String,
         /// Use this event id instead of a fresh one (to repeat a delivery).
         #[arg(long)]
         id: Option<String>,
@@ -190,14 +199,16 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     }
     let client = builder.connect().await?;
     match cli.command {
-        Command::Record { kind, product_id, amount, signal, id } => {
+        Command::Record { kind, product_id, amount, signal, retracts, actor, id } => {
             let mut event = match kind {
                 Kind::View => events::view(product_id),
                 Kind::Like => events::like(product_id),
                 Kind::Unlike => events::unlike(product_id),
                 Kind::Order => events::order(product_id, amount),
                 Kind::Signal => events::signal(product_id, &signal, amount),
+                Kind::Retract => events::retract(product_id, &retracts),
             };
+            event.actor_id = actor;
             if let Some(id) = id {
                 event.event_id = id;
             }

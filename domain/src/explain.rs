@@ -15,7 +15,7 @@ use super::normalize::AxisStats;
 use super::profile::{AxisRef, ScoringProfile, SignalRef};
 use super::ranking::{PopulationStats, axis_norm, elapsed_seconds, main_floor};
 use super::score::CarryLedger;
-use super::vocabulary::DailyMetrics;
+use super::vocabulary::{DailyMetrics, Retracted};
 
 /// One product's counters on one day, as the explanation needs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub struct ProductDay {
     pub metrics: DailyMetrics,
     /// Latest `occurred_at` that day, Unix microseconds.
     pub last_event_us: i64,
+    /// What retractions took from the day's counts.
+    pub retracted: Retracted,
 }
 
 /// One tie-break axis of one product.
@@ -184,7 +186,12 @@ mod tests {
     #[test]
     fn carry_only_product_is_explained_by_its_carry_alone() {
         // Day 1: 10 views and 100 likes = 21.0 → carries 2 on day 2 (no events) → 0.2.
-        let history = [ProductDay { date: day(1), metrics: DailyMetrics::counts(10, 100, 0, 0), last_event_us: 5 }];
+        let history = [ProductDay {
+            date: day(1),
+            metrics: DailyMetrics::counts(10, 100, 0, 0),
+            last_event_us: 5,
+            retracted: Retracted::default(),
+        }];
         let stats = PopulationStats::default();
         let e = explain(
             Arc::new(ScoringProfile::built_in()),
@@ -221,12 +228,12 @@ mod tests {
                         ProductDay {
                             date: day(1),
                             metrics: DailyMetrics::counts(carry * 10, 0, 0, 0),
-                            last_event_us: 0,
+                            last_event_us: 0, retracted: Retracted::default()
                         },
                         ProductDay {
                             date: day(2),
                             metrics: DailyMetrics::counts(*views, *likes, 1, *amount),
-                            last_event_us: *last,
+                            last_event_us: *last, retracted: Retracted::default()
                         },
                     ]
                 })

@@ -116,3 +116,32 @@ impl CarryOver {
         self.0 >= 1
     }
 }
+
+/// What retractions took from one product's counts of one day: the events taken back,
+/// whichever arrived first (counted in none of the day's counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retracted {
+    /// Views taken back.
+    pub views: i64,
+    /// Likes taken back.
+    pub likes: i64,
+    /// Orders taken back.
+    pub orders: i64,
+    /// Their amounts.
+    pub order_amount: i64,
+}
+
+impl Retracted {
+    /// `event` taken back as well.
+    pub fn add(&mut self, event: &Event) {
+        match event.kind {
+            EventKind::View => self.views += 1,
+            EventKind::Like => self.likes += 1,
+            EventKind::Order => {
+                self.orders += 1;
+                self.order_amount = self.order_amount.saturating_add(event.amount);
+            }
+            EventKind::Unlike | EventKind::Signal(_) | EventKind::Retract => {}
+        }
+    }
+}

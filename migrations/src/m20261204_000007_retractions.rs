@@ -1,9 +1,11 @@
-//! `retractions`: one row per event that a retraction (`EVENT_TYPE_RETRACT`) named, keyed
+//! - `retractions`: one row per event that a retraction (`EVENT_TYPE_RETRACT`) named, keyed
 //! by that event's id. The write path reads it to tell an original recorded after its
 //! retraction (it counts for nothing) and a second retraction of the same event (a
 //! duplicate); a retraction that arrives before its original costs this one row, found by
 //! its key, never a scan of the events. Not partitioned: it holds only retractions, and
 //! retention deletes the rows of past days with the events.
+//! - `retracted_views`, `retracted_likes`, `retracted_orders`, `retracted_order_amount` on
+//!   `product_daily_metrics`: what retractions took from the day's counts, for ExplainRank.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::DbBackend;
@@ -15,6 +17,14 @@ impl MigrationName for Migration {
         "m20261204_000007_retractions"
     }
 }
+
+#[derive(DeriveIden)]
+enum ProductDailyMetrics {
+    Table,
+}
+
+/// The day's counters of what retractions took back.
+const RETRACTED: [&str; 4] = ["retracted_views", "retracted_likes", "retracted_orders", "retracted_order_amount"];
 
 #[derive(DeriveIden)]
 enum Retractions {
@@ -65,10 +75,21 @@ impl MigrationTrait for Migration {
                     .col(Retractions::MetricDate)
                     .to_owned(),
             )
-            .await
+            .await?;
+        for column in RETRACTED {
+            let counter = ColumnDef::new(Alias::new(column)).big_integer().not_null().default(0).to_owned();
+            manager
+                .alter_table(Table::alter().table(ProductDailyMetrics::Table).add_column(counter).to_owned())
+                .await?;
+        }
+        Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        for column in RETRACTED {
+            let drop = Table::alter().table(ProductDailyMetrics::Table).drop_column(Alias::new(column)).to_owned();
+            manager.alter_table(drop).await?;
+        }
         manager.drop_table(Table::drop().table(Retractions::Table).to_owned()).await
     }
 }

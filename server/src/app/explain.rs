@@ -10,6 +10,7 @@ use super::policy::Policy;
 use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::explain::{Explanation, explain};
 use crate::domain::profile::ScoringProfile;
+use crate::domain::vocabulary::Retracted;
 use crate::ports::{MetricsStore, Segment, StoreError};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
@@ -47,6 +48,8 @@ pub struct ExplainAnswer {
     /// The counts in SQL moved on since the version was computed (events arrived since):
     /// the numbers are today's and the next recompute will serve them.
     pub stale: bool,
+    /// What retractions took from the day's counts.
+    pub retracted: Retracted,
 }
 
 /// The explain service.
@@ -93,6 +96,7 @@ impl Explainer {
                     let history = self.store.product_days(query.product_id, &days, profile.custom_names()).await?;
                     let explanation =
                         explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
+                    let retracted = history.iter().find(|d| d.date == date).map(|d| d.retracted).unwrap_or_default();
                     let above = served.above.last().copied();
                     let points_to_overtake =
                         above.and_then(|a| a.breakdown).map_or(0.0, |b| b.main_floor as f64 + 1.0 - explanation.main);
@@ -104,6 +108,7 @@ impl Explainer {
                         explanation,
                         above,
                         points_to_overtake,
+                        retracted,
                     });
                 }
                 _ if attempt < ATTEMPTS => {

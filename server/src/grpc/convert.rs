@@ -171,6 +171,10 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
             })
             .collect(),
         axes: e.axes.iter().enumerate().map(|(i, a)| axis(profile.axis_name(i), a)).collect(),
+        retracted_views: a.retracted.views.max(0) as u64,
+        retracted_likes: a.retracted.likes.max(0) as u64,
+        retracted_orders: a.retracted.orders.max(0) as u64,
+        retracted_order_amount: a.retracted.order_amount,
     }
 }
 

@@ -80,6 +80,14 @@ async fn either_arrival_order_gives_the_same_rows_and_ranking() {
     // Retracted events still count as the day's latest event; their counts are gone.
     assert_eq!(daily, vec![vec![1, 5, 0, 0, 0, at_us], vec![2, 0, 0, 1, 500, at_us], vec![3, 1, 0, 0, 0, at_us]]);
     assert_eq!(ranking(&mut first).await, ranking(&mut late).await);
+    for app in [&mut first, &mut late] {
+        let explain = |product_id| v1::ExplainRankRequest { product_id, ..Default::default() };
+        let one = app.client.explain_rank(explain(1)).await.expect("explain").into_inner();
+        assert_eq!((one.views, one.orders, one.order_amount), (5, 0, 0));
+        assert_eq!((one.retracted_orders, one.retracted_order_amount, one.retracted_likes), (1, 10_000, 0));
+        let two = app.client.explain_rank(explain(2)).await.expect("explain").into_inner();
+        assert_eq!((two.likes, two.orders, two.retracted_likes, two.retracted_orders), (0, 1, 1, 0));
+    }
 
     // Redelivered, or sent again under another id: nothing moves.
     let again = first.record(vec![retractions[0].clone(), retract("r1-again", 1, "o1", later)]).await;

@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, TransactionTrait
 
 use crate::domain::normalize::AxisStats;
 use crate::domain::ranking::PopulationStats;
-use crate::domain::vocabulary::DailyMetrics;
+use crate::domain::vocabulary::{DailyMetrics, Retracted};
 use crate::ports::{ProductDay, RankingRun, RecencyClock, StoreError};
 
 const RUN_COLUMNS: [&str; 14] = [
@@ -166,7 +166,18 @@ pub async fn product_days(
         return Ok(Vec::new());
     }
     let mut select = Query::select()
-        .columns(columns(["metric_date", "views", "likes", "order_amount", "orders", "last_event_at"]))
+        .columns(columns([
+            "metric_date",
+            "views",
+            "likes",
+            "order_amount",
+            "orders",
+            "last_event_at",
+            "retracted_views",
+            "retracted_likes",
+            "retracted_orders",
+            "retracted_order_amount",
+        ]))
         .from(Alias::new("product_daily_metrics"))
         .and_where(Expr::col(Alias::new("metric_date")).is_in(days.iter().copied()))
         .and_where(Expr::col(Alias::new("product_id")).eq(product_id))
@@ -180,7 +191,7 @@ pub async fn product_days(
     rows.iter()
         .map(|row| {
             let mut day = product_day(row)?;
-            let mut next = 6;
+            let mut next = 10;
             for (value, slot) in day.metrics.custom.iter_mut().zip(signals) {
                 if slot.is_some() {
                     *value = row.try_get_by_index::<i64>(next).map_err(StoreError::database)?;
@@ -198,5 +209,6 @@ fn product_day(row: &QueryResult) -> Result<ProductDay, StoreError> {
         date: row.try_get_by_index::<NaiveDate>(0).map_err(StoreError::database)?,
         metrics: DailyMetrics::counts(int(1)?, int(2)?, int(4)?, int(3)?),
         last_event_us: int(5)?,
+        retracted: Retracted { views: int(6)?, likes: int(7)?, orders: int(8)?, order_amount: int(9)? },
     })
 }

@@ -41,8 +41,8 @@ use super::signals::SIGNAL_COLUMNS;
 use crate::domain::delta::MetricsDelta;
 use crate::domain::profile::ScoringProfile;
 use crate::domain::retraction::Fate;
-use crate::domain::vocabulary::EventKind;
 use crate::domain::vocabulary::SignalKind;
+use crate::domain::vocabulary::{EventKind, Retracted};
 use crate::ports::{DatedEvent, StoreError};
 
 /// Why one attempt of a transaction failed.
@@ -71,6 +71,10 @@ struct MetricsTable {
     /// (what a live pass finds changed rows by).
     last_event_at: bool,
 }
+
+/// What retractions took from a daily row, beside its counters.
+const RETRACTED_COLUMNS: [&str; 4] =
+    ["retracted_views", "retracted_likes", "retracted_orders", "retracted_order_amount"];
 
 const DAILY_METRICS: MetricsTable =
     MetricsTable { name: "product_daily_metrics", key: &["metric_date", "product_id"], last_event_at: true };
@@ -145,6 +149,8 @@ pub struct BatchWrite<'a> {
 struct RowDelta {
     metrics: MetricsDelta,
     signals: [i64; SIGNAL_COLUMNS as usize],
+    /// What retractions took from the row (daily rows only).
+    retracted: Retracted,
 }
 
 impl RowDelta {
@@ -238,13 +244,17 @@ impl BatchWrite<'_> {
                     all_time.entry(product).or_default().add(&e.event, signal);
                 }
                 Fate::Retracted => {
-                    daily.entry((e.date, product)).or_default().metrics.witness(&e.event);
+                    let row = daily.entry((e.date, product)).or_default();
+                    row.metrics.witness(&e.event);
+                    row.retracted.add(&e.event);
                     all_time.entry(product).or_default();
                 }
                 Fate::Withdraws(original) => {
                     let event = original.event();
                     let signal = column(self.signal_of(&event)?);
-                    daily.entry((original.date, product)).or_default().withdraw(&event, signal);
+                    let row = daily.entry((original.date, product)).or_default();
+                    row.withdraw(&event, signal);
+                    row.retracted.add(&event);
                     all_time.entry(product).or_default().withdraw(&event, signal);
                 }
                 // The product's all-time row is locked all the same: see step 6.
@@ -363,6 +373,8 @@ impl BatchWrite<'_> {
         if table.last_event_at {
             names.extend(["last_event_at", "change_epoch"]);
             add.extend([("last_event_at", UpsertOp::Max), ("change_epoch", UpsertOp::Max)]);
+            names.extend(RETRACTED_COLUMNS);
+            add.extend(RETRACTED_COLUMNS.map(|c| (c, UpsertOp::SaturatingAdd)));
         }
         names.push("updated_at");
         add.push(("updated_at", UpsertOp::Replace));
@@ -392,6 +404,12 @@ impl BatchWrite<'_> {
             if table.last_event_at {
                 columns.push(Column::Int(subset.iter().map(|(_, d)| d.metrics.last_event_us).collect()));
                 columns.push(Column::Int(vec![epoch; subset.len()]));
+                columns.extend([
+                    counter(&|d| d.retracted.views),
+                    counter(&|d| d.retracted.likes),
+                    counter(&|d| d.retracted.orders),
+                    counter(&|d| d.retracted.order_amount),
+                ]);
             }
             columns.push(Column::Int(vec![self.now_us; subset.len()]));
             Rows { len: subset.len(), columns }

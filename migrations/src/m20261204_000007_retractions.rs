@@ -1,9 +1,9 @@
 //! - `retractions`: one row per event that a retraction (`EVENT_TYPE_RETRACT`) named, keyed
-//! by that event's id. The write path reads it to tell an original recorded after its
-//! retraction (it counts for nothing) and a second retraction of the same event (a
-//! duplicate); a retraction that arrives before its original costs this one row, found by
-//! its key, never a scan of the events. Not partitioned: it holds only retractions, and
-//! retention deletes the rows of past days with the events.
+//!   by that event's id. The write path reads it to tell an original recorded after its
+//!   retraction (it counts for nothing) and a second retraction of the same event (a
+//!   duplicate); a retraction that arrives before its original costs this one row, found by
+//!   its key, never a scan of the events. Not partitioned: it holds only retractions, and
+//!   retention deletes the rows of past days with the events.
 //! - `retracted_views`, `retracted_likes`, `retracted_orders`, `retracted_order_amount` on
 //!   `product_daily_metrics`: what retractions took from the day's counts, for ExplainRank.
 

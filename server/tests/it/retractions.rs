@@ -204,6 +204,10 @@ async fn an_original_older_than_the_accept_days_cannot_be_retracted() {
     db.drop_db().await;
 }
 
+/// A product's week as the reference sees it: views, likes, orders, order amount, latest
+/// event (Unix microseconds).
+type Week = (f64, f64, f64, i64, i64);
+
 /// A small deterministic generator (xorshift), so the workload is the same on every engine.
 struct Draw(u64);
 
@@ -229,7 +233,7 @@ async fn a_three_day_workload_with_retractions_ranks_as_its_events_say_in_either
     let mut draw = Draw(0x9e37_79b9_7f4a_7c15);
     let (mut originals, mut retractions, mut early) = (Vec::new(), Vec::new(), Vec::new());
     // (views, likes, order count, order amount) per product over the week, retractions out.
-    let mut week: BTreeMap<i64, (f64, f64, f64, i64, i64)> = BTreeMap::new();
+    let mut week: BTreeMap<i64, Week> = BTreeMap::new();
     for day in 0..3u64 {
         for product in 1..=30i64 {
             let id = |what: &str, n: u64| format!("{what}-{product}-{day}-{n}");
@@ -329,8 +333,7 @@ async fn a_three_day_workload_with_retractions_ranks_as_its_events_say_in_either
 
     // The weekly ranking, computed here from the events alone.
     let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
-    let ranked: Vec<(i64, (f64, f64, f64, i64, i64))> =
-        week.into_iter().filter(|(_, w)| w.0 + w.1 + w.2 > 0.0 || w.4 > 0).collect();
+    let ranked: Vec<(i64, Week)> = week.into_iter().filter(|(_, w)| w.0 + w.1 + w.2 > 0.0 || w.4 > 0).collect();
     let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
     let views_of: Vec<f64> = ranked.iter().map(|(_, w)| w.0).collect();
     let likes_of: Vec<f64> = ranked.iter().map(|(_, w)| w.1).collect();

@@ -353,3 +353,62 @@ async fn a_three_day_workload_with_retractions_ranks_as_its_events_say_in_either
     expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     assert_eq!(served[0][1], expected, "the weekly ranking is the events' own");
 }
+
+/// Originals and their retractions sent at once by eight writers, each event in a batch of
+/// its own writer, in an order of the writer's own: however the transactions interleave
+/// (an original and its retraction committing at the same moment included), every retracted
+/// order counts for nothing and every other order once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn originals_and_retractions_committing_at_once_settle_exactly() {
+    let app = TestApp::spawn(&[]).await;
+    let at = Utc::now() - Age::minutes(5);
+    let mut draw = Draw(0x2545_f491_4f6c_dd1d);
+    // 600 orders of 20 products, every other one retracted.
+    let mut all = Vec::new();
+    let mut kept = std::collections::BTreeMap::<i64, (i64, i64)>::new();
+    for n in 0..600i64 {
+        let product = 1 + n % 20;
+        let amount = 100 * (1 + n % 7);
+        all.push(event(&format!("o{n}"), product, v1::EventType::Order, amount, at));
+        // Every product has its all-time row, all of whose orders were taken back or not.
+        let k = kept.entry(product).or_default();
+        if n % 2 == 0 {
+            all.push(retract(&format!("r{n}"), product, &format!("o{n}"), at));
+        } else {
+            *k = (k.0 + 1, k.1 + amount);
+        }
+    }
+    // Dealt to eight writers at random, each sending batches of 1-8 in its own order.
+    let mut hands: Vec<Vec<v1::Event>> = vec![Vec::new(); 8];
+    for e in all {
+        hands[draw.next(8) as usize].push(e);
+    }
+    let mut writers = Vec::new();
+    for (w, mut hand) in hands.into_iter().enumerate() {
+        let mut client = app.client.clone();
+        let mut draw = Draw(0x1234_5678 + w as u64);
+        writers.push(tokio::spawn(async move {
+            while !hand.is_empty() {
+                let n = (1 + draw.next(8) as usize).min(hand.len());
+                let batch: Vec<v1::Event> = hand.drain(..n).collect();
+                client.record_events(v1::RecordEventsRequest { events: batch }).await.expect("recorded");
+            }
+        }));
+    }
+    for w in writers {
+        w.await.expect("writer");
+    }
+    let url = app.db.as_ref().expect("db").url.clone();
+    let db = Database::connect(&url).await.expect("connect");
+    let sql = "SELECT product_id, orders, order_amount FROM product_metrics ORDER BY product_id";
+    let found = db.query_all_raw(Statement::from_string(db.get_database_backend(), sql)).await.expect("rows");
+    let stored: std::collections::BTreeMap<i64, (i64, i64)> = found
+        .iter()
+        .map(|r| {
+            let g = |i| r.try_get_by_index::<i64>(i).expect("column");
+            (g(0), (g(1), g(2)))
+        })
+        .collect();
+    assert_eq!(stored, kept, "each retracted order counts for nothing, each other once");
+    app.stop().await;
+}

@@ -122,6 +122,9 @@ enum Scenario {
     WritePath {
         #[arg(default_value_t = 1_000_000)]
         events: usize,
+        /// Only the case with a tenth of the orders retracted.
+        #[arg(long)]
+        retractions_only: bool,
     },
     /// Built-in and 6-signal profiles' recompute time and memory.
     Profiles {
@@ -233,7 +236,10 @@ async fn run(scenario: Scenario) {
     match scenario {
         Scenario::Ingest { database } => ingest::bench_ingest(&database, false).await,
         Scenario::IngestSignals { database } => ingest::bench_ingest(&database, true).await,
-        Scenario::WritePath { events } => write_path::bench_write_path(events).await,
+        Scenario::WritePath { events, retractions_only } => {
+            let cases = if retractions_only { write_path::Cases::Retractions } else { write_path::Cases::All };
+            write_path::bench_write_path(events, cases).await
+        }
         Scenario::Profiles { products, redis } => profiles::bench_profiles(products, &redis).await,
         Scenario::Live { redis, cases } => {
             let sizes: Vec<i64> = cases.iter().filter_map(|s| s.parse().ok()).collect();

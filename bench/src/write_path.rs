@@ -5,7 +5,8 @@
 //! events table in day partitions with the 8 retained days before today, as in production):
 //! events/s; CPU µs per event of this process (server and callers) and of PostgreSQL; and
 //! each statement of the write path with its calls, rows and share of the database's
-//! execution time (pg_stat_statements).
+//! execution time (pg_stat_statements). A fourth case, uniform, has a tenth of the orders
+//! retracted: the retractions among the events, a third of them before their orders.
 
 use std::time::Instant;
 
@@ -47,12 +48,53 @@ fn shape(query: &str) -> String {
     cut.replace('|', "\\|")
 }
 
-pub async fn bench_write_path(n: usize) {
+/// The events of `n` with a retraction of every tenth order: the retraction comes 1,000
+/// events after its order, or for a third of them 1,000 events before it.
+fn with_retractions(events: Vec<v1::Event>, run: &str) -> Vec<v1::Event> {
+    // Each event with its place: the originals at 3i + 1, a retraction 1,000 places after
+    // its order (3(i + 1000) + 2) or before it (3(i - 1000)).
+    let mut placed: Vec<(usize, v1::Event)> = Vec::with_capacity(events.len() + events.len() / 100);
+    let mut orders = 0usize;
+    for (i, e) in events.into_iter().enumerate() {
+        if e.r#type == v1::EventType::Order as i32 {
+            orders += 1;
+            if orders % 10 == 0 {
+                let back = v1::Event {
+                    event_id: format!("{run}-r{i:09}"),
+                    r#type: v1::EventType::Retract.into(),
+                    retracts: e.event_id.clone(),
+                    amount: 0,
+                    ..e.clone()
+                };
+                let at = if orders % 30 == 0 { 3 * i.saturating_sub(1_000) } else { 3 * (i + 1_000) + 2 };
+                placed.push((at, back));
+            }
+        }
+        placed.push((3 * i + 1, e));
+    }
+    placed.sort_by_key(|(at, _)| *at);
+    placed.into_iter().map(|(_, e)| e).collect()
+}
+
+/// Which cases of [`bench_write_path`] run: all, or only the one with retractions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Cases {
+    All,
+    Retractions,
+}
+
+pub async fn bench_write_path(n: usize, cases: Cases) {
     let throwaway =
         pg::ThrowawayPostgres::start_with("-c shared_preload_libraries=pg_stat_statements -c max_connections=300")
             .expect("PostgreSQL server binaries");
     println!("\n## The ingest path on PostgreSQL: {n} events, {BATCH}-event batches, {WRITERS} writers\n");
-    for (popularity, live) in [(Popularity::Uniform, "0"), (Popularity::Zipf, "0"), (Popularity::Uniform, "1s")] {
+    let all = [
+        (Popularity::Uniform, "0", false),
+        (Popularity::Zipf, "0", false),
+        (Popularity::Uniform, "1s", false),
+        (Popularity::Uniform, "0", true),
+    ];
+    for (popularity, live, retracting) in all.into_iter().filter(|c| cases == Cases::All || c.2) {
         let url = fresh_db(&throwaway.url()).await;
         let app = serve(&[
             format!("--database-url={url}"),
@@ -69,15 +111,20 @@ pub async fn bench_write_path(n: usize) {
         db.execute_unprepared("SELECT pg_stat_statements_reset()").await.expect("reset");
 
         let run = format!("{:x}", Utc::now().timestamp_micros());
-        let batches: Vec<Vec<v1::Event>> =
-            events(n, popularity, &run).chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
+        let workload = events(n, popularity, &run);
+        let workload = if retracting { with_retractions(workload, &run) } else { workload };
+        let n = workload.len();
+        let batches: Vec<Vec<v1::Event>> = workload.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
         let cpu = CpuMeter::start(&throwaway, &[]);
         let started = Instant::now();
         write_batches(std::slice::from_ref(&app), batches, WRITERS).await;
         let secs = started.elapsed().as_secs_f64();
         let cpu = cpu.per_event(n);
         let (own, database) = (cpu.service, cpu.database);
-        let passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
+        let mut passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
+        if retracting {
+            passes += ", a tenth of the orders retracted";
+        }
         println!("### {}, {passes}\n", popularity.name());
         println!("| events/s | service + callers CPU µs/event | PostgreSQL CPU µs/event | seconds |");
         println!("|---:|---:|---:|---:|");

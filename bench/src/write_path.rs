@@ -58,7 +58,7 @@ fn with_retractions(events: Vec<v1::Event>, run: &str) -> Vec<v1::Event> {
     for (i, e) in events.into_iter().enumerate() {
         if e.r#type == v1::EventType::Order as i32 {
             orders += 1;
-            if orders % 10 == 0 {
+            if orders.is_multiple_of(10) {
                 let back = v1::Event {
                     event_id: format!("{run}-r{i:09}"),
                     r#type: v1::EventType::Retract.into(),
@@ -66,7 +66,7 @@ fn with_retractions(events: Vec<v1::Event>, run: &str) -> Vec<v1::Event> {
                     amount: 0,
                     ..e.clone()
                 };
-                let at = if orders % 30 == 0 { 3 * i.saturating_sub(1_000) } else { 3 * (i + 1_000) + 2 };
+                let at = if orders.is_multiple_of(30) { 3 * i.saturating_sub(1_000) } else { 3 * (i + 1_000) + 2 };
                 placed.push((at, back));
             }
         }

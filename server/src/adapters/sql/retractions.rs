@@ -1,7 +1,7 @@
 //! The write path's part in retractions (steps 2 and 6 of [`super::write`]): the stored
 //! events a batch's retractions name, the stored retractions that name the batch's events
-//! (`retractions`, one row per event taken back, found by its key), the check again once the
-//! rows are locked, and the batch's own retractions stored.
+//! (`retractions`, one row per event taken back, found by its key), the fates brought up
+//! to date once the rows are locked, and the batch's own retractions stored.
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,41 +42,59 @@ impl BatchWrite<'_> {
     }
 
     /// With every product's all-time row of the batch locked: what was decided without a
-    /// retraction or an original must still be so (another transaction may have committed
-    /// one meanwhile), then the batch's retractions are stored.
-    pub(super) async fn settle_retractions(&self, fresh: &[usize], fates: &[Fate]) -> Result<(), Attempt> {
+    /// retraction or an original may have changed meanwhile (another transaction committed
+    /// one before this one took the locks). The fates are brought up to date — a counted
+    /// event that a retraction now names is Retracted, a waiting retraction whose original
+    /// is now stored Withdraws it — and the batch's retractions are stored. Returns the
+    /// places of the fates that changed, whose rows the caller corrects.
+    pub(super) async fn settle_retractions(&self, fresh: &[usize], fates: &mut [Fate]) -> Result<Vec<usize>, Attempt> {
         let batch = self.batch;
+        let mut changed = Vec::new();
         let own: HashSet<&str> = fresh.iter().map(|i| batch[*i].event.event_id.as_str()).collect();
-        let counted: HashMap<String, i64> = fresh
+        let counted: HashMap<String, usize> = fresh
             .iter()
-            .zip(fates)
-            .filter(|(i, fate)| **fate == Fate::Counted && batch[**i].event.kind != EventKind::Retract)
-            .map(|(i, _)| (batch[*i].event.event_id.clone(), batch[*i].event.product_id))
+            .enumerate()
+            .filter(|(k, i)| fates[*k] == Fate::Counted && batch[**i].event.kind != EventKind::Retract)
+            .map(|(k, i)| (batch[*i].event.event_id.clone(), k))
             .collect();
         if !counted.is_empty() {
-            let claims = self.claims(counted.keys().cloned().collect()).await?;
-            if claims.iter().any(|(id, product)| counted.get(id) == Some(product)) {
-                return Err(Attempt::Retry("a retraction of the batch's events committed meanwhile".into()));
+            for (id, product) in self.claims(counted.keys().cloned().collect()).await? {
+                let k = counted[&id];
+                if batch[fresh[k]].event.product_id == product {
+                    fates[k] = Fate::Retracted;
+                    changed.push(k);
+                }
             }
         }
-        let waiting: Vec<String> = fresh
+        let waiting: HashMap<String, usize> = fresh
             .iter()
-            .zip(fates)
-            .filter(|(_, fate)| **fate == Fate::Waits)
-            .map(|(i, _)| batch[*i].event.retracts.clone())
-            .filter(|target| !own.contains(target.as_str()))
+            .enumerate()
+            .filter(|(k, _)| fates[*k] == Fate::Waits)
+            .map(|(k, i)| (batch[*i].event.retracts.clone(), k))
+            .filter(|(target, _)| !own.contains(target.as_str()))
             .collect();
-        if !waiting.is_empty() && !self.originals(&waiting).await?.is_empty() {
-            return Err(Attempt::Retry("an original the batch retracts committed meanwhile".into()));
+        if !waiting.is_empty() {
+            for (target, original) in self.originals(&waiting.keys().cloned().collect::<Vec<_>>()).await? {
+                let k = waiting[&target];
+                let event = &batch[fresh[k]].event;
+                let retractable = !matches!(original.kind, EventKind::Unlike | EventKind::Retract)
+                    && original.occurred_at >= self.retractable_since;
+                if original.product_id != event.product_id || !retractable {
+                    // A refusal now: the run again says which.
+                    return Err(Attempt::Retry("an original the batch retracts committed meanwhile".into()));
+                }
+                fates[k] = Fate::Withdraws(original);
+                changed.push(k);
+            }
         }
         let claiming: Vec<usize> = fresh
             .iter()
-            .zip(fates)
+            .zip(fates.iter())
             .filter(|(_, fate)| matches!(fate, Fate::Waits | Fate::Withdraws(_)))
             .map(|(i, _)| *i)
             .collect();
         if claiming.is_empty() {
-            return Ok(());
+            return Ok(changed);
         }
         let mut by_target = claiming;
         by_target.sort_unstable_by(|a, b| batch[*a].event.retracts.cmp(&batch[*b].event.retracts));
@@ -100,7 +118,7 @@ impl BatchWrite<'_> {
         if inserted != by_target.len() as u64 {
             return Err(Attempt::Retry("another retraction of the same event committed meanwhile".into()));
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// The stored events of `ids`, as retractions need them.

@@ -19,11 +19,12 @@
 //!    Custom signals (`EVENT_TYPE_SIGNAL`) are columns of the same rows (`signal_1` …, see
 //!    [`super::signals`]): they add to the same upserts, so a batch with signals costs no
 //!    statement more. A retraction takes its original's counts off the original's rows.
-//! 6. The retractions are checked again, now that the all-time rows of every product of the
+//! 6. The retractions are read again, now that the all-time rows of every product of the
 //!    batch are locked (a retraction locks its product's row even when it changes nothing),
 //!    and stored. An original and its retraction committing at once lock the same row, so the
-//!    second sees the first: if what it sees is not what it decided on, the attempt is run
-//!    again ([`Attempt::Retry`]).
+//!    second sees the first: an original that a retraction now names counts for nothing, a
+//!    waiting retraction whose original is now stored takes it back, and the counts added
+//!    for them are corrected by one more upsert per table.
 //!
 //! An attempt that loses a race (an id another transaction committed after step 1) is
 //! reported as [`Attempt::Retry`], a refused statement as [`Attempt::Db`]; the store runs the
@@ -276,7 +277,36 @@ impl BatchWrite<'_> {
         self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
         let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
         self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
-        self.settle_retractions(&fresh, &fates).await?;
+        let mut fates = fates;
+        let changed = self.settle_retractions(&fresh, &mut fates).await?;
+        if !changed.is_empty() {
+            // Fates that a transaction committed meanwhile changed: the counts they added come
+            // off again, on rows this transaction holds (or, for an original stored meanwhile,
+            // its own row, whose lock it takes now).
+            let mut daily: BTreeMap<(NaiveDate, i64), RowDelta> = BTreeMap::new();
+            let mut all_time: BTreeMap<i64, RowDelta> = BTreeMap::new();
+            let mut columns: Vec<u8> = Vec::new();
+            for k in changed {
+                let e = &batch[fresh[k]];
+                let (event, date) = match &fates[k] {
+                    Fate::Withdraws(original) => (original.event(), original.date),
+                    _ => (e.event.clone(), e.date),
+                };
+                let signal = self.signal_of(&event)?;
+                if let Some((c, _)) = signal
+                    && !columns.contains(&c)
+                {
+                    columns.push(c);
+                }
+                let row = daily.entry((date, event.product_id)).or_default();
+                row.withdraw(&event, signal);
+                row.retracted.add(&event);
+                all_time.entry(event.product_id).or_default().withdraw(&event, signal);
+            }
+            columns.sort_unstable();
+            self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
+            self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
+        }
         Ok(fresh.into_iter().zip(fates).collect())
     }
 

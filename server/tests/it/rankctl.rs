@@ -34,11 +34,20 @@ async fn rankctl_records_recomputes_and_reads() {
         let invalid = run(&ep, &["record", "view", "0"]);
         let refused = run(&ep, &["record", "retract", "7", "--retracts", "cli-1"]);
         let retract = run(&ep, &["record", "retract", "42", "--retracts", "cli-1", "--id", "cli-r"]);
-        (first, again, recompute, top, table, missing, invalid, retract, refused)
+        run(&ep, &["recompute"]);
+        let explained = (run(&ep, &["explain", "42"]), run(&ep, &["--json", "explain", "42"]));
+        (first, again, recompute, top, table, missing, invalid, retract, refused, explained)
     })
     .await
     .expect("blocking");
-    let (first, again, recompute, top, table, missing, invalid, retract, refused) = results;
+    let (first, again, recompute, top, table, missing, invalid, retract, refused, (explained, explained_json)) =
+        results;
+    assert!(explained.1.contains("retracted: 0 views, 0 likes, 1 orders (10000)"), "{}", explained.1);
+    assert!(
+        explained_json.1.contains(r#""retracted":{"views":0,"likes":0,"orders":1,"order_amount":10000}"#),
+        "{}",
+        explained_json.1
+    );
     assert!(retract.0 && retract.1.starts_with("RECORD_OUTCOME_ACCEPTED cli-r"), "{}", retract.1);
     assert!(!refused.0 && refused.1.contains("event.product_id: is 7"), "{}", refused.1);
     assert!(first.0 && first.1.starts_with("RECORD_OUTCOME_ACCEPTED cli-1"), "{}", first.1);

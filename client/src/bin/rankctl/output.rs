@@ -81,7 +81,7 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
             r#"{{"date":"{}","version":{},"stale":{},"product":{},"views":{},"likes":{},"orders":{},"order_amount":{},"#,
             r#""view_points":{},"like_points":{},"order_points":{},"carry_points":{},"main_score":{},"#,
             r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{},"#,
-            r#""signals":{},"axes":{}}}"#
+            r#""signals":{},"axes":{},"retracted":{{"views":{},"likes":{},"orders":{},"order_amount":{}}}}}"#
         ),
         r.date,
         r.version,
@@ -103,6 +103,10 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         r.points_to_overtake,
         list(&r.signals, |s| format!(r#"{{"signal":"{}","value":{},"points":{}}}"#, s.signal, s.value, s.points)),
         list(&r.axes, |a| axis_json(Some(a))),
+        r.retracted_views,
+        r.retracted_likes,
+        r.retracted_orders,
+        r.retracted_order_amount,
     )
 }
 
@@ -123,6 +127,13 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
     }
     println!("{:<12}  {:>16}  {:>16.9}", "carry-over", "", r.carry_points);
     println!("{:<12}  {:>16}  {:>16.9}", "main score", "", r.main_score);
+    let retracted = [r.retracted_views, r.retracted_likes, r.retracted_orders];
+    if retracted.iter().any(|n| *n > 0) {
+        println!(
+            "retracted: {} views, {} likes, {} orders ({}), counted in none of the parts",
+            r.retracted_views, r.retracted_likes, r.retracted_orders, r.retracted_order_amount
+        );
+    }
     println!();
     println!("{:<12}  {:>14}  {:>14}  {:>14}  {:>8}  {:>4}", "AXIS", "RAW", "MEAN", "STD", "Z", "NORM");
     let named = [&r.views_axis, &r.likes_axis, &r.recency_axis];

@@ -31,19 +31,17 @@
 //! whole transaction again when the race was lost or the dialect finds the refusal
 //! transient (a deadlock, a serialization failure).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 
-use super::dialect::{Dialect, UpsertOp};
+use super::deltas::Deltas;
+use super::dialect::Dialect;
 use super::rows::{Column, Rows};
-use super::signals::SIGNAL_COLUMNS;
-use crate::domain::delta::MetricsDelta;
 use crate::domain::profile::ScoringProfile;
 use crate::domain::retraction::Fate;
-use crate::domain::vocabulary::SignalKind;
-use crate::domain::vocabulary::{EventKind, Retracted};
+use crate::domain::vocabulary::{EventKind, SignalKind};
 use crate::ports::{DatedEvent, StoreError};
 
 /// Why one attempt of a transaction failed.
@@ -62,25 +60,6 @@ impl From<DbErr> for Attempt {
         Self::Db(e)
     }
 }
-
-/// A metrics table as the upserts see it.
-struct MetricsTable {
-    name: &'static str,
-    /// Primary-key columns, the conflict target.
-    key: &'static [&'static str],
-    /// Whether the table tracks the latest `occurred_at` and the change epoch of its rows
-    /// (what a live pass finds changed rows by).
-    last_event_at: bool,
-}
-
-/// What retractions took from a daily row, beside its counters.
-const RETRACTED_COLUMNS: [&str; 4] =
-    ["retracted_views", "retracted_likes", "retracted_orders", "retracted_order_amount"];
-
-const DAILY_METRICS: MetricsTable =
-    MetricsTable { name: "product_daily_metrics", key: &["metric_date", "product_id"], last_event_at: true };
-const PRODUCT_METRICS: MetricsTable =
-    MetricsTable { name: "product_metrics", key: &["product_id"], last_event_at: false };
 
 /// What an insert-or-ignore of events reports.
 enum Inserted {
@@ -144,34 +123,6 @@ pub struct BatchWrite<'a> {
     pub retractable_since: DateTime<Utc>,
 }
 
-/// What a batch does to one metrics row: the built-in counters, and the custom signals'
-/// sums by column (`signals[k]` is column `signal_{k+1}`).
-#[derive(Debug, Default)]
-struct RowDelta {
-    metrics: MetricsDelta,
-    signals: [i64; SIGNAL_COLUMNS as usize],
-    /// What retractions took from the row (daily rows only).
-    retracted: Retracted,
-}
-
-impl RowDelta {
-    fn add(&mut self, event: &crate::domain::vocabulary::Event, signal: Option<(u8, i64)>) {
-        self.metrics.add(event);
-        if let Some((column, value)) = signal {
-            let sum = &mut self.signals[usize::from(column - 1)];
-            *sum = sum.saturating_add(value);
-        }
-    }
-
-    fn withdraw(&mut self, original: &crate::domain::vocabulary::Event, signal: Option<(u8, i64)>) {
-        self.metrics.withdraw(original);
-        if let Some((column, value)) = signal {
-            let sum = &mut self.signals[usize::from(column - 1)];
-            *sum = sum.saturating_sub(value);
-        }
-    }
-}
-
 impl BatchWrite<'_> {
     pub(super) fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
         Statement::from_sql_and_values(self.dialect.backend(), sql, values)
@@ -224,88 +175,42 @@ impl BatchWrite<'_> {
             return Err(Attempt::Retry(format!("{lost} of {} ids raced with another writer", by_id.len())));
         }
 
-        let mut daily: BTreeMap<(NaiveDate, i64), RowDelta> = BTreeMap::new();
-        let mut all_time: BTreeMap<i64, RowDelta> = BTreeMap::new();
-        let mut columns: Vec<u8> = Vec::new();
-        let mut column = |signal: Option<(u8, i64)>| {
-            if let Some((c, _)) = signal
-                && !columns.contains(&c)
-            {
-                columns.push(c);
-            }
-            signal
-        };
+        let mut deltas = Deltas::default();
         for (i, fate) in fresh.iter().zip(&fates) {
             let e = &batch[*i];
-            let product = e.event.product_id;
             match fate {
-                Fate::Counted => {
-                    let signal = column(self.signal_of(&e.event)?);
-                    daily.entry((e.date, product)).or_default().add(&e.event, signal);
-                    all_time.entry(product).or_default().add(&e.event, signal);
-                }
-                Fate::Retracted => {
-                    let row = daily.entry((e.date, product)).or_default();
-                    row.metrics.witness(&e.event);
-                    row.retracted.add(&e.event);
-                    all_time.entry(product).or_default();
-                }
+                Fate::Counted => deltas.count(e, self.signal_of(&e.event)?),
+                Fate::Retracted => deltas.witness(e),
                 Fate::Withdraws(original) => {
                     let event = original.event();
-                    let signal = column(self.signal_of(&event)?);
-                    let row = daily.entry((original.date, product)).or_default();
-                    row.withdraw(&event, signal);
-                    row.retracted.add(&event);
-                    all_time.entry(product).or_default().withdraw(&event, signal);
+                    deltas.withdraw(&event, original.date, self.signal_of(&event)?);
                 }
                 // The product's all-time row is locked all the same: see step 6.
-                Fate::Waits => _ = all_time.entry(product).or_default(),
+                Fate::Waits => deltas.touch(e.event.product_id),
                 Fate::Duplicate => {}
             }
         }
-        columns.sort_unstable();
         // Before the first metrics row, so that the epoch's shared lock covers every one this
         // transaction writes; not earlier: an advance waits for the lock's holders, and a
         // writer still checking and inserting its events has no metrics row to cover yet.
         let epoch = self.change_epoch().await?;
-        let daily_keys = |rows: &[(&(NaiveDate, i64), &RowDelta)]| {
-            vec![
-                Column::Date(rows.iter().map(|((date, _), _)| *date).collect()),
-                Column::Int(rows.iter().map(|((_, product), _)| *product).collect()),
-            ]
-        };
-        self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
-        let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
-        self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
+        self.apply(&deltas, epoch).await?;
         let mut fates = fates;
         let changed = self.settle_retractions(&fresh, &mut fates).await?;
         if !changed.is_empty() {
             // Fates that a transaction committed meanwhile changed: the counts they added come
             // off again, on rows this transaction holds (or, for an original stored meanwhile,
             // its own row, whose lock it takes now).
-            let mut daily: BTreeMap<(NaiveDate, i64), RowDelta> = BTreeMap::new();
-            let mut all_time: BTreeMap<i64, RowDelta> = BTreeMap::new();
-            let mut columns: Vec<u8> = Vec::new();
+            let mut corrections = Deltas::default();
             for k in changed {
                 let e = &batch[fresh[k]];
                 let (event, date) = match &fates[k] {
                     Fate::Withdraws(original) => (original.event(), original.date),
                     _ => (e.event.clone(), e.date),
                 };
-                let signal = self.signal_of(&event)?;
-                if let Some((c, _)) = signal
-                    && !columns.contains(&c)
-                {
-                    columns.push(c);
-                }
-                let row = daily.entry((date, event.product_id)).or_default();
-                row.withdraw(&event, signal);
-                row.retracted.add(&event);
-                all_time.entry(event.product_id).or_default().withdraw(&event, signal);
+                corrections.withdraw(&event, date, self.signal_of(&event)?);
             }
-            columns.sort_unstable();
-            self.apply_deltas(&DAILY_METRICS, &daily, &columns, epoch, daily_keys).await?;
-            self.apply_deltas(&PRODUCT_METRICS, &all_time, &columns, epoch, product_keys).await?;
+            self.apply(&corrections, epoch).await?;
         }
         Ok(fresh.into_iter().zip(fates).collect())
     }
@@ -375,90 +280,5 @@ impl BatchWrite<'_> {
             return Ok(Inserted::Ids(ids));
         }
         Ok(Inserted::Count(self.txn.execute_raw(self.statement(sql, values)).await?.rows_affected()))
-    }
-
-    /// Applies folded deltas to one metrics table: one additive upsert for every row, then
-    /// one clamp upsert (`likes = GREATEST(likes, floor)`) for the rows where an UNLIKE could
-    /// have crossed zero. `key_columns` turns the row keys into the table's key columns.
-    async fn apply_deltas<K>(
-        &self,
-        table: &MetricsTable,
-        deltas: &BTreeMap<K, RowDelta>,
-        signal_columns: &[u8],
-        epoch: i64,
-        key_columns: impl Fn(&[(&K, &RowDelta)]) -> Vec<Column>,
-    ) -> Result<(), Attempt> {
-        let signal_names: Vec<String> = signal_columns.iter().map(|c| super::signals::column(*c)).collect();
-        let mut names: Vec<&str> = table.key.to_vec();
-        names.extend(["views", "likes", "orders", "order_amount"]);
-        names.extend(signal_names.iter().map(String::as_str));
-        let mut add = vec![
-            ("views", UpsertOp::Add),
-            ("likes", UpsertOp::Add),
-            ("orders", UpsertOp::Add),
-            // The counters a valid event can push towards i64::MAX (10^12 per order).
-            ("order_amount", UpsertOp::SaturatingAdd),
-        ];
-        add.extend(signal_names.iter().map(|n| (n.as_str(), UpsertOp::SaturatingAddNullable)));
-        if table.last_event_at {
-            names.extend(["last_event_at", "change_epoch"]);
-            add.extend([("last_event_at", UpsertOp::Max), ("change_epoch", UpsertOp::Max)]);
-            names.extend(RETRACTED_COLUMNS);
-            add.extend(RETRACTED_COLUMNS.map(|c| (c, UpsertOp::SaturatingAdd)));
-        }
-        names.push("updated_at");
-        add.push(("updated_at", UpsertOp::Replace));
-        let head = format!("{} ({})", table.name, names.join(", "));
-        let key = table.key.join(", ");
-
-        // The clamp rows carry zero counters: only their likes column is read by the upsert.
-        let rows = |subset: &[(&K, &RowDelta)], clamp: bool| {
-            let counter = |f: &dyn Fn(&RowDelta) -> i64| {
-                Column::Int(subset.iter().map(|(_, d)| if clamp { 0 } else { f(d) }).collect())
-            };
-            let mut columns = key_columns(subset);
-            columns.extend([
-                counter(&|d| d.metrics.views),
-                Column::Int(
-                    subset
-                        .iter()
-                        .map(|(_, d)| if clamp { d.metrics.likes.floor } else { d.metrics.likes.net })
-                        .collect(),
-                ),
-                counter(&|d| d.metrics.orders),
-                counter(&|d| d.metrics.order_amount),
-            ]);
-            for c in signal_columns {
-                columns.push(counter(&|d| d.signals[usize::from(*c - 1)]));
-            }
-            if table.last_event_at {
-                columns.push(Column::Int(subset.iter().map(|(_, d)| d.metrics.last_event_us).collect()));
-                columns.push(Column::Int(vec![epoch; subset.len()]));
-                columns.extend([
-                    counter(&|d| d.retracted.views),
-                    counter(&|d| d.retracted.likes),
-                    counter(&|d| d.retracted.orders),
-                    counter(&|d| d.retracted.order_amount),
-                ]);
-            }
-            columns.push(Column::Int(vec![self.now_us; subset.len()]));
-            Rows { len: subset.len(), columns }
-        };
-        let all: Vec<_> = deltas.iter().collect();
-        self.upsert(&head, &self.dialect.upsert_tail(table.name, &key, &add), &rows(&all, false)).await?;
-        let clamped: Vec<_> = all.iter().copied().filter(|(_, d)| d.metrics.likes.needs_clamp()).collect();
-        let clamp = self.dialect.upsert_tail(table.name, &key, &[("likes", UpsertOp::Max)]);
-        self.upsert(&head, &clamp, &rows(&clamped, true)).await
-    }
-
-    /// One upsert statement for all `rows` (none when there are no rows).
-    async fn upsert(&self, head: &str, tail: &str, rows: &Rows) -> Result<(), Attempt> {
-        if rows.len == 0 {
-            return Ok(());
-        }
-        let mut values = Vec::new();
-        let source = self.dialect.row_source(rows, &mut values);
-        self.txn.execute_raw(self.statement(format!("INSERT INTO {head} {source}{tail}"), values)).await?;
-        Ok(())
     }
 }

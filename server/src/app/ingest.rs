@@ -208,25 +208,24 @@ impl Ingest {
     /// Hidden products get none (their events still count in SQL). `points`: product, when,
     /// points.
     async fn increment_hourly(&self, points: &[(i64, DateTime<Utc>, f64)]) {
-        let accepted = points;
-        if accepted.is_empty() {
+        if points.is_empty() {
             return;
         }
-        let mut products: Vec<i64> = accepted.iter().map(|(product, _, _)| *product).collect();
+        let mut products: Vec<i64> = points.iter().map(|(product, _, _)| *product).collect();
         products.sort_unstable();
         products.dedup();
         let hidden: HashSet<i64> = match self.store.hidden_among(&products).await {
             Ok(hidden) => hidden.into_iter().collect(),
             Err(e) => {
-                self.metrics.hourly_increment_failures.inc_by(accepted.len() as u64);
+                self.metrics.hourly_increment_failures.inc_by(points.len() as u64);
                 tracing::warn!(error = %e, "could not read hidden products; hourly increments skipped");
                 return;
             }
         };
         let mut sums: BTreeMap<(RankingHour, i64), f64> = BTreeMap::new();
-        for (product, at, points) in accepted.iter().filter(|(product, _, _)| !hidden.contains(product)) {
+        for (product, at, p) in points.iter().filter(|(product, _, _)| !hidden.contains(product)) {
             let hour = self.policy.calendar.hour_of(*at);
-            *sums.entry((hour, *product)).or_default() += points;
+            *sums.entry((hour, *product)).or_default() += p;
         }
         let increments: Vec<HourlyIncrement> = sums
             .into_iter()

@@ -157,7 +157,7 @@ impl RawEvent {
         if occurred_at < oldest {
             return err("occurred_at", format!("{occurred_at} is older than {} days", window.accept_days));
         }
-        Ok(Event {
+        let event = Event {
             event_id: self.event_id,
             product_id: self.product_id,
             kind,
@@ -166,7 +166,14 @@ impl RawEvent {
             actor_id: self.actor_id,
             amount: self.amount,
             occurred_at,
-        })
+        };
+        if let Some((signal, cap)) = profile.cap_of(&event)
+            && cap.actor_required
+            && event.actor_id.is_empty()
+        {
+            return err("actor_id", format!("is required for {} by the scoring profile", profile.signal_name(signal)));
+        }
+        Ok(event)
     }
 }
 
@@ -225,6 +232,21 @@ mod tests {
         assert!(refused(retract("tab\t")).starts_with("retracts: must be 1-128"));
         assert_eq!(refused(RawEvent { amount: 5, ..retract("o-1") }), "amount: must be 0 for RETRACT");
         assert_eq!(refused(RawEvent { retracts: "o-1".into(), ..raw() }), "retracts: must be empty for VIEW");
+    }
+
+    #[test]
+    fn a_profile_may_require_an_actor_for_a_capped_signal() {
+        let mut spec = with_signals().spec().clone();
+        spec.caps.insert("views".into(), crate::cap::Cap { per_actor: Some(1), actor_required: true });
+        let profile = ScoringProfile::new(spec).expect("valid");
+        let refused = raw().validate(window(), &profile).expect_err("no actor");
+        assert_eq!(refused.field, "actor_id");
+        assert_eq!(refused.reason, "is required for views by the scoring profile");
+        let with_actor = RawEvent { actor_id: "shopper-1".into(), ..raw() };
+        assert_eq!(with_actor.validate(window(), &profile).expect("valid").actor_id, "shopper-1");
+        // Other signals take events without an actor.
+        let cart = RawEvent { kind: Some(RawKind::Signal), signal: "cart_adds".into(), ..raw() };
+        assert!(cart.validate(window(), &profile).is_ok());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! Nothing in here performs I/O or knows about tokio, Redis, SQL or gRPC, so every rule of
 //! the ranking can be unit- and property-tested without a server.
 //!
+//! - [`cap`]: per-shopper caps of count signals, and how a batch changes a capped value.
 //! - [`catalog`]: segments and the hidden flag of a product, and the segment syntax.
 //! - [`vocabulary`]: the shared words (events, a day's counters, carry-over, signal kinds).
 //! - [`event`]: what a shopper sends, and the validation rules an event must pass.
@@ -20,6 +21,7 @@
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 
 pub mod calendar;
+pub mod cap;
 pub mod catalog;
 pub mod delta;
 pub mod encoding;

@@ -26,6 +26,9 @@ pub struct Original {
     pub signal: String,
     /// Its amount.
     pub amount: i64,
+    /// The actor whose capped count it went into; empty when it counted without one (no
+    /// actor, or no cap on its signal when it was recorded).
+    pub actor_id: String,
     /// When it happened.
     pub occurred_at: DateTime<Utc>,
     /// The ranking day it counted towards.
@@ -41,6 +44,7 @@ impl Original {
             kind: event.kind,
             signal: event.signal.clone(),
             amount: event.amount,
+            actor_id: event.actor_id.clone(),
             occurred_at: event.occurred_at,
             date,
         }
@@ -54,7 +58,7 @@ impl Original {
             kind: self.kind,
             signal: self.signal.clone(),
             retracts: String::new(),
-            actor_id: String::new(),
+            actor_id: self.actor_id.clone(),
             amount: self.amount,
             occurred_at: self.occurred_at,
         }

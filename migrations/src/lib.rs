@@ -18,6 +18,7 @@ mod m20261201_000004_ranking_runs_profile;
 mod m20261201_000005_custom_signals;
 mod m20261202_000006_change_epochs;
 mod m20261204_000007_retractions;
+mod m20261204_000008_actor_counts;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000005_custom_signals::Migration),
             Box::new(m20261202_000006_change_epochs::Migration),
             Box::new(m20261204_000007_retractions::Migration),
+            Box::new(m20261204_000008_actor_counts::Migration),
         ]
     }
 }

@@ -106,6 +106,15 @@ impl DayScans for NoEvents {
     ) -> Result<Vec<crate::ports::ProductDay>, crate::ports::StoreError> {
         Ok(Vec::new())
     }
+
+    async fn over_caps(
+        &self,
+        _: i64,
+        _: chrono::NaiveDate,
+        caps: &[(String, u32)],
+    ) -> Result<Vec<u64>, crate::ports::StoreError> {
+        Ok(vec![0; caps.len()])
+    }
 }
 
 #[async_trait::async_trait]

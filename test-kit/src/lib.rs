@@ -347,3 +347,26 @@ pub fn independent_norm(values: &[f64], x: f64) -> u32 {
 pub fn rules(profile: &ranking_server::domain::profile::ScoringProfile) -> ranking_server::ports::RecordRules<'_> {
     ranking_server::ports::RecordRules { profile, retractable_since: DateTime::<Utc>::MIN_UTC }
 }
+
+/// A scoring profile file of the test's own (`--profile=…`), removed when dropped.
+pub struct ProfileFile(std::path::PathBuf);
+
+impl ProfileFile {
+    /// Writes `text` to a fresh file.
+    pub fn new(text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("ranking-profile-{:016x}.toml", rand_u64()));
+        std::fs::write(&path, text).expect("write the profile");
+        Self(path)
+    }
+
+    /// The server flag naming it.
+    pub fn flag(&self) -> String {
+        format!("--profile={}", self.0.display())
+    }
+}
+
+impl Drop for ProfileFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use super::cap::{Cap, MAX_PER_ACTOR};
 use super::layout::{Layout, LayoutError};
-use super::vocabulary::{MAX_CUSTOM_SIGNALS, SignalKind};
+use super::vocabulary::{Event, EventKind, MAX_CUSTOM_SIGNALS, SignalKind};
 
 mod scoring;
 pub mod text;
@@ -79,6 +80,8 @@ pub struct ProfileSpec {
     pub carry_days: u32,
     /// Custom signals by name.
     pub signals: BTreeMap<String, SignalKind>,
+    /// Per-actor caps by signal name (`views` or a custom count signal).
+    pub caps: BTreeMap<String, Cap>,
     /// The main score's terms, summed in this order.
     pub main: Vec<Term>,
     /// Tie-break axes, most significant first, with their digits.
@@ -126,6 +129,17 @@ pub enum ProfileError {
     /// More custom signals than [`MAX_CUSTOM_SIGNALS`].
     #[error("signals: at most {MAX_CUSTOM_SIGNALS} custom signals, got {0}")]
     TooManySignals(usize),
+    /// A cap on a signal that cannot have one.
+    #[error("signals.{0}: per_actor and actor_required apply to views and custom count signals")]
+    NotCappable(String),
+    /// A cap outside `1..=MAX_PER_ACTOR`.
+    #[error("signals.{signal}.per_actor: must be 1-{MAX_PER_ACTOR}, got {value}")]
+    PerActor {
+        /// The signal.
+        signal: String,
+        /// The value written.
+        value: u32,
+    },
     /// `carry_days` is above 365.
     #[error("carry_days: must be 0-365, got {0}")]
     CarryDays(u32),
@@ -147,6 +161,9 @@ pub struct ScoringProfile {
     axes: Vec<AxisRef>,
     /// [`ScoringProfile::has_built_in_axes`], decided once: every decoded entry asks.
     built_in_axes: bool,
+    /// The cap of views, and of each custom signal by slot.
+    view_cap: Cap,
+    custom_caps: Vec<Cap>,
 }
 
 impl ScoringProfile {
@@ -209,6 +226,14 @@ impl ScoringProfile {
         if spec.carry_days > 365 {
             return Err(ProfileError::CarryDays(spec.carry_days));
         }
+        for (name, cap) in &spec.caps {
+            if name != "views" && spec.signals.get(name) != Some(&SignalKind::Count) {
+                return Err(ProfileError::NotCappable(name.clone()));
+            }
+            if let Some(value) = cap.per_actor.filter(|n| !(1..=MAX_PER_ACTOR).contains(n)) {
+                return Err(ProfileError::PerActor { signal: name.clone(), value });
+            }
+        }
         let digits: Vec<u8> = spec.axes.iter().map(|(_, d)| *d).collect();
         let layout = Layout::new(&digits)?;
         let custom: Vec<(String, SignalKind)> = spec.signals.iter().map(|(n, k)| (n.clone(), *k)).collect();
@@ -237,7 +262,10 @@ impl ScoringProfile {
         let built_in_axes = axes
             == [AxisRef::Signal(SignalRef::Views), AxisRef::Signal(SignalRef::Likes), AxisRef::Recency]
             && layout.digits() == [3, 3, 3];
-        Ok(Self { spec, layout, custom, custom_names, terms, axes, built_in_axes })
+        let cap_of = |name: &str| spec.caps.get(name).copied().unwrap_or_default();
+        let view_cap = cap_of("views");
+        let custom_caps = custom.iter().map(|(n, _)| cap_of(n)).collect();
+        Ok(Self { spec, layout, custom, custom_names, terms, axes, built_in_axes, view_cap, custom_caps })
     }
 
     /// The built-in profile with the weights, carry-over and carry days of the original
@@ -265,6 +293,32 @@ impl ScoringProfile {
     /// The slot and kind of custom signal `name`.
     pub fn custom_signal(&self, name: &str) -> Option<(u8, SignalKind)> {
         self.custom.iter().position(|(n, _)| n == name).map(|i| (i as u8, self.custom[i].1))
+    }
+
+    /// The cap of `signal` (the default, uncapped, for every signal but views and custom
+    /// count signals).
+    pub fn cap(&self, signal: SignalRef) -> Cap {
+        match signal {
+            SignalRef::Views => self.view_cap,
+            SignalRef::Custom(slot) => self.custom_caps.get(usize::from(slot)).copied().unwrap_or_default(),
+            _ => Cap::default(),
+        }
+    }
+
+    /// The signal `event` counts towards and its cap, for the events a cap applies to (VIEW
+    /// and custom count SIGNAL events).
+    pub fn cap_of(&self, event: &Event) -> Option<(SignalRef, Cap)> {
+        let signal = match event.kind {
+            EventKind::View => SignalRef::Views,
+            EventKind::Signal(SignalKind::Count) => SignalRef::Custom(self.custom_signal(&event.signal)?.0),
+            _ => return None,
+        };
+        Some((signal, self.cap(signal)))
+    }
+
+    /// Whether any signal is capped per actor (and so has per-actor rows in the store).
+    pub fn caps_any(&self) -> bool {
+        self.signals().any(|s| self.cap(s).per_actor.is_some())
     }
 
     /// Every signal of the profile: the built-in ones, then the custom ones in slot order.
@@ -328,6 +382,7 @@ impl ScoringProfile {
             carry_over: 0.1,
             carry_days: 7,
             signals: BTreeMap::new(),
+            caps: BTreeMap::new(),
             main: vec![
                 term("views", 0.1, Transform::Linear),
                 term("likes", 0.2, Transform::Linear),
@@ -352,9 +407,9 @@ impl ScoringProfile {
         &self.layout
     }
 
-    /// A stable fingerprint of what the profile computes (signals, terms, carry-over, axes),
-    /// recorded with every version so that a version is explained with its own profile: the
-    /// FNV-1a hash of its canonical text, as 16 hex digits.
+    /// A stable fingerprint of what the profile computes (signals, terms, carry-over, axes,
+    /// caps), recorded with every version so that a version is explained with its own
+    /// profile: the FNV-1a hash of its canonical text, as 16 hex digits.
     pub fn fingerprint(&self) -> String {
         let s = &self.spec;
         let mut text = format!("carry_over={:?};carry_days={};", s.carry_over.to_bits(), s.carry_days);
@@ -366,6 +421,11 @@ impl ScoringProfile {
         }
         for (source, digits) in &s.axes {
             text.push_str(&format!("axis={source:?}:{digits};"));
+        }
+        // Written only when set, so a profile without caps keeps the fingerprint it had
+        // before caps existed.
+        for (name, cap) in s.caps.iter().filter(|(_, c)| **c != Cap::default()) {
+            text.push_str(&format!("cap={name}:{:?}:{};", cap.per_actor, cap.actor_required));
         }
         let hash =
             text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));

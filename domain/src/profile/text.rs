@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AxisSource, ProfileSpec, RECENCY, ScoringProfile, Term, Transform};
+use super::{AxisSource, BUILT_IN_SIGNALS, ProfileSpec, RECENCY, ScoringProfile, Term, Transform};
+use crate::cap::Cap;
 use crate::vocabulary::SignalKind;
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -20,10 +21,17 @@ struct File {
     axes: Vec<AxisFile>,
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+/// A `[signals.NAME]` table: a custom signal's kind, and a count signal's cap (views take
+/// only the cap).
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct SignalFile {
-    kind: KindFile,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<KindFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    per_actor: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    actor_required: bool,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -60,20 +68,27 @@ struct AxisFile {
 /// The profile `text` (TOML) describes, or what is wrong with it.
 pub fn parse(text: &str) -> Result<ScoringProfile, String> {
     let file: File = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    let mut signals = BTreeMap::new();
+    let mut caps = BTreeMap::new();
+    for (name, s) in file.signals {
+        let built_in = BUILT_IN_SIGNALS.contains(&name.as_str());
+        match s.kind {
+            Some(_) if built_in => return Err(format!("signals.{name}.kind: {name} is a built-in signal")),
+            Some(KindFile::Count) => drop(signals.insert(name.clone(), SignalKind::Count)),
+            Some(KindFile::Amount) => drop(signals.insert(name.clone(), SignalKind::Amount)),
+            None if built_in => {}
+            None => return Err(format!("signals.{name}.kind: required for a custom signal (\"count\" or \"amount\")")),
+        }
+        let cap = Cap { per_actor: s.per_actor, actor_required: s.actor_required };
+        if cap != Cap::default() {
+            caps.insert(name, cap);
+        }
+    }
     let spec = ProfileSpec {
         carry_over: file.carry_over,
         carry_days: file.carry_days,
-        signals: file
-            .signals
-            .into_iter()
-            .map(|(name, s)| {
-                let kind = match s.kind {
-                    KindFile::Count => SignalKind::Count,
-                    KindFile::Amount => SignalKind::Amount,
-                };
-                (name, kind)
-            })
-            .collect(),
+        signals,
+        caps,
         main: file
             .main
             .into_iter()
@@ -129,6 +144,11 @@ pub fn describe(profile: &ScoringProfile) -> String {
         };
         out.push_str(&format!("axis {}: {name}, {digits} digits (norms 0-{max})\n", i + 1));
     }
+    for (name, cap) in &spec.caps {
+        let limit = cap.per_actor.map_or("no cap".to_string(), |n| format!("at most {n} per actor, product and day"));
+        let required = if cap.actor_required { ", actor_id required" } else { "" };
+        out.push_str(&format!("cap: {name}, {limit}{required}\n"));
+    }
     out.push_str(&format!(
         "encoding: {} digits after the point; the main score's integer part is clamped below 2^{} = {}\nfingerprint: {}\n",
         layout.total_digits(),
@@ -147,17 +167,25 @@ pub fn to_toml(profile: &ScoringProfile) -> String {
     let file = File {
         carry_over: spec.carry_over,
         carry_days: spec.carry_days,
-        signals: spec
-            .signals
-            .iter()
-            .map(|(name, kind)| {
-                let kind = match kind {
-                    SignalKind::Count => KindFile::Count,
-                    SignalKind::Amount => KindFile::Amount,
-                };
-                (name.clone(), SignalFile { kind })
-            })
-            .collect(),
+        signals: {
+            let mut signals: BTreeMap<String, SignalFile> = spec
+                .signals
+                .iter()
+                .map(|(name, kind)| {
+                    let kind = match kind {
+                        SignalKind::Count => KindFile::Count,
+                        SignalKind::Amount => KindFile::Amount,
+                    };
+                    (name.clone(), SignalFile { kind: Some(kind), ..SignalFile::default() })
+                })
+                .collect();
+            for (name, cap) in &spec.caps {
+                let file = signals.entry(name.clone()).or_default();
+                file.per_actor = cap.per_actor;
+                file.actor_required = cap.actor_required;
+            }
+            signals
+        },
         main: spec
             .main
             .iter()
@@ -235,6 +263,21 @@ mod tests {
     }
 
     #[test]
+    fn a_distinct_viewers_profile_caps_views_and_keeps_its_caps_through_the_canonical_text() {
+        let text = format!(
+            "{BUILT_IN}\n[signals.views]\nper_actor = 1\n[signals.cart_adds]\nkind = \"count\"\nper_actor = 3\nactor_required = true\n"
+        );
+        let p = parse(&text).expect("valid");
+        assert_eq!(p.cap(super::super::SignalRef::Views), Cap { per_actor: Some(1), actor_required: false });
+        let cart = p.custom_signal("cart_adds").expect("declared").0;
+        assert_eq!(p.cap(super::super::SignalRef::Custom(cart)), Cap { per_actor: Some(3), actor_required: true });
+        assert_ne!(p.fingerprint(), parse(BUILT_IN).expect("valid").fingerprint());
+        let again = parse(&to_toml(&p)).expect("the canonical text is valid");
+        assert_eq!(again, p);
+        assert!(describe(&p).contains("cap: views, at most 1 per actor, product and day\n"), "{}", describe(&p));
+    }
+
+    #[test]
     fn refusals_name_the_problem() {
         let unknown_key = format!("{BUILT_IN}\nbogus = 1\n");
         assert!(parse(&unknown_key).expect_err("unknown key").contains("bogus"));
@@ -242,6 +285,19 @@ mod tests {
         assert!(parse(&bad_transform).expect_err("transform").contains("sqrt"));
         let unknown_signal = BUILT_IN.replace("signal = \"likes\"\nweight", "signal = \"cart_adds\"\nweight");
         assert_eq!(parse(&unknown_signal).expect_err("signal"), "main[1].signal: unknown signal \"cart_adds\"");
+        let likes = format!("{BUILT_IN}\n[signals.likes]\nper_actor = 1\n");
+        assert_eq!(
+            parse(&likes).expect_err("likes"),
+            "signals.likes: per_actor and actor_required apply to views and custom count signals"
+        );
+        let zero = format!("{BUILT_IN}\n[signals.views]\nper_actor = 0\n");
+        assert_eq!(parse(&zero).expect_err("zero"), "signals.views.per_actor: must be 1-1000000, got 0");
+        let kindless = format!("{BUILT_IN}\n[signals.cart_adds]\nper_actor = 1\n");
+        assert!(parse(&kindless).expect_err("kind").starts_with("signals.cart_adds.kind: required"));
+        let views_kind = format!("{BUILT_IN}\n[signals.views]\nkind = \"count\"\n");
+        assert_eq!(parse(&views_kind).expect_err("views kind"), "signals.views.kind: views is a built-in signal");
+        let amount = format!("{BUILT_IN}\n[signals.refunds]\nkind = \"amount\"\nper_actor = 2\n");
+        assert!(parse(&amount).expect_err("amount").starts_with("signals.refunds: per_actor"));
         let wide = BUILT_IN.replace("digits = 3", "digits = 4") + "[[axes]]\nsignal = \"orders\"\ndigits = 1\n";
         assert_eq!(parse(&wide).expect_err("digits"), "the axes have 13 digits in all, more than 12");
     }

@@ -9,7 +9,7 @@ use chrono::{Days, NaiveDate};
 use super::policy::Policy;
 use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::explain::{Explanation, explain};
-use crate::domain::profile::ScoringProfile;
+use crate::domain::profile::{ScoringProfile, SignalRef};
 use crate::domain::vocabulary::Retracted;
 use crate::ports::{MetricsStore, Segment, StoreError};
 
@@ -50,6 +50,20 @@ pub struct ExplainAnswer {
     pub stale: bool,
     /// What retractions took from the day's counts.
     pub retracted: Retracted,
+    /// Per signal capped per actor by the version's profile: the signal, its cap, and the
+    /// day's events the cap kept from counting.
+    pub capped: Vec<CapFigures>,
+}
+
+/// What a per-actor cap did to one signal of the day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapFigures {
+    /// The signal.
+    pub signal: SignalRef,
+    /// At most this many events per actor counted.
+    pub per_actor: u32,
+    /// The events over the cap (the signal's value is what counted).
+    pub over_cap: u64,
 }
 
 /// The explain service.
@@ -94,6 +108,7 @@ impl Explainer {
                         .collect();
                     let profile = self.profile_of(&run.profile).await?;
                     let history = self.store.product_days(query.product_id, &days, profile.custom_names()).await?;
+                    let capped = self.capped(&profile, query.product_id, date).await?;
                     let explanation =
                         explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
                     let retracted = history.iter().find(|d| d.date == date).map(|d| d.retracted).unwrap_or_default();
@@ -109,6 +124,7 @@ impl Explainer {
                         above,
                         points_to_overtake,
                         retracted,
+                        capped,
                     });
                 }
                 _ if attempt < ATTEMPTS => {
@@ -118,6 +134,27 @@ impl Explainer {
                 _ => return Err(QueryError::Unexplained { date, version }),
             }
         }
+    }
+
+    /// What the profile's per-actor caps kept from counting for the product that day.
+    async fn capped(
+        &self,
+        profile: &ScoringProfile,
+        product_id: i64,
+        date: NaiveDate,
+    ) -> Result<Vec<CapFigures>, StoreError> {
+        let caps: Vec<(SignalRef, u32)> =
+            profile.signals().filter_map(|s| profile.cap(s).per_actor.map(|n| (s, n))).collect();
+        if caps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let named: Vec<(String, u32)> = caps.iter().map(|(s, n)| (profile.signal_name(*s).to_string(), *n)).collect();
+        let over = self.store.over_caps(product_id, date, &named).await?;
+        Ok(caps
+            .into_iter()
+            .zip(over)
+            .map(|((signal, per_actor), over_cap)| CapFigures { signal, per_actor, over_cap })
+            .collect())
     }
 
     /// The profile a version was computed with, by the fingerprint its run recorded: the

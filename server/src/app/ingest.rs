@@ -18,6 +18,7 @@ use super::policy::Policy;
 use crate::domain::calendar::RankingHour;
 use crate::domain::event::{AcceptWindow, RawEvent};
 use crate::metrics::Metrics;
+use crate::metrics::shoppers::SignalLabels;
 use crate::ports::{
     DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, RecordRules, Recorded, StoreError,
 };
@@ -184,17 +185,23 @@ impl Ingest {
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         let retractable_since = self.policy.now() - chrono::Duration::days(i64::from(self.policy.accept_days));
         let rules = RecordRules { profile: &self.policy.profile, retractable_since };
-        let Recorded { outcomes, withdrawn } = self.store.record(batch, rules).await?;
+        let Recorded { outcomes, withdrawn, uncounted, capped } = self.store.record(batch, rules).await?;
         let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();
         self.metrics.events_accepted.inc_by((outcomes.len() - duplicates) as u64);
         self.metrics.events_duplicate.inc_by(duplicates as u64);
+        for (signal, n) in capped {
+            self.metrics.shoppers.capped.get_or_create(&SignalLabels { signal }).inc_by(n);
+        }
         let profile = &self.policy.profile;
+        // Sorted by the store: the events a cap kept from counting add (or take) no points.
+        let counts = |i: usize| uncounted.binary_search(&i).is_err();
         let points = batch
             .iter()
+            .enumerate()
             .zip(&outcomes)
-            .filter(|(_, o)| **o == Outcome::Accepted)
-            .map(|(e, _)| (e.event.product_id, e.event.occurred_at, profile.hourly_points(&e.event)))
-            .chain(withdrawn.iter().map(|(i, original)| {
+            .filter(|((i, _), o)| **o == Outcome::Accepted && counts(*i))
+            .map(|((_, e), _)| (e.event.product_id, e.event.occurred_at, profile.hourly_points(&e.event)))
+            .chain(withdrawn.iter().filter(|(i, _)| counts(*i)).map(|(i, original)| {
                 (original.product_id, batch[*i].event.occurred_at, -profile.hourly_points(&original.event()))
             }))
             .filter(|(_, _, points)| *points != 0.0)

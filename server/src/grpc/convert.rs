@@ -164,10 +164,17 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
             .terms
             .iter()
             .chain(&e.unscored)
-            .map(|t| pb::SignalExplanation {
-                signal: profile.signal_name(t.signal).into(),
-                value: t.value as f64,
-                points: t.points,
+            .map(|t| {
+                let cap = a.capped.iter().find(|c| c.signal == t.signal);
+                let over_cap = cap.map_or(0, |c| c.over_cap);
+                pb::SignalExplanation {
+                    signal: profile.signal_name(t.signal).into(),
+                    value: t.value as f64,
+                    points: t.points,
+                    per_actor: cap.map_or(0, |c| c.per_actor),
+                    events: cap.map_or(0, |c| count(t.value).saturating_add(c.over_cap)),
+                    over_cap,
+                }
             })
             .collect(),
         axes: e.axes.iter().enumerate().map(|(i, a)| axis(profile.axis_name(i), a)).collect(),

@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 pub mod bus;
 pub mod live;
 pub mod phases;
+pub mod shoppers;
 
 /// Labels of per-RPC metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,6 +190,8 @@ pub struct Metrics {
     pub store_reachable: Family<StoreLabels, Gauge>,
     /// Live passes.
     pub live: live::LiveMetrics,
+    /// The per-shopper caps' metrics.
+    pub shoppers: shoppers::ShopperMetrics,
     /// Event-bus sources.
     pub bus: bus::BusMetrics,
     /// Calls by method and status code.
@@ -304,6 +307,7 @@ impl Metrics {
             store_reachable.clone(),
         );
         let live = live::LiveMetrics::registered(&mut registry);
+        let shoppers = shoppers::ShopperMetrics::registered(&mut registry);
         let bus = bus::BusMetrics::registered(&mut registry);
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
@@ -335,6 +339,7 @@ impl Metrics {
             snapshot_versions: Default::default(),
             store_reachable,
             live,
+            shoppers,
             bus,
             rpc_calls,
             rpc_seconds,

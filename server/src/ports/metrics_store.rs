@@ -55,6 +55,12 @@ pub struct Recorded {
     pub outcomes: Vec<Outcome>,
     /// `(index of the retraction, the original it took back)`.
     pub withdrawn: Vec<(usize, Original)>,
+    /// Events whose signal a per-actor cap did not move (batch indexes): counted events over
+    /// their actor's cap, and retractions that freed no counted slot. Their points skip the
+    /// hourly ranking.
+    pub uncounted: Vec<usize>,
+    /// How many events the caps removed, per capped signal (by name).
+    pub capped: Vec<(String, u64)>,
 }
 
 /// One `product_daily_metrics` row as the recompute needs it.
@@ -147,6 +153,12 @@ pub trait DayScans: Send + Sync + 'static {
         days: &[NaiveDate],
         signals: &[String],
     ) -> Result<Vec<ProductDay>, StoreError>;
+
+    /// For one product and day, the events each capped signal of `caps` (name, per-actor
+    /// cap) had over its cap: Σ over the actors of `max(0, events − cap)`, in the order of
+    /// `caps`. One lookup of the day's actor rows of the product.
+    async fn over_caps(&self, product_id: i64, date: NaiveDate, caps: &[(String, u32)])
+    -> Result<Vec<u64>, StoreError>;
 }
 
 /// The catalog: products' segments and hidden flags.

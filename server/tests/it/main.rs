@@ -11,6 +11,7 @@ mod annotations;
 mod api;
 mod binary;
 mod bus;
+mod caps;
 mod catalog;
 mod client;
 mod client_calls;

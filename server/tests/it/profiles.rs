@@ -6,7 +6,7 @@ use chrono::Utc;
 use ranking_client::tonic::Code;
 use ranking_client::v1::{self, EventType};
 
-use crate::helpers::{TestApp, TestDb, count_events, event, settings, views};
+use crate::helpers::{ProfileFile, TestApp, TestDb, count_events, event, settings, views};
 
 #[tokio::test]
 async fn signal_events_of_an_unknown_signal_are_refused_and_nothing_is_written() {
@@ -75,27 +75,6 @@ async fn each_recorded_version_names_the_profile_it_was_computed_with() {
     assert_eq!(fingerprint, ranking_server::domain::profile::ScoringProfile::built_in().fingerprint());
     app.stop().await;
     db.drop_db().await;
-}
-
-/// A profile file of the test's own, removed when dropped.
-struct ProfileFile(std::path::PathBuf);
-
-impl ProfileFile {
-    fn new(text: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("ranking-profile-{:016x}.toml", crate::helpers::rand_u64()));
-        std::fs::write(&path, text).expect("write the profile");
-        Self(path)
-    }
-
-    fn flag(&self) -> String {
-        format!("--profile={}", self.0.display())
-    }
-}
-
-impl Drop for ProfileFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// Two platforms' profiles: cart adds as a log1p term and the most significant axis, refunds

@@ -1,12 +1,15 @@
 //! The metrics rows a batch changes: the effect of its events folded per row ([`Deltas`]),
 //! and applied with one additive upsert per table, plus one clamp upsert where an UNLIKE (or
-//! a retracted like) could have crossed zero.
+//! a retracted like) could have crossed zero. Events of a capped signal with an actor are
+//! folded per actor row instead, and reach the metrics rows as what the caps let through
+//! ([`super::actors`]).
 
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 use sea_orm::ConnectionTrait;
 
+use super::actors::{ActorKey, ActorRow, CapReport, Capped};
 use super::dialect::UpsertOp;
 use super::rows::{Column, Rows};
 use super::signals::SIGNAL_COLUMNS;
@@ -53,6 +56,17 @@ impl RowDelta {
         }
     }
 
+    /// Adds a capped signal's settled change: views (`code` 0) or custom column `code`.
+    pub(super) fn add_capped(&mut self, code: i16, delta: i64) {
+        match code {
+            0 => self.metrics.views += delta,
+            column => {
+                let sum = &mut self.signals[(column - 1) as usize];
+                *sum = sum.saturating_add(delta);
+            }
+        }
+    }
+
     fn withdraw(&mut self, original: &Event, signal: Option<(u8, i64)>) {
         self.metrics.withdraw(original);
         if let Some((column, value)) = signal {
@@ -66,18 +80,28 @@ impl RowDelta {
 /// touches (ascending).
 #[derive(Debug, Default)]
 pub(super) struct Deltas {
-    daily: BTreeMap<(NaiveDate, i64), RowDelta>,
-    all_time: BTreeMap<i64, RowDelta>,
+    pub(super) daily: BTreeMap<(NaiveDate, i64), RowDelta>,
+    pub(super) all_time: BTreeMap<i64, RowDelta>,
     columns: Vec<u8>,
+    /// The capped events with an actor, per actor row; settled into `daily` and `all_time`
+    /// once the rows' counts are known.
+    pub(super) actors: BTreeMap<ActorKey, ActorRow>,
 }
 
 impl Deltas {
-    /// `event` counted.
-    pub fn count(&mut self, event: &DatedEvent, signal: Option<(u8, i64)>) {
+    /// `event` (batch index `index`) counted; through its actor's row when `capped`.
+    pub fn count(&mut self, index: usize, event: &DatedEvent, signal: Option<(u8, i64)>, capped: Option<Capped>) {
         self.column(signal);
         let e = &event.event;
-        self.daily.entry((event.date, e.product_id)).or_default().add(e, signal);
-        self.all_time.entry(e.product_id).or_default().add(e, signal);
+        let Some(capped) = capped else {
+            self.daily.entry((event.date, e.product_id)).or_default().add(e, signal);
+            self.all_time.entry(e.product_id).or_default().add(e, signal);
+            return;
+        };
+        // The row exists and its latest event moves whether or not the cap lets the event count.
+        self.daily.entry((event.date, e.product_id)).or_default().metrics.witness(e);
+        self.touch(e.product_id);
+        self.actor_row(event.date, e, capped).added.push(index);
     }
 
     /// `event` recorded after its retraction: only its time counts, and what it would have
@@ -90,13 +114,31 @@ impl Deltas {
         self.touch(e.product_id);
     }
 
-    /// `original`, counted on `date`, taken back.
-    pub fn withdraw(&mut self, original: &Event, date: NaiveDate, signal: Option<(u8, i64)>) {
+    /// `original`, counted on `date`, taken back by the retraction at `index`; from its
+    /// actor's row when it was counted through one (`capped`).
+    pub fn withdraw(
+        &mut self,
+        index: usize,
+        original: &Event,
+        date: NaiveDate,
+        signal: Option<(u8, i64)>,
+        capped: Option<Capped>,
+    ) {
         self.column(signal);
         let row = self.daily.entry((date, original.product_id)).or_default();
-        row.withdraw(original, signal);
         row.retracted.add(original);
-        self.all_time.entry(original.product_id).or_default().withdraw(original, signal);
+        let Some(capped) = capped else {
+            row.withdraw(original, signal);
+            self.all_time.entry(original.product_id).or_default().withdraw(original, signal);
+            return;
+        };
+        self.touch(original.product_id);
+        self.actor_row(date, original, capped).taken.push(index);
+    }
+
+    fn actor_row(&mut self, date: NaiveDate, event: &Event, capped: Capped) -> &mut ActorRow {
+        let key = ActorKey { date, product_id: event.product_id, code: capped.code, actor_id: event.actor_id.clone() };
+        self.actors.entry(key).or_insert_with(|| ActorRow::new(capped.per_actor))
     }
 
     /// The product's all-time row written (and locked) even though nothing of it changes.
@@ -114,8 +156,10 @@ impl Deltas {
 }
 
 impl BatchWrite<'_> {
-    /// Writes `deltas` to both metrics tables, the daily rows stamped with `epoch`.
-    pub(super) async fn apply(&self, deltas: &Deltas, epoch: i64) -> Result<(), Attempt> {
+    /// Writes `deltas` to both metrics tables, the daily rows stamped with `epoch`, after
+    /// settling its actor rows; returns what the caps did.
+    pub(super) async fn apply(&self, deltas: &mut Deltas, epoch: i64) -> Result<CapReport, Attempt> {
+        let report = self.settle_actor_rows(deltas).await?;
         let daily_keys = |rows: &[(&(NaiveDate, i64), &RowDelta)]| {
             vec![
                 Column::Date(rows.iter().map(|((date, _), _)| *date).collect()),
@@ -124,7 +168,8 @@ impl BatchWrite<'_> {
         };
         self.apply_deltas(&DAILY_METRICS, &deltas.daily, &deltas.columns, epoch, daily_keys).await?;
         let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
-        self.apply_deltas(&PRODUCT_METRICS, &deltas.all_time, &deltas.columns, epoch, product_keys).await
+        self.apply_deltas(&PRODUCT_METRICS, &deltas.all_time, &deltas.columns, epoch, product_keys).await?;
+        Ok(report)
     }
 
     /// Applies folded deltas to one metrics table: one additive upsert for every row, then

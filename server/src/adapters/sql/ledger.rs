@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 
+use super::actors::CapReport;
 use super::write::{Attempt, BatchWrite};
 use super::{SqlMetricsStore, partitions};
 use crate::domain::profile::ScoringProfile;
@@ -50,7 +51,7 @@ impl SqlMetricsStore {
         candidates: &[usize],
         signal_columns: &HashMap<String, u8>,
         rules: RecordRules<'_>,
-    ) -> Result<HashMap<usize, Fate>, Attempt> {
+    ) -> Result<(HashMap<usize, Fate>, CapReport), Attempt> {
         let _gate = self.write_turn().await;
         let txn = self
             .db
@@ -83,7 +84,7 @@ impl EventLedger for SqlMetricsStore {
         let signal_columns = self.signal_columns(batch, rules.profile).await?;
         let mut attempt = 1;
         let mut delays = transaction_retry_delays();
-        let mut fresh = loop {
+        let (mut fresh, report) = loop {
             let result = match self.record_once(batch, &candidates, &signal_columns, rules).await {
                 Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
                 Err(Attempt::Db(e)) => Err(Attempt::Fail(StoreError::database(e))),
@@ -115,6 +116,14 @@ impl EventLedger for SqlMetricsStore {
                 }
             });
         }
+        recorded.uncounted = report.uncounted;
+        recorded.uncounted.sort_unstable();
+        let name_of = |code: i16| match code {
+            0 => Some("views".to_string()),
+            column => signal_columns.iter().find(|(_, c)| i16::from(**c) == column).map(|(name, _)| name.clone()),
+        };
+        recorded.capped =
+            report.capped.into_iter().filter_map(|(code, n)| name_of(code).map(|name| (name, n))).collect();
         Ok(recorded)
     }
 
@@ -149,6 +158,8 @@ impl EventLedger for SqlMetricsStore {
             .await?;
         let retractions =
             self.delete_chunked("retractions", "target_id", "metric_date", days_before.into(), chunk).await?;
+        let actor_key = "metric_date, product_id, signal_code, actor_id";
+        let actors = self.delete_chunked("actor_counts", actor_key, "metric_date", days_before.into(), chunk).await?;
         let runs = {
             let _gate = self.write_turn().await;
             let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
@@ -158,7 +169,7 @@ impl EventLedger for SqlMetricsStore {
                 .map_err(StoreError::database)?
                 .rows_affected()
         };
-        Ok(events + days + retractions + runs)
+        Ok(events + days + retractions + actors + runs)
     }
 }
 

@@ -3,15 +3,17 @@
 //! - this module: connecting (and migrating), the day scans, and the ports but the ledger;
 //! - `ledger`: the ledger port: the retry loop around a batch, signal columns, retention;
 //! - [`write`]: the batch write path, a constant number of statements per batch, with
-//!   `deltas` (the metrics rows it changes, folded and upserted) and `retractions`;
+//!   `deltas` (the metrics rows it changes, folded and upserted), `retractions` and
+//!   `actors` (the per-actor counts of capped signals);
 //! - [`dialect`]: every difference between the engines;
 //! - [`catalog`]: `product_catalog` (UpdateCatalog, and the recompute's scan of it);
-//! - [`partitions`]: the day partitions of `events` on PostgreSQL (created ahead, dropped by
-//!   retention);
+//! - [`partitions`]: the day partitions of `events` and `actor_counts` on PostgreSQL
+//!   (created ahead, dropped by retention);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
 //! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
 //!   daily rows).
 
+mod actors;
 pub mod catalog;
 pub mod changes;
 mod deltas;
@@ -219,6 +221,36 @@ impl DayScans for SqlMetricsStore {
     ) -> Result<Vec<ProductDay>, StoreError> {
         let columns = self.columns_of(signals).await?;
         runs::product_days(&self.db, product_id, days, &columns).await
+    }
+
+    async fn over_caps(
+        &self,
+        product_id: i64,
+        date: NaiveDate,
+        caps: &[(String, u32)],
+    ) -> Result<Vec<u64>, StoreError> {
+        let custom: Vec<String> = caps.iter().filter(|(n, _)| n != "views").map(|(n, _)| n.clone()).collect();
+        let mut columns = self.columns_of(&custom).await?.into_iter();
+        // A custom signal without a column has no rows yet.
+        let codes: Vec<Option<i16>> = caps
+            .iter()
+            .map(|(name, _)| if name == "views" { Some(0) } else { columns.next().flatten().map(i16::from) })
+            .collect();
+        let known: Vec<(i16, u32)> = caps.iter().zip(&codes).filter_map(|((_, n), c)| c.map(|c| (c, *n))).collect();
+        let mut over = vec![0; caps.len()];
+        if known.is_empty() {
+            return Ok(over);
+        }
+        let (sql, values) = self.dialect.actor_totals(date, product_id, &known);
+        let rows = self.db.query_all_raw(self.statement(sql, values)).await.map_err(StoreError::database)?;
+        for row in rows {
+            let code: i16 = row.try_get_by_index(0).map_err(StoreError::database)?;
+            let n: i64 = row.try_get_by_index(1).map_err(StoreError::database)?;
+            if let Some(at) = codes.iter().position(|c| *c == Some(code)) {
+                over[at] = u64::try_from(n).unwrap_or(0);
+            }
+        }
+        Ok(over)
     }
 }
 

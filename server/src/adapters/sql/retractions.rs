@@ -124,7 +124,7 @@ impl BatchWrite<'_> {
     /// The stored events of `ids`, as retractions need them.
     async fn originals(&self, ids: &[String]) -> Result<HashMap<String, Original>, Attempt> {
         let mut originals = HashMap::new();
-        for (id, (stored, signal, date)) in self.stored_events_of(ids.to_vec()).await? {
+        for (id, (stored, signal, date, actor_id)) in self.stored_events_of(ids.to_vec()).await? {
             let signal_kind = self.profile.custom_signal(&signal).map(|(_, kind)| kind);
             let Some(kind) = super::write::kind_of(stored.event_type, signal_kind) else {
                 // A signal the profile no longer has: its column is not the profile's to take
@@ -138,6 +138,7 @@ impl BatchWrite<'_> {
                 kind,
                 signal,
                 amount: stored.amount,
+                actor_id,
                 occurred_at,
                 date,
             };

@@ -36,6 +36,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, NaiveDate, Utc};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, Statement, Value};
 
+use super::actors::CapReport;
 use super::deltas::Deltas;
 use super::dialect::Dialect;
 use super::rows::{Column, Rows};
@@ -89,8 +90,9 @@ impl StoredEvent {
     }
 }
 
-/// A stored event: its content, its custom signal (empty for the built-in types) and its day.
-pub(super) type Stored = (StoredEvent, String, NaiveDate);
+/// A stored event: its content, its custom signal (empty for the built-in types), its day
+/// and the actor whose capped count it went into (empty for none).
+pub(super) type Stored = (StoredEvent, String, NaiveDate, String);
 
 /// The kind of a stored event's type code (a SIGNAL's kind from its signal's column).
 pub(super) fn kind_of(code: i16, signal: Option<SignalKind>) -> Option<EventKind> {
@@ -129,9 +131,9 @@ impl BatchWrite<'_> {
     }
 
     /// Writes the events at `candidates` (indexes into the batch, each id once) and their
-    /// metrics; returns what each fresh one did (the others were stored before). Does not
-    /// commit.
-    pub async fn run(&self, candidates: &[usize]) -> Result<HashMap<usize, Fate>, Attempt> {
+    /// metrics; returns what each fresh one did (the others were stored before) and what the
+    /// caps did. Does not commit.
+    pub(super) async fn run(&self, candidates: &[usize]) -> Result<(HashMap<usize, Fate>, CapReport), Attempt> {
         let batch = self.batch;
         let stored = self.stored_events(candidates).await?;
         let fresh: Vec<usize> = candidates
@@ -139,7 +141,7 @@ impl BatchWrite<'_> {
             .copied()
             .filter(|i| match stored.get(batch[*i].event.event_id.as_str()) {
                 None => true,
-                Some((previous, _, _)) => {
+                Some((previous, ..)) => {
                     if *previous != StoredEvent::of(&batch[*i]) {
                         tracing::warn!(
                             event_id = %batch[*i].event.event_id,
@@ -151,7 +153,7 @@ impl BatchWrite<'_> {
             })
             .collect();
         if fresh.is_empty() {
-            return Ok(HashMap::new());
+            return Ok((HashMap::new(), CapReport::default()));
         }
 
         let fates = self.fates(&fresh).await?;
@@ -159,7 +161,7 @@ impl BatchWrite<'_> {
             fresh.iter().zip(&fates).filter(|(_, fate)| **fate != Fate::Duplicate).map(|(i, _)| *i).collect();
         if recorded.is_empty() {
             // Only second retractions of events already retracted: nothing to write.
-            return Ok(fresh.into_iter().zip(fates).collect());
+            return Ok((fresh.into_iter().zip(fates).collect(), CapReport::default()));
         }
         let mut by_id = recorded.clone();
         by_id.sort_unstable_by(|a, b| batch[*a].event.event_id.cmp(&batch[*b].event.event_id));
@@ -179,11 +181,11 @@ impl BatchWrite<'_> {
         for (i, fate) in fresh.iter().zip(&fates) {
             let e = &batch[*i];
             match fate {
-                Fate::Counted => deltas.count(e, self.signal_of(&e.event)?),
+                Fate::Counted => deltas.count(*i, e, self.signal_of(&e.event)?, self.capped(&e.event)),
                 Fate::Retracted => deltas.witness(e),
                 Fate::Withdraws(original) => {
                     let event = original.event();
-                    deltas.withdraw(&event, original.date, self.signal_of(&event)?);
+                    deltas.withdraw(*i, &event, original.date, self.signal_of(&event)?, self.capped(&event));
                 }
                 // The product's all-time row is locked all the same: see step 6.
                 Fate::Waits => deltas.touch(e.event.product_id),
@@ -194,7 +196,7 @@ impl BatchWrite<'_> {
         // transaction writes; not earlier: an advance waits for the lock's holders, and a
         // writer still checking and inserting its events has no metrics row to cover yet.
         let epoch = self.change_epoch().await?;
-        self.apply(&deltas, epoch).await?;
+        let mut report = self.apply(&mut deltas, epoch).await?;
         let mut fates = fates;
         let changed = self.settle_retractions(&fresh, &mut fates).await?;
         if !changed.is_empty() {
@@ -208,11 +210,11 @@ impl BatchWrite<'_> {
                     Fate::Withdraws(original) => (original.event(), original.date),
                     _ => (e.event.clone(), e.date),
                 };
-                corrections.withdraw(&event, date, self.signal_of(&event)?);
+                corrections.withdraw(fresh[k], &event, date, self.signal_of(&event)?, self.capped(&event));
             }
-            self.apply(&corrections, epoch).await?;
+            report.merge(self.apply(&mut corrections, epoch).await?);
         }
-        Ok(fresh.into_iter().zip(fates).collect())
+        Ok((fresh.into_iter().zip(fates).collect(), report))
     }
 
     /// The column and value of a SIGNAL event (a count signal counts 1, an amount signal its
@@ -248,7 +250,8 @@ impl BatchWrite<'_> {
                 amount: row.try_get_by_index(3)?,
                 occurred_at: row.try_get_by_index(4)?,
             };
-            stored.insert(id, (event, row.try_get_by_index(5)?, row.try_get_by_index(6)?));
+            let (signal, date, actor) = (row.try_get_by_index(5)?, row.try_get_by_index(6)?, row.try_get_by_index(7)?);
+            stored.insert(id, (event, signal, date, actor));
         }
         Ok(stored)
     }
@@ -266,12 +269,14 @@ impl BatchWrite<'_> {
                 Column::Int(events().map(|e| e.event.occurred_at.timestamp_micros()).collect()),
                 Column::Date(events().map(|e| e.date).collect()),
                 Column::Int(vec![self.now_us; fresh.len()]),
+                Column::Text(events().map(|e| self.stored_actor(&e.event)).collect()),
             ],
         };
         let mut values = Vec::new();
         let source = self.dialect.row_source(&rows, &mut values);
         let sql = self.dialect.insert_or_ignore(
-            "events (event_id, product_id, event_type, signal_name, amount, occurred_at, metric_date, recorded_at)",
+            "events (event_id, product_id, event_type, signal_name, amount, occurred_at, metric_date, recorded_at, \
+             actor_id)",
             &source,
         );
         if self.dialect.returns_inserted() {

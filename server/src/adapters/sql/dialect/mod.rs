@@ -15,6 +15,7 @@ use sea_orm::{DbBackend, DbErr, IsolationLevel, RuntimeErr, Value};
 
 use super::rows::Rows;
 
+mod actors;
 mod scans;
 
 /// The engine behind a connection.
@@ -223,7 +224,7 @@ impl Dialect {
     }
 
     /// The stored content of the events whose ids are bound, as `(event_id, product_id,
-    /// event_type, amount, occurred_at, signal_name, metric_date)` rows.
+    /// event_type, amount, occurred_at, signal_name, metric_date, actor_id)` rows.
     pub fn stored_events(self, ids: Vec<String>) -> (String, Vec<Value>) {
         match self {
             // One index probe per id, whatever the plan: the LATERAL subquery with its LIMIT
@@ -234,9 +235,10 @@ impl Dialect {
             // (BENCHMARKS.md; docs/benchmarks/2026-12-03-lookup-plans.sql). The id is the primary key's first column in every partition;
             // a retried event is in one of them, so the first found is the stored one.
             Self::Postgres => (
-                "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at, e.signal_name, e.metric_date \
-                 FROM UNNEST($1::text[]) AS ids(id) CROSS JOIN LATERAL \
-                 (SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date FROM events \
+                "SELECT e.event_id, e.product_id, e.event_type, e.amount, e.occurred_at, e.signal_name, e.metric_date, \
+                 e.actor_id FROM UNNEST($1::text[]) AS ids(id) CROSS JOIN LATERAL \
+                 (SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date, actor_id \
+                  FROM events \
                   WHERE event_id = ids.id LIMIT 1) e"
                     .to_string(),
                 vec![Value::from(ids)],
@@ -245,7 +247,7 @@ impl Dialect {
             // stay distinct.
             Self::MySql => (
                 "SELECT CAST(e.event_id AS CHAR(128)), e.product_id, e.event_type, e.amount, e.occurred_at, \
-                 e.signal_name, e.metric_date \
+                 e.signal_name, e.metric_date, CAST(e.actor_id AS CHAR(128)) \
                  FROM JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(128) CHARACTER SET ascii PATH '$')) AS j \
                  JOIN events e ON e.event_id = CAST(j.id AS BINARY)"
                     .to_string(),
@@ -253,8 +255,8 @@ impl Dialect {
             ),
             Self::Sqlite => (
                 format!(
-                    "SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date \
-                     FROM events WHERE event_id IN ({})",
+                    "SELECT event_id, product_id, event_type, amount, occurred_at, signal_name, metric_date, \
+                     actor_id FROM events WHERE event_id IN ({})",
                     vec!["?"; ids.len()].join(",")
                 ),
                 ids.into_iter().map(Value::from).collect(),

@@ -116,6 +116,10 @@ impl DayScans for EpochRows {
     async fn product_days(&self, _: i64, _: &[NaiveDate], _: &[String]) -> Result<Vec<ProductDay>, StoreError> {
         Ok(Vec::new())
     }
+
+    async fn over_caps(&self, _: i64, _: NaiveDate, caps: &[(String, u32)]) -> Result<Vec<u64>, StoreError> {
+        Ok(vec![0; caps.len()])
+    }
 }
 
 #[async_trait::async_trait]

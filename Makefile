@@ -105,6 +105,7 @@ bench:
 	$(BENCH) ingest-signals throwaway-postgres | tee -a target/bench-report.md
 	$(BENCH) ingest $(MYSQL_URL) | tee -a target/bench-report.md
 	$(BENCH) write-path 1000000 | tee -a target/bench-report.md
+	$(BENCH) write-path 1000000 --shoppers | tee -a target/bench-report.md
 	kafka=$(KAFKA_BROKERS_BENCH) && $(BENCH) bus $$kafka 1000000 $(NATS_TEST) | tee -a target/bench-report.md
 	$(BENCH) retention 1000000 | tee -a target/bench-report.md
 	$(BENCH) recompute-header | tee -a target/bench-report.md
@@ -112,6 +113,7 @@ bench:
 	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
+	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) --caps | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md

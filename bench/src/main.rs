@@ -125,6 +125,10 @@ enum Scenario {
         /// Only the case with a tenth of the orders retracted.
         #[arg(long)]
         retractions_only: bool,
+        /// Only the shoppers' cases: no actors, 1,000,000 actors with views capped, and
+        /// capped with a tenth of the orders retracted.
+        #[arg(long, conflicts_with = "retractions_only")]
+        shoppers: bool,
     },
     /// Built-in and 6-signal profiles' recompute time and memory.
     Profiles {
@@ -132,6 +136,9 @@ enum Scenario {
         products: i64,
         #[arg(default_value = REDIS)]
         redis: String,
+        /// Compare the built-in profile with the distinct-viewers one instead of 6 signals.
+        #[arg(long)]
+        caps: bool,
     },
     /// Live exact ranking under a steady 10,000 events/s, two release replicas.
     Live {
@@ -236,11 +243,15 @@ async fn run(scenario: Scenario) {
     match scenario {
         Scenario::Ingest { database } => ingest::bench_ingest(&database, false).await,
         Scenario::IngestSignals { database } => ingest::bench_ingest(&database, true).await,
-        Scenario::WritePath { events, retractions_only } => {
-            let cases = if retractions_only { write_path::Cases::Retractions } else { write_path::Cases::All };
+        Scenario::WritePath { events, retractions_only, shoppers } => {
+            let cases = match (retractions_only, shoppers) {
+                (true, _) => write_path::Cases::Retractions,
+                (_, true) => write_path::Cases::Shoppers,
+                _ => write_path::Cases::All,
+            };
             write_path::bench_write_path(events, cases).await
         }
-        Scenario::Profiles { products, redis } => profiles::bench_profiles(products, &redis).await,
+        Scenario::Profiles { products, redis, caps } => profiles::bench_profiles(products, &redis, caps).await,
         Scenario::Live { redis, cases } => {
             let sizes: Vec<i64> = cases.iter().filter_map(|s| s.parse().ok()).collect();
             let only: Vec<&str> = cases.iter().map(String::as_str).filter(|s| s.contains(':')).collect();

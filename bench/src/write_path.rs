@@ -7,6 +7,10 @@
 //! each statement of the write path with its calls, rows and share of the database's
 //! execution time (pg_stat_statements). A fourth case, uniform, has a tenth of the orders
 //! retracted: the retractions among the events, a third of them before their orders.
+//!
+//! `--shoppers`: uniform without live passes, with no actors; with every event from one of
+//! 1,000,000 actors (uniform) under the distinct-viewers profile (`per_actor = 1` on views);
+//! the same with a tenth of the orders retracted; and the bytes a stored actor row takes.
 
 use std::time::Instant;
 
@@ -76,11 +80,47 @@ fn with_retractions(events: Vec<v1::Event>, run: &str) -> Vec<v1::Event> {
     placed.into_iter().map(|(_, e)| e).collect()
 }
 
-/// Which cases of [`bench_write_path`] run: all, or only the one with retractions.
+/// Which cases of [`bench_write_path`] run: all, only the one with retractions, or the
+/// shoppers' three.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Cases {
     All,
     Retractions,
+    Shoppers,
+}
+
+/// Actors the shoppers' cases draw from.
+const ACTORS: u64 = 1_000_000;
+
+/// The distinct-viewers profile, as deployed.
+const DISTINCT_VIEWERS: &str = include_str!("../../deploy/profiles/distinct-viewers.toml");
+
+/// One case: popularity, live-pass interval, a tenth of the orders retracted, actors under
+/// the distinct-viewers profile.
+type Case = (Popularity, &'static str, bool, bool);
+
+/// Every event from one of [`ACTORS`] actors, drawn uniformly (a fixed generator).
+fn with_actors(mut events: Vec<v1::Event>) -> Vec<v1::Event> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for e in &mut events {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        e.actor_id = format!("shopper-{}", x % ACTORS);
+    }
+    events
+}
+
+/// The actor rows' count and their bytes on disk (every partition: heap, key index, TOAST).
+async fn actor_rows(db: &DatabaseConnection) -> (i64, i64) {
+    let sql = "SELECT (SELECT COUNT(*) FROM actor_counts), \
+               (SELECT COALESCE(SUM(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree('actor_counts'))";
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .expect("actor rows")
+        .expect("a row");
+    (row.try_get_by_index(0).expect("count"), row.try_get_by_index(1).expect("bytes"))
 }
 
 pub async fn bench_write_path(n: usize, cases: Cases) {
@@ -88,20 +128,30 @@ pub async fn bench_write_path(n: usize, cases: Cases) {
         pg::ThrowawayPostgres::start_with("-c shared_preload_libraries=pg_stat_statements -c max_connections=300")
             .expect("PostgreSQL server binaries");
     println!("\n## The ingest path on PostgreSQL: {n} events, {BATCH}-event batches, {WRITERS} writers\n");
-    let all = [
-        (Popularity::Uniform, "0", false),
-        (Popularity::Zipf, "0", false),
-        (Popularity::Uniform, "1s", false),
-        (Popularity::Uniform, "0", true),
-    ];
-    for (popularity, live, retracting) in all.into_iter().filter(|c| cases == Cases::All || c.2) {
+    let all: Vec<Case> = match cases {
+        Cases::All => vec![
+            (Popularity::Uniform, "0", false, false),
+            (Popularity::Zipf, "0", false, false),
+            (Popularity::Uniform, "1s", false, false),
+            (Popularity::Uniform, "0", true, false),
+        ],
+        Cases::Retractions => vec![(Popularity::Uniform, "0", true, false)],
+        Cases::Shoppers => vec![
+            (Popularity::Uniform, "0", false, false),
+            (Popularity::Uniform, "0", false, true),
+            (Popularity::Uniform, "0", true, true),
+        ],
+    };
+    let profile = std::env::temp_dir().join(format!("bench-distinct-viewers-{:x}.toml", Utc::now().timestamp_micros()));
+    std::fs::write(&profile, DISTINCT_VIEWERS).expect("profile file");
+    for (popularity, live, retracting, shoppers) in all {
         let url = fresh_db(&throwaway.url()).await;
-        let app = serve(&[
-            format!("--database-url={url}"),
-            "--db-max-connections=32".into(),
-            format!("--live-interval={live}"),
-        ])
-        .await;
+        let mut args =
+            vec![format!("--database-url={url}"), "--db-max-connections=32".into(), format!("--live-interval={live}")];
+        if shoppers {
+            args.push(format!("--profile={}", profile.display()));
+        }
+        let app = serve(&args).await;
         let db = Database::connect(&url).await.expect("connect");
         db.execute_unprepared("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.expect("extension");
         let today = Utc::now().date_naive();
@@ -112,6 +162,7 @@ pub async fn bench_write_path(n: usize, cases: Cases) {
 
         let run = format!("{:x}", Utc::now().timestamp_micros());
         let workload = events(n, popularity, &run);
+        let workload = if shoppers { with_actors(workload) } else { workload };
         let workload = if retracting { with_retractions(workload, &run) } else { workload };
         let n = workload.len();
         let batches: Vec<Vec<v1::Event>> = workload.chunks(BATCH).map(<[v1::Event]>::to_vec).collect();
@@ -122,6 +173,9 @@ pub async fn bench_write_path(n: usize, cases: Cases) {
         let cpu = cpu.per_event(n);
         let (own, database) = (cpu.service, cpu.database);
         let mut passes = if live == "0" { "no live passes".to_string() } else { format!("live passes every {live}") };
+        if shoppers {
+            passes += ", 1,000,000 actors, views capped per_actor = 1";
+        }
         if retracting {
             passes += ", a tenth of the orders retracted";
         }
@@ -142,9 +196,25 @@ pub async fn bench_write_path(n: usize, cases: Cases) {
                 ms / total * 100.0
             );
         }
-        println!("\nexecution time in all: {:.1} s over {secs:.1} s of wall time\n", total / 1000.0);
+        let calls: i64 = statements.iter().map(|s| s.1).sum();
+        let batches = n.div_ceil(BATCH);
+        println!(
+            "\nexecution time in all: {:.1} s over {secs:.1} s of wall time; {calls} statements for {batches} batches \
+             ({:.1} per batch, retries included)\n",
+            total / 1000.0,
+            calls as f64 / batches as f64
+        );
+        if shoppers {
+            let (rows, bytes) = actor_rows(&db).await;
+            println!(
+                "actor rows: {rows}, {:.1} MB on disk with their key, {:.0} bytes per row\n",
+                bytes as f64 / 1e6,
+                bytes as f64 / rows.max(1) as f64
+            );
+        }
         app.stop().await;
         drop(db);
         drop_db(&throwaway.url(), &url).await;
     }
+    let _ = std::fs::remove_file(&profile);
 }

@@ -93,10 +93,8 @@ pub async fn bench_profiles(products: i64, redis: &str, caps: bool) {
     let rounds = 3;
     /// A profile's rounds: wall seconds, server elapsed ms, server peak RSS MB.
     type Rounds = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
-    let mut results: Vec<Rounds> = vec![
-        ("built-in (4 signals, 3 axes, 9 digits)", vec![], vec![], vec![]),
-        (other, vec![], vec![], vec![]),
-    ];
+    let mut results: Vec<Rounds> =
+        vec![("built-in (4 signals, 3 axes, 9 digits)", vec![], vec![], vec![]), (other, vec![], vec![], vec![])];
     for round in 0..rounds {
         for (i, with_profile) in [false, true].into_iter().enumerate() {
             let prefix = format!("bench-profiles-{round}-{i}-{:x}", Utc::now().timestamp_micros());

@@ -10,6 +10,8 @@ use ranking_client::tonic::Code;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
+use ranking_server::test_support::eventually;
+
 use crate::helpers::{ProfileFile, TestApp, count_events, event, metric_value};
 
 /// The built-in profile with views counted once per actor, product and day, a custom count
@@ -210,5 +212,30 @@ async fn concurrent_writers_count_each_actor_once() {
     for (product, actors) in seen {
         assert_eq!(counted(&app, product).await.0, actors.len() as i64, "product {product}");
     }
+    app.stop().await;
+}
+
+/// Live passes see capped events like any change: a bot's views leave its product behind
+/// one with more shoppers, and a new shopper's view moves it ahead, without a recompute.
+#[tokio::test]
+async fn live_passes_rank_what_the_caps_count() {
+    let profile = ProfileFile::new(DISTINCT_VIEWERS);
+    let mut app = TestApp::spawn(&[&profile.flag(), "--live-interval=100ms"]).await;
+    let at = Utc::now() - Age::minutes(1);
+    let mut batch: Vec<v1::Event> = (0..50).map(|i| view_by(&format!("bot-{i}"), 1, "bot", at)).collect();
+    batch.extend((0..2).map(|i| view_by(&format!("s-{i}"), 2, &format!("shopper-{i}"), at)));
+    app.record(batch).await;
+    let board = |app: &TestApp| {
+        let mut client = app.client.clone();
+        async move {
+            let request = v1::GetTopNRequest { limit: 2, ..Default::default() };
+            let top = client.get_top_n(request).await.ok().map(|t| t.into_inner().products).unwrap_or_default();
+            top.iter().map(|p| p.product_id).collect::<Vec<_>>()
+        }
+    };
+    eventually("two shoppers lead one bot", || async { board(&app).await == [2, 1] }).await;
+    let more = (2..5).map(|i| view_by(&format!("p1-{i}"), 1, &format!("shopper-{i}"), at)).collect();
+    app.record(more).await;
+    eventually("four shoppers lead two", || async { board(&app).await == [1, 2] }).await;
     app.stop().await;
 }

@@ -151,7 +151,7 @@ async fn publish(store: &ranking_server::adapters::redis::RedisRankingStore, n: 
     let key = RankingKey::Daily(today);
     let life =
         VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::from_secs(600) };
-    (store.publish(key, &entries, life).await.expect("publish"), key)
+    (store.publish(key, &entries, life, &ranking_server::ports::Fence::unchecked()).await.expect("publish"), key)
 }
 
 /// Waits until the server answers GetTopN from `version`; the time it took.
@@ -381,7 +381,8 @@ pub async fn bench_read_path() {
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
     let key = RankingKey::Daily(Utc::now().date_naive());
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };
-    let version = store.publish(key, &entries, life).await.expect("publish");
+    let version =
+        store.publish(key, &entries, life, &ranking_server::ports::Fence::unchecked()).await.expect("publish");
     snapshots.load(key, version).await.expect("load");
     // As a running replica's poll does: it notes that yesterday has no ranking.
     snapshots.refresh().await.expect("poll");

@@ -205,7 +205,10 @@ async fn daily_only(pg_url: &str, redis_url: &str, prefix: &str, date: chrono::N
         });
     entries.sort_unstable_by(ranking_server::domain::snapshot::ranking_order);
     let life = VersionLife { expire_at: Utc::now() + chrono::Duration::hours(1), superseded_for: Duration::ZERO };
-    rankings.publish(RankingKey::Daily(date), &entries, life).await.expect("publish");
+    rankings
+        .publish(RankingKey::Daily(date), &entries, life, &ranking_server::ports::Fence::unchecked())
+        .await
+        .expect("publish");
     let elapsed = started.elapsed().as_secs_f64();
     // Its keys go at once: a million-entry ranking left for its hour in a shared Redis would
     // slow the runs after this one.
@@ -275,9 +278,9 @@ pub async fn bench_segments(products: i64, redis_url: &str) {
     println!("|---|---:|---:|---:|---:|");
     for (name, base) in [
         ("daily", format!("{prefix}:{{daily:{today}}}")),
-        ("weekly", format!("{prefix}:{{weekly:{today}}}")),
-        ("daily segment (seg1)", format!("{prefix}:{{dseg:{today}:seg1}}")),
-        ("weekly segment (seg1)", format!("{prefix}:{{wseg:{today}:seg1}}")),
+        ("weekly", format!("{prefix}:{{daily:{today}}}:weekly")),
+        ("daily segment (seg1)", format!("{prefix}:{{daily:{today}}}:dseg:seg1")),
+        ("weekly segment (seg1)", format!("{prefix}:{{daily:{today}}}:wseg:seg1")),
     ] {
         let (entries, zset, packed, index) = bytes_per_entry(&mut conn, &base).await;
         println!("| {name} | {entries} | {zset:.1} | {packed:.1} | {index:.1} |");

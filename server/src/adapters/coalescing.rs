@@ -26,7 +26,8 @@ use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError,
+    VersionLife,
 };
 
 /// Which page: ranking, offset, limit.
@@ -142,8 +143,14 @@ async fn fetch<S: RankingStore>(
 
 #[async_trait]
 impl<S: RankingStore> RankingStore for CoalescingStore<S> {
-    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
-        self.inner.publish(key, entries, life).await
+    async fn publish(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        self.inner.publish(key, entries, life, fence).await
     }
 
     async fn publish_copy(
@@ -152,8 +159,9 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         copy: &Arc<Snapshot>,
         life: VersionLife,
         form: Form,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.inner.publish_copy(key, copy, life, form).await
+        self.inner.publish_copy(key, copy, life, form, fence).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
@@ -244,7 +252,7 @@ mod tests {
 
     #[async_trait]
     impl RankingStore for GatedStore {
-        async fn publish(&self, _: RankingKey, _: &[Scored], _: VersionLife) -> Result<u64, StoreError> {
+        async fn publish(&self, _: RankingKey, _: &[Scored], _: VersionLife, _: &Fence) -> Result<u64, StoreError> {
             Ok(1)
         }
         async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -31,7 +31,9 @@ pub fn shed(message: &str) -> Status {
 /// same event ids, for writes).
 pub fn store(e: &StoreError) -> Status {
     match e {
-        StoreError::Unavailable { .. } => Status::unavailable(format!("{e}; retry later")),
+        StoreError::Unavailable { .. } | StoreError::LostLease { .. } => {
+            Status::unavailable(format!("{e}; retry later"))
+        }
         StoreError::Exceeds(_) => Status::resource_exhausted(e.to_string()),
         StoreError::Corrupt(_) => Status::internal(e.to_string()),
         // Ingest answers these as the field of the event at fault; any other caller's is a

@@ -12,6 +12,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod bus;
+pub mod leases;
 pub mod live;
 pub mod phases;
 pub mod shoppers;
@@ -192,6 +193,8 @@ pub struct Metrics {
     pub live: live::LiveMetrics,
     /// The per-shopper caps' metrics.
     pub shoppers: shoppers::ShopperMetrics,
+    /// What the day leases refused.
+    pub leases: leases::LeaseMetrics,
     /// Event-bus sources.
     pub bus: bus::BusMetrics,
     /// Calls by method and status code.
@@ -308,6 +311,7 @@ impl Metrics {
         );
         let live = live::LiveMetrics::registered(&mut registry);
         let shoppers = shoppers::ShopperMetrics::registered(&mut registry);
+        let leases = leases::LeaseMetrics::registered(&mut registry);
         let bus = bus::BusMetrics::registered(&mut registry);
         registry.register("rpc_calls", "gRPC calls by method and code", rpc_calls.clone());
         registry.register("rpc_duration_seconds", "gRPC call latency by method and code", rpc_seconds.clone());
@@ -340,6 +344,7 @@ impl Metrics {
             store_reachable,
             live,
             shoppers,
+            leases,
             bus,
             rpc_calls,
             rpc_seconds,

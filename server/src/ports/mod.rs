@@ -3,7 +3,8 @@
 //! - [`MetricsStore`] (`metrics_store.rs`): the SQL single source of truth, as one port per
 //!   concern: [`EventLedger`], [`DayScans`], [`CatalogRows`], [`RunLog`], [`ChangeFeed`].
 //! - [`RankingStore`]: the derived rankings (Redis, or the embedded in-process store).
-//! - [`LeaseLock`]: mutual exclusion of recomputes across replicas.
+//! - [`LeaseLock`] (`lease.rs`): mutual exclusion of a day's work across replicas, and the
+//!   [`Fence`] its writes carry.
 //!
 //! Handlers, the ingest path and the recompute depend on these traits only, so a new store
 //! plugs in without touching them.
@@ -20,7 +21,9 @@ pub use crate::domain::explain::{ProductDay, RecencyClock};
 pub use crate::domain::snapshot::Scored;
 use crate::domain::snapshot::Snapshot;
 
+mod lease;
 mod metrics_store;
+pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use metrics_store::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,
     RankingRun, RecordRules, Recorded, RunLog,
@@ -49,6 +52,15 @@ pub enum StoreError {
     /// The store answered with data this service cannot interpret.
     #[error("{0}")]
     Corrupt(String),
+    /// A change of a day's rankings made under a lease that is no longer held (this replica
+    /// stalled past its lease, and another may hold the day now): nothing was changed.
+    #[error("lost the lease {lease}: {detail}")]
+    LostLease {
+        /// The lease.
+        lease: String,
+        /// What the store knows of the holder now.
+        detail: String,
+    },
     /// An event of a batch that what is stored refuses (a retraction of another product's
     /// event, of an UNLIKE or a RETRACT, of an event too old): nothing of the batch was
     /// written.
@@ -278,8 +290,16 @@ pub trait RankingStore: Send + Sync + 'static {
     /// id) as the new current version of a versioned ranking and announces it; products
     /// absent from `entries` are not in it. The superseded version stays
     /// readable through [`RankingStore::version_page`] for `life.superseded_for`.
-    /// Returns the new version.
-    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError>;
+    /// Returns the new version. Applied only while `fence`'s lease is held, checked with the
+    /// write itself: otherwise nothing is written and the answer is
+    /// [`StoreError::LostLease`].
+    async fn publish(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError>;
 
     /// Publishes `copy`, this replica's copy of a daily or weekly ranking, like
     /// [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`] (a live pass's)
@@ -294,8 +314,9 @@ pub trait RankingStore: Send + Sync + 'static {
         copy: &Arc<Snapshot>,
         life: VersionLife,
         _form: Form,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.publish(key, &copy.page(0, u64::MAX), life).await
+        self.publish(key, &copy.page(0, u64::MAX), life, fence).await
     }
 
     /// The current version of each versioned ranking, `None` for one that was never
@@ -358,30 +379,6 @@ pub trait RankingStore: Send + Sync + 'static {
 
     /// Subscribes to announcements of new versions.
     async fn announcements(&self) -> Result<Announcements, StoreError>;
-}
-
-/// Proof of holding a lease; released with [`LeaseLock::release`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// Lock name.
-    pub name: String,
-    /// Random token that identifies this holder.
-    pub token: String,
-}
-
-/// Time-bounded locks shared by every replica.
-#[async_trait]
-pub trait LeaseLock: Send + Sync + 'static {
-    /// Takes the lease when nobody holds it; `None` when somebody does. The lease expires
-    /// by itself after `ttl`, so a crashed holder cannot block the others forever.
-    async fn try_acquire(&self, name: &str, ttl: Duration) -> Result<Option<Lease>, StoreError>;
-
-    /// Gives the lease back if it is still ours.
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
-
-    /// Extends the lease to `ttl` from now if it is still ours; `false` when it is not (it
-    /// expired and somebody else may hold it).
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError>;
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ async fn another_replica_takes_over_from_one_killed_mid_recompute() {
     }
 
     // Replica 0 takes the lease; it is frozen the moment the lease appears and then killed.
-    let lock = format!("{prefix}:lock:recompute:{}", Utc::now().date_naive());
+    let lock = format!("{prefix}:{{daily:{}}}:lock", Utc::now().date_naive());
     let mut conn = crate::helpers::test_redis_connection(&cluster.seeds);
     let holder = tokio::spawn({
         let client = strict_client_of(replicas[0].addr).await;

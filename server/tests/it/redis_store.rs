@@ -2,6 +2,7 @@
 //! one): rebuild after a flush, replicas, atomic replace under readers, hourly keys, and
 //! reads while the database is down. Each test works under a key prefix of its own.
 
+use ranking_server::ports::Fence;
 use std::time::Duration;
 
 use ranking_server::test_support::{day, noon};
@@ -58,9 +59,7 @@ async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
 async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     let mut conn = redis().await;
     let mut out = Vec::new();
-    for pointer in keys(prefix).await.into_iter().filter(|k| {
-        ["{daily:", "{weekly:", "{dseg:", "{wseg:"].iter().any(|t| k.contains(t)) && k.ends_with(":version")
-    }) {
+    for pointer in keys(prefix).await.into_iter().filter(|k| k.contains("{daily:") && k.ends_with(":version")) {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
         // Every version is its packed copy: 16 bytes an entry, id and score bits big-endian, in
@@ -74,7 +73,7 @@ async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
             })
             .collect();
         members.reverse();
-        if pointer.contains("{daily:") {
+        if pointer.ends_with("}:version") {
             // The daily ranking's sorted set holds the same version after a recompute.
             let sorted_set: Vec<(String, f64)> =
                 conn.zrange_withscores(pointer.trim_end_matches(":version"), 0, -1).await.expect("ZRANGE");
@@ -116,7 +115,8 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
     assert_eq!(before.len(), 32, "a daily and a weekly ranking per day, and one of each per segment");
     assert!(before.iter().all(|(_, m)| !m.is_empty()));
     let versions_before = versions(&prefix).await;
-    let today = versions_before.iter().find(|(k, _, _)| k.contains(&day(0))).expect("today");
+    let pointer = format!("{prefix}:{{daily:{}}}:version", day(0));
+    let today = versions_before.iter().find(|(k, _, _)| *k == pointer).expect("today");
     let mut conn = redis().await;
     for key in [
         today.0.clone(),
@@ -228,7 +228,8 @@ async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
     for n in 1..=4i64 {
         let entries: Vec<Scored> = (1..=n).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let copy = std::sync::Arc::new(Snapshot::from_ranked(entries).expect("ranked"));
-        published.push(store.publish_copy(key, &copy, life, Form::Loadable).await.expect("publish"));
+        published
+            .push(store.publish_copy(key, &copy, life, Form::Loadable, &Fence::unchecked()).await.expect("publish"));
     }
     let mut conn = redis().await;
     let kept: Vec<(String, f64)> =

@@ -133,7 +133,7 @@ async fn replicas_hold_segment_rankings_in_memory() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let mut conn = crate::redis_store::redis().await;
-    let keys: Vec<String> = conn.keys(format!("{prefix}:{{dseg:*")).await.expect("KEYS");
+    let keys: Vec<String> = conn.keys(format!("{prefix}:{{daily:*}}:dseg:*")).await.expect("KEYS");
     assert!(!keys.is_empty());
     let _: () = conn.del(keys).await.expect("DEL");
     let held = b.client.get_top_n(top(v1::Window::Daily, "brand:acme")).await.expect("held").into_inner();

@@ -17,8 +17,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, Form, Found, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored,
-    StoreError, VersionLife,
+    Announcement, Announcements, Fence, Form, Found, HourlyIncrement, Page, Placements, RankingKey, RankingStore,
+    Scored, StoreError, VersionLife,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -151,6 +151,32 @@ impl MemoryRankingStore {
         f(&mut rankings)
     }
 
+    /// [`Self::install`] if `fence`'s lease is held, the lease map locked throughout: a
+    /// lease taken by another holder meanwhile waits for the install, or refuses it.
+    fn install_fenced(
+        &self,
+        key: RankingKey,
+        ranking: Arc<Snapshot>,
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        let Some(lease) = fence.lease() else { return self.install(key, ranking, life) };
+        let leases = lock(&self.leases);
+        let now = tokio::time::Instant::now();
+        match leases.get(&lease.name) {
+            Some((token, until)) if *token == lease.token && *until > now => self.install(key, ranking, life),
+            held => {
+                let detail = match held {
+                    Some((_, until)) if *until > now => {
+                        format!("another holder has it for another {} ms", (*until - now).as_millis())
+                    }
+                    _ => "it expired and nobody holds it".to_string(),
+                };
+                Err(StoreError::LostLease { lease: lease.name.clone(), detail })
+            }
+        }
+    }
+
     /// Makes `ranking` the current version of `key` (a versioned ranking), keeping the
     /// superseded one as [`VersionLife`] says, and announces it.
     fn install(&self, key: RankingKey, ranking: Arc<Snapshot>, life: VersionLife) -> Result<u64, StoreError> {
@@ -193,11 +219,17 @@ fn page_of(ranking: &Snapshot, version: u64, offset: u64, limit: u64) -> Page {
 
 #[async_trait]
 impl RankingStore for MemoryRankingStore {
-    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
+    async fn publish(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
         // Built outside the lock, swapped in under it: readers see old or new, never a mix.
         let ranking =
             Arc::new(Snapshot::from_unordered(entries.to_vec()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-        self.install(key, ranking, life)
+        self.install_fenced(key, ranking, life, fence)
     }
 
     async fn publish_copy(
@@ -206,9 +238,10 @@ impl RankingStore for MemoryRankingStore {
         copy: &Arc<Snapshot>,
         life: VersionLife,
         _: Form,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
         // Immutable: the replica's copy is the store's version, shared.
-        self.install(key, Arc::clone(copy), life)
+        self.install_fenced(key, Arc::clone(copy), life, fence)
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -1,5 +1,6 @@
 //! The in-process store against the Redis semantics it stands in for.
 
+use crate::ports::Fence;
 use std::time::Duration;
 
 use chrono::NaiveDate;
@@ -28,7 +29,7 @@ fn scored(pairs: &[(i64, f64)]) -> Vec<Scored> {
 async fn equal_scores_order_by_descending_product_id() {
     let store = MemoryRankingStore::new();
     let entries = scored(&[(999, 1.0), (1000, 1.0), (5, 2.0), (42, 1.0)]);
-    store.publish(day(), &entries, life(Duration::ZERO)).await.expect("publish");
+    store.publish(day(), &entries, life(Duration::ZERO), &Fence::unchecked()).await.expect("publish");
     let page = store.top(day(), 0, 10).await.expect("top");
     let ids: Vec<_> = page.entries.iter().map(|e| e.product_id).collect();
     assert_eq!(ids, vec![5, 1000, 999, 42]);
@@ -51,8 +52,14 @@ async fn equal_scores_order_by_descending_product_id() {
 async fn versions_grow_and_superseded_ones_stay_readable_for_their_life() {
     let store = MemoryRankingStore::new();
     let mut announced = store.announcements().await.expect("subscribe");
-    let v1 = store.publish(day(), &scored(&[(1, 1.0), (2, 2.0)]), life(Duration::from_secs(60))).await.expect("v1");
-    let v2 = store.publish(day(), &scored(&[(1, 1.0)]), life(Duration::from_secs(60))).await.expect("v2");
+    let v1 = store
+        .publish(day(), &scored(&[(1, 1.0), (2, 2.0)]), life(Duration::from_secs(60)), &Fence::unchecked())
+        .await
+        .expect("v1");
+    let v2 = store
+        .publish(day(), &scored(&[(1, 1.0)]), life(Duration::from_secs(60)), &Fence::unchecked())
+        .await
+        .expect("v2");
     assert!(v2 > v1);
     assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v1 }));
     assert_eq!(announced.next().await, Some(Announcement { key: day(), version: v2 }));
@@ -63,7 +70,7 @@ async fn versions_grow_and_superseded_ones_stay_readable_for_their_life() {
     tokio::time::advance(Duration::from_secs(61)).await;
     assert_eq!(store.version_page(day(), v1, 0, 10).await.expect("read"), None, "past its life");
     assert!(store.version_page(day(), v2, 0, 10).await.expect("read").is_some(), "the current one stays");
-    let v3 = store.publish(day(), &[], life(Duration::ZERO)).await.expect("v3");
+    let v3 = store.publish(day(), &[], life(Duration::ZERO), &Fence::unchecked()).await.expect("v3");
     assert_eq!(store.version_page(day(), v2, 0, 10).await.expect("read"), None, "zero keeps none");
     let empty = store.top(day(), 0, 10).await.expect("top");
     assert_eq!((empty.total, empty.version), (0, Some(v3)), "an empty day is built, with a version");
@@ -73,7 +80,7 @@ async fn versions_grow_and_superseded_ones_stay_readable_for_their_life() {
 async fn expired_rankings_vanish() {
     let store = MemoryRankingStore::new();
     let gone = VersionLife { expire_at: Utc::now() - chrono::Duration::seconds(1), superseded_for: Duration::ZERO };
-    store.publish(day(), &scored(&[(1, 1.0)]), gone).await.expect("publish");
+    store.publish(day(), &scored(&[(1, 1.0)]), gone, &Fence::unchecked()).await.expect("publish");
     assert_eq!(store.versions(&[day()]).await.expect("versions"), vec![None]);
 }
 

@@ -1,14 +1,15 @@
 //! Every key and channel name of the store, in one place (the table is in the module doc of
 //! [`super`]), and the announcement messages published on the channel.
 //!
-//! Each ranking has a hash tag of its own (`{daily:…}`, `{weekly:…}`, `{dseg:…}`,
-//! `{wseg:…}`, `{hour:…}`): a cluster spreads rankings over its shards, while all keys of
-//! one ranking share a slot, so every script touches one slot only.
+//! A day's versioned rankings (daily, weekly, their segments) and the day's lease share one
+//! hash tag, `{daily:D}`, so that a publication's script can check the writer's lease in the
+//! slot it writes (fencing); each hourly ranking has a tag of its own (`{hour:…}`). A cluster
+//! spreads days and hours over its shards, and every script touches one slot only.
 
 use chrono::NaiveDate;
 
 use crate::domain::catalog::Segment;
-use crate::ports::{Announcement, RankingKey, StoreError};
+use crate::ports::{Announcement, RankingKey, StoreError, day_of_lease};
 
 /// The names of one deployment's keys, all under its prefix.
 #[derive(Debug, Clone)]
@@ -23,15 +24,16 @@ impl Keys {
     }
 
     /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`,
-    /// `P:{weekly:2026-12-01}`, `P:{dseg:2026-12-01:brand:acme}`, `P:{hour:2026-12-01T13}`.
+    /// `P:{daily:2026-12-01}:weekly`, `P:{daily:2026-12-01}:dseg:brand:acme`,
+    /// `P:{hour:2026-12-01T13}`.
     /// An hourly ranking's base is its ZSET.
     pub fn base(&self, key: RankingKey) -> String {
         let prefix = &self.prefix;
         match key {
             RankingKey::Daily(date) => format!("{prefix}:{{daily:{date}}}"),
-            RankingKey::Weekly(date) => format!("{prefix}:{{weekly:{date}}}"),
-            RankingKey::DailySegment(date, s) => format!("{prefix}:{{dseg:{date}:{s}}}"),
-            RankingKey::WeeklySegment(date, s) => format!("{prefix}:{{wseg:{date}:{s}}}"),
+            RankingKey::Weekly(date) => format!("{prefix}:{{daily:{date}}}:weekly"),
+            RankingKey::DailySegment(date, s) => format!("{prefix}:{{daily:{date}}}:dseg:{s}"),
+            RankingKey::WeeklySegment(date, s) => format!("{prefix}:{{daily:{date}}}:wseg:{s}"),
             RankingKey::Hourly(h) => format!("{prefix}:{{hour:{}T{:02}}}", h.date, h.hour),
         }
     }
@@ -62,9 +64,20 @@ impl Keys {
         format!("{}:staging:{:016x}", self.base(key), rand::random::<u64>())
     }
 
-    /// A lease.
+    /// A lease. A day's lease is tagged by its day, in the slot of the rankings it guards.
     pub fn lock(&self, name: &str) -> String {
-        format!("{}:lock:{name}", self.prefix)
+        match day_of_lease(name) {
+            Some(date) => format!("{}:{{daily:{date}}}:lock", self.prefix),
+            None => format!("{}:lock:{name}", self.prefix),
+        }
+    }
+
+    /// Whether two keys of this store hash to the same cluster slot: the same hash tag.
+    pub fn same_slot(&self, a: &str, b: &str) -> bool {
+        fn tag(key: &str) -> &str {
+            key.split_once('{').and_then(|(_, rest)| rest.split_once('}')).map_or(key, |(tag, _)| tag)
+        }
+        tag(a) == tag(b)
     }
 
     /// The pub/sub channel of announcements.
@@ -142,20 +155,37 @@ mod tests {
     }
 
     #[test]
-    fn keys_of_one_ranking_share_its_hash_tag_and_rankings_differ() {
+    fn a_days_rankings_and_its_lease_share_its_hash_tag_and_days_differ() {
         let keys = Keys::new("p");
         let date: NaiveDate = "2026-12-01".parse().expect("date");
-        let daily = RankingKey::Daily(date);
+        let segment = Segment::parse("brand:acme").expect("segment");
         let tag = |k: &str| k[k.find('{').expect("open")..=k.find('}').expect("close")].to_string();
-        let all = [
-            keys.pointer(daily),
-            keys.versions(daily),
-            keys.superseded(daily),
-            keys.segments(daily),
-            keys.staging(daily),
-        ];
+        let mut all = vec![keys.lock(&crate::ports::day_lease(date))];
+        for ranking in [
+            RankingKey::Daily(date),
+            RankingKey::Weekly(date),
+            RankingKey::DailySegment(date, segment),
+            RankingKey::WeeklySegment(date, segment),
+        ] {
+            all.extend([
+                keys.base(ranking),
+                keys.pointer(ranking),
+                keys.versions(ranking),
+                keys.superseded(ranking),
+                keys.segments(ranking),
+                keys.staging(ranking),
+            ]);
+        }
         assert!(all.iter().all(|k| tag(k) == "{daily:2026-12-01}"), "{all:?}");
-        assert_ne!(tag(&keys.pointer(RankingKey::Weekly(date))), tag(&keys.pointer(daily)));
+        assert!(all.iter().all(|k| keys.same_slot(k, &all[0])));
+        let daily = RankingKey::Daily(date);
+        let next = RankingKey::Daily(date.succ_opt().expect("next day"));
+        assert!(!keys.same_slot(&keys.pointer(next), &keys.pointer(daily)));
+        let hour = RankingKey::Hourly(crate::domain::calendar::RankingHour { date, hour: 3 });
+        assert!(!keys.same_slot(&keys.base(hour), &keys.pointer(daily)));
+        assert_eq!(keys.lock("prune"), "p:lock:prune", "other leases keep their names");
+        let bases: std::collections::HashSet<&String> = all.iter().collect();
+        assert_eq!(bases.len(), all.len(), "no two rankings share a key");
         assert_eq!(
             (keys.versions(daily), keys.base(daily)),
             ("p:{daily:2026-12-01}:v".into(), "p:{daily:2026-12-01}".into())

@@ -1,26 +1,28 @@
 //! The Redis ranking store, on one node or a Redis Cluster ([`connection`]; redis-rs
 //! reconnects by itself in both).
 //!
-//! Keys, with `P` the configured prefix (default `ranking`), all named in [`keys`]; `{R}` is
-//! a ranking's hash tag: `{daily:D}`, `{weekly:D}` (the 7 days ending with D), `{dseg:D:S}`,
-//! `{wseg:D:S}` (segment S of the daily or weekly ranking), with `D` = `YYYY-MM-DD`:
+//! Keys, with `P` the configured prefix (default `ranking`), all named in [`keys`]; `R` is a
+//! ranking's base: `{daily:D}`, `{daily:D}:weekly` (the 7 days ending with D),
+//! `{daily:D}:dseg:S`, `{daily:D}:wseg:S` (segment S of the daily or weekly ranking), with
+//! `D` = `YYYY-MM-DD`: every ranking of a day shares the day's hash tag with its lease:
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `P:{R}:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
-//! | `P:{R}:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
-//! | `P:{R}:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
+//! | `P:R:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
+//! | `P:R:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
+//! | `P:R:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
 //! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
-//! | `P:{R}:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:{R}:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
-//! | `P:{daily:D}:segments`, `P:{weekly:D}:segments` | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
+//! | `P:R:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
+//! | `P:R:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
+//! | `P:R:segments` (daily and weekly) | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
-//! | `P:lock:<name>` | string | a lease (recompute of a day, scheduler tick marker, retention) |
+//! | `P:{daily:D}:lock` | string | the day's lease, which the publication script checks |
+//! | `P:lock:<name>` | string | the other leases (live passes' holder, scheduler tick marker, retention) |
 //! | channel `P:versions` | pub/sub | `daily D <N>`, `weekly D <N>`, `dseg D S <N>`, `wseg D S <N>` when version N of that ranking is published |
 //!
-//! Every ranking has a hash tag of its own, so a cluster spreads rankings over its shards,
-//! while a ranking's version pointer, versions, staging key and superseded index share one
-//! slot: the publish script and every read touch one slot only.
+//! A day's rankings and its lease share one slot (a cluster spreads days and hours over its
+//! shards): the publish script checks the writer's lease in the slot it writes, and the
+//! publish script and every read touch one slot only.
 //!
 //! Publishing is one Lua script: the new version number is `max(Redis TIME in ms,
 //! previous+1)`, so it only grows, also after FLUSHALL (the clock does not go back); the
@@ -72,7 +74,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcements, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError, VersionLife,
+    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError,
+    VersionLife,
 };
 
 /// Connection settings of the Redis store.
@@ -150,8 +153,14 @@ impl RedisRankingStore {
 
 #[async_trait]
 impl RankingStore for RedisRankingStore {
-    async fn publish(&self, key: RankingKey, entries: &[Scored], life: VersionLife) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, None, life, Form::Full).await
+    async fn publish(
+        &self,
+        key: RankingKey,
+        entries: &[Scored],
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        self.publish_version(key, entries, None, life, Form::Full, fence).await
     }
 
     async fn publish_copy(
@@ -160,8 +169,9 @@ impl RankingStore for RedisRankingStore {
         copy: &Arc<Snapshot>,
         life: VersionLife,
         form: Form,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), life, form).await
+        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), life, form, fence).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

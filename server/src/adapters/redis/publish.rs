@@ -2,7 +2,8 @@
 //! product index and, for a daily ranking's full publication, its sorted set of product ids by packed score),
 //! then one script (`scripts/publish.lua`) that renames them to the next version (the sorted
 //! set to the day's key), moves the pointer, keeps the superseded version for
-//! `RANKING_SNAPSHOT_TTL` and announces the new one.
+//! `RANKING_SNAPSHOT_TTL` and announces the new one, only while the writer's lease is held
+//! (the script reads the lease key, in the ranking's slot, before anything else).
 
 use redis::RedisError;
 
@@ -10,7 +11,7 @@ use super::keys::{announced, member};
 use super::packed::{indexed, pack, product_order};
 use super::scripts::Publication;
 use super::{RedisRankingStore, unavailable};
-use crate::ports::{Form, RankingKey, Scored, StoreError, VersionLife};
+use crate::ports::{Fence, Form, RankingKey, Scored, StoreError, VersionLife};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
@@ -46,14 +47,30 @@ impl RedisRankingStore {
         by_product: Option<&[u32]>,
         life: VersionLife,
         form: Form,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
+        let pointer = self.keys.pointer(key);
+        // The lease key shares the ranking's hash slot (a day's rankings and its lease are
+        // tagged by the day), so the script can read it on a cluster too. Unchecked: the
+        // pointer stands in for it and the token is empty.
+        let lease = match fence.lease() {
+            Some(lease) => {
+                let lease_key = self.keys.lock(&lease.name);
+                if !self.keys.same_slot(&lease_key, &pointer) {
+                    let problem = format!("the lease {} does not guard {key:?}", lease.name);
+                    return Err(StoreError::Corrupt(problem));
+                }
+                Some((lease_key, lease))
+            }
+            None => None,
+        };
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
         let staged = self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let published = Publication {
             staged_zset: &staged.zset,
-            pointer: &self.keys.pointer(key),
+            pointer: &pointer,
             superseded: &self.keys.superseded(key),
             staged_packed: &staged.packed,
             staged_index: &staged.index,
@@ -67,13 +84,26 @@ impl RedisRankingStore {
             replaces_sorted_set: sorted_set,
             spacing_ms: ms(life.superseded_spacing()),
             grace_ms: ms(life.superseded_grace()),
+            lease_key: lease.as_ref().map_or(pointer.as_str(), |(key, _)| key.as_str()),
+            lease_token: lease.as_ref().map_or("", |(_, lease)| lease.token.as_str()),
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())
         .await;
         if published.is_err() && !entries.is_empty() {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
-        published.map_err(unavailable)
+        published.map_err(|e| match (e.code(), &lease) {
+            (Some("FENCED"), Some((_, lease))) => {
+                let left = e.detail().and_then(|d| d.trim().parse::<i64>().ok()).unwrap_or(-2);
+                let detail = if left >= 0 {
+                    format!("another holder has it for another {left} ms")
+                } else {
+                    "it expired and nobody holds it".to_string()
+                };
+                StoreError::LostLease { lease: lease.name.clone(), detail }
+            }
+            _ => unavailable(e),
+        })
     }
 
     /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for

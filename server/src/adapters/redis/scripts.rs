@@ -71,6 +71,10 @@ pub(super) struct Publication<'a> {
     pub spacing_ms: u64,
     /// The grace of the other superseded versions (ms).
     pub grace_ms: u64,
+    /// The writer's lease key, in the ranking's slot (the pointer when unchecked).
+    pub lease_key: &'a str,
+    /// The writer's lease token; empty: unchecked.
+    pub lease_token: &'a str,
 }
 
 impl Publication<'_> {
@@ -84,6 +88,7 @@ impl Publication<'_> {
             .key(self.staged_packed)
             .key(self.staged_index)
             .key(self.daily_zset)
+            .key(self.lease_key)
             .arg(self.version_prefix)
             .arg(self.expire_at)
             .arg(self.superseded_life_ms)
@@ -93,6 +98,7 @@ impl Publication<'_> {
             .arg(flag(self.replaces_sorted_set))
             .arg(self.spacing_ms)
             .arg(self.grace_ms)
+            .arg(self.lease_token)
             .invoke_async(conn)
             .await
     }

@@ -7,7 +7,7 @@ use crate::adapters::memory::MemoryRankingStore;
 use crate::app::invalid::PathSegment;
 use crate::app::policy::Clock;
 use crate::domain::calendar::RankingHour;
-use crate::ports::{RankingKey, Scored};
+use crate::ports::{Fence, RankingKey, Scored};
 use crate::test_support::Wired;
 
 /// The instant the read service's clock starts at: a fixed noon, so that "today" cannot
@@ -51,7 +51,7 @@ async fn reads_check_their_bounds_and_number_entries_from_the_offset() {
         expire_at: Utc::now() + chrono::Duration::days(1),
         superseded_for: Duration::from_secs(60),
     };
-    let v1 = store.publish(RankingKey::Daily(today), &entries, life).await.expect("stored");
+    let v1 = store.publish(RankingKey::Daily(today), &entries, life, &Fence::unchecked()).await.expect("stored");
 
     let page = q.top(TopQuery { offset: 1, limit: 2, ..Default::default() }).await.expect("page");
     assert_eq!(page.entries.iter().map(|e| (e.rank, e.product_id)).collect::<Vec<_>>(), vec![(2, 4), (3, 3)]);
@@ -79,12 +79,12 @@ async fn page_tokens_walk_one_version_and_refuse_what_they_cannot_continue() {
         superseded_for: Duration::from_secs(secs),
     };
     let first: Vec<Scored> = (1..=25).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
-    let v1 = store.publish(today, &first, life(60)).await.expect("v1");
+    let v1 = store.publish(today, &first, life(60), &Fence::unchecked()).await.expect("v1");
     let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1");
     let token = page.next_page_token.clone().expect("more pages");
     // A recompute reverses the ranking between pages; the walk stays on version 1.
     let reversed: Vec<Scored> = (1..=25).map(|p| Scored { product_id: p, score: -p as f64 }).collect();
-    store.publish(today, &reversed, life(60)).await.expect("v2");
+    store.publish(today, &reversed, life(60), &Fence::unchecked()).await.expect("v2");
     let next = |token: &str| TopQuery { page_token: Some(token.to_string()), ..Default::default() };
     let page2 = q.top(next(&token)).await.expect("page 2");
     assert_eq!(page2.version, Some(v1));
@@ -95,7 +95,7 @@ async fn page_tokens_walk_one_version_and_refuse_what_they_cannot_continue() {
 
     // Version 3 is published keeping no superseded version: a walk of version 2 ends.
     let page = q.top(TopQuery { limit: 10, ..Default::default() }).await.expect("page 1 of v2");
-    store.publish(today, &first, life(0)).await.expect("v3");
+    store.publish(today, &first, life(0), &Fence::unchecked()).await.expect("v3");
     let expired = q.top(next(&page.next_page_token.clone().expect("more"))).await.expect_err("gone");
     assert!(matches!(expired, QueryError::Expired { .. }), "{expired:?}");
 
@@ -118,9 +118,12 @@ async fn answers_of_held_copies_are_kept_per_version_and_never_outlive_it() {
         ids.iter().enumerate().map(|(i, id)| Scored { product_id: *id, score: 100.0 - i as f64 }).collect()
     };
     let yesterday = today.pred_opt().expect("a day before");
-    let v0 = store.publish(RankingKey::Daily(yesterday), &ranked(&[3, 2, 1]), life).await.expect("yesterday");
+    let v0 = store
+        .publish(RankingKey::Daily(yesterday), &ranked(&[3, 2, 1]), life, &Fence::unchecked())
+        .await
+        .expect("yesterday");
     q.snapshots.install(RankingKey::Daily(yesterday), v0, ranked(&[3, 2, 1])).await;
-    let v1 = store.publish(RankingKey::Daily(today), &ranked(&[1, 2, 3]), life).await.expect("v1");
+    let v1 = store.publish(RankingKey::Daily(today), &ranked(&[1, 2, 3]), life, &Fence::unchecked()).await.expect("v1");
     q.snapshots.install(RankingKey::Daily(today), v1, ranked(&[1, 2, 3])).await;
 
     let first = q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("page");
@@ -130,7 +133,7 @@ async fn answers_of_held_copies_are_kept_per_version_and_never_outlive_it() {
     assert_eq!(first.entries.iter().map(|e| (e.product_id, e.previous_rank)).collect::<Vec<_>>(), vec![(1, 3), (2, 2)]);
 
     // A new version is read at once; the kept answer of the old one is never served again.
-    let v2 = store.publish(RankingKey::Daily(today), &ranked(&[3, 1, 2]), life).await.expect("v2");
+    let v2 = store.publish(RankingKey::Daily(today), &ranked(&[3, 1, 2]), life, &Fence::unchecked()).await.expect("v2");
     q.snapshots.install(RankingKey::Daily(today), v2, ranked(&[3, 1, 2])).await;
     let second = q.top(TopQuery { limit: 2, ..Default::default() }).await.expect("page of v2");
     assert_eq!((second.version, second.entries[0].product_id), (Some(v2), 3));
@@ -145,7 +148,7 @@ async fn a_previous_period_without_a_ranking_costs_no_store_read() {
         superseded_for: Duration::from_secs(60),
     };
     let entries: Vec<Scored> = (1..=3).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
-    store.publish(RankingKey::Daily(today), &entries, life).await.expect("today");
+    store.publish(RankingKey::Daily(today), &entries, life, &Fence::unchecked()).await.expect("today");
     q.snapshots.refresh().await.expect("poll");
     let yesterday = RankingKey::Daily(today.pred_opt().expect("a day before"));
     assert!(q.snapshots.absent(yesterday));
@@ -153,7 +156,7 @@ async fn a_previous_period_without_a_ranking_costs_no_store_read() {
     assert!(page.entries.iter().all(|e| e.previous_rank == 0));
     assert!(q.answers.key(&q.snapshots, RankingKey::Daily(today), 0, 3).is_some(), "kept");
     // Once yesterday is published it is no longer taken as absent.
-    store.publish(yesterday, &entries, life).await.expect("yesterday");
+    store.publish(yesterday, &entries, life, &Fence::unchecked()).await.expect("yesterday");
     q.snapshots.refresh().await.expect("poll");
     assert!(!q.snapshots.absent(yesterday));
     let page = q.top(TopQuery { limit: 3, ..Default::default() }).await.expect("page");

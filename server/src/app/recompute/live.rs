@@ -30,13 +30,13 @@ use tokio::time::Instant;
 use crate::metrics::phases::Phases;
 use tokio_util::sync::CancellationToken;
 
+use super::Recompute;
 use super::build::rank;
 use super::publish::RankedCopy;
-use super::{Recompute, day_lease};
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
 use crate::domain::ranking::Contender;
-use crate::ports::{ChangedRow, Lease, StoreError};
+use crate::ports::{ChangedRow, Fence, Lease, StoreError, day_lease};
 
 /// What the holder of today's live lease keeps between passes.
 struct Held {
@@ -151,7 +151,8 @@ impl Recompute {
             }
         };
         let started = Instant::now();
-        let result = self.holding(&day_lease, self.live_pass(today, &mut h.held)).await;
+        let fence = Fence::of(&day_lease);
+        let result = self.holding(&day_lease, "live_pass", self.live_pass(today, &mut h.held, &fence)).await;
         self.release(&day_lease, today).await;
         match result {
             Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),
@@ -202,7 +203,7 @@ impl Recompute {
 
     /// One pass over `held` (read whole first when there is none): the changes since the
     /// previous pass applied, and published when there were any.
-    async fn live_pass(&self, date: NaiveDate, held: &mut Option<Held>) -> Result<Pass, StoreError> {
+    async fn live_pass(&self, date: NaiveDate, held: &mut Option<Held>, fence: &Fence) -> Result<Pass, StoreError> {
         let loaded = held.is_none();
         let h = match held {
             Some(h) => h,
@@ -262,7 +263,7 @@ impl Recompute {
         h.day.weekly_contenders(&mut contenders);
         let weekly = self.rank_apart(date, contenders, &h.hidden);
         let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-        let version = self.publish_computed(date, daily, weekly, &h.membership).await?;
+        let version = self.publish_computed(date, daily, weekly, &h.membership, fence).await?;
         phases.lap("publish");
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {

@@ -26,7 +26,8 @@ use super::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::PopulationStats;
 use crate::metrics::Metrics;
-use crate::ports::{Lease, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
+use crate::metrics::leases::KindLabels;
+use crate::ports::{Fence, Lease, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError, day_lease};
 
 mod build;
 mod live;
@@ -76,11 +77,6 @@ pub enum RecomputeError {
     Abandoned,
 }
 
-/// The name of `date`'s lease, which every change of that day's rankings holds.
-fn day_lease(date: NaiveDate) -> String {
-    format!("recompute:{date}")
-}
-
 /// Rebuilds daily rankings.
 pub struct Recompute {
     store: Arc<dyn MetricsStore>,
@@ -128,7 +124,7 @@ impl Recompute {
     /// another replica's recompute of the same day to finish.
     pub async fn run(&self, date: NaiveDate) -> Result<RecomputeReport, RecomputeError> {
         let lease = self.lease(date).await?;
-        let result = self.holding(&lease, self.rebuild(date)).await;
+        let result = self.holding(&lease, "recompute", self.rebuild(date, &Fence::of(&lease))).await;
         self.release(&lease, date).await;
         match &result {
             Ok(r) => {
@@ -159,33 +155,68 @@ impl Recompute {
         }
     }
 
-    /// Runs `work` while renewing `lease` every third of its life. Should the lease be lost
-    /// (this replica stalled longer than the lease, and another may now hold the day), the
-    /// work is abandoned rather than published over the other holder's.
+    /// Runs `work` (a `kind` of change of the day's rankings, whose writes carry the lease's
+    /// fence) while renewing `lease` every third of its life. Should the lease be lost (this
+    /// replica stalled longer than the lease, and another may now hold the day), the work is
+    /// abandoned rather than published over the other holder's: the renewal notices
+    /// (refused, or not renewed for a whole life, which counts as lost), or the store
+    /// refuses the write itself, which is counted and logged.
     async fn holding<T>(
         &self,
         lease: &Lease,
+        kind: &'static str,
         work: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let ttl = self.policy.recompute_lease;
+        let taken = Instant::now();
+        let renewed = std::sync::Mutex::new(taken);
         let renewals = async {
             let mut every = tokio::time::interval_at(tokio::time::Instant::now() + ttl / 3, ttl / 3);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
                 match self.leases.renew(lease, ttl).await {
-                    Ok(true) => {}
-                    Ok(false) => return StoreError::ranking(format!("lost the lease {} while holding it", lease.name)),
-                    // The store is unreachable: the work fails on its own next call, or the
-                    // next renewal gets through before the lease runs out.
-                    Err(e) => tracing::warn!(error = %e, lease = %lease.name, "could not renew lease"),
+                    Ok(true) => *renewed.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
+                    Ok(false) => {
+                        let detail = "the renewal found another holder, or none".to_string();
+                        return StoreError::LostLease { lease: lease.name.clone(), detail };
+                    }
+                    Err(e) => {
+                        let since = renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+                        if since >= ttl {
+                            // Whatever the store says later, the lease may have run out: the
+                            // work stops here rather than write on a lease nobody can vouch for.
+                            let detail = format!("not renewed for {} ms, a whole lease life: {e}", since.as_millis());
+                            return StoreError::LostLease { lease: lease.name.clone(), detail };
+                        }
+                        tracing::warn!(error = %e, lease = %lease.name, "could not renew lease");
+                    }
                 }
             }
         };
-        tokio::select! {
-            result = work => result,
-            lost = renewals => Err(lost),
+        // `fenced`: the store refused a write, the fence rather than the renewal caught it.
+        let (result, fenced) = tokio::select! {
+            result = work => {
+                let fenced = matches!(result, Err(StoreError::LostLease { .. }));
+                (result, fenced)
+            }
+            lost = renewals => (Err(lost), false),
+        };
+        if let Err(StoreError::LostLease { detail, .. }) = &result {
+            if fenced {
+                self.metrics.leases.fenced_writes.get_or_create(&KindLabels { kind }).inc();
+            }
+            let renewed = renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+            tracing::warn!(
+                lease = %lease.name,
+                kind,
+                held_ms = taken.elapsed().as_millis() as u64,
+                since_renewal_ms = renewed.as_millis() as u64,
+                now = %detail,
+                "lost the day's lease: nothing more of this work is published"
+            );
         }
+        result
     }
 
     async fn release(&self, lease: &Lease, date: NaiveDate) {

@@ -14,7 +14,7 @@ use crate::metrics::phases::Phases;
 use super::{Computed, Recompute, RecomputeReport};
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{Form, RankingKey, RankingRun, StoreError, VersionLife};
+use crate::ports::{Fence, Form, RankingKey, RankingRun, StoreError, VersionLife};
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
 /// published, this replica's copy, and the index its segments are found in), with what
@@ -47,7 +47,7 @@ impl Recompute {
     /// off the day's critical path). One population buffer serves the day, then the week: the
     /// week's rows stream into the pages the day's population already occupies rather than
     /// into new ones while the day's are still resident.
-    pub(super) async fn rebuild(&self, date: NaiveDate) -> Result<RecomputeReport, StoreError> {
+    pub(super) async fn rebuild(&self, date: NaiveDate, fence: &Fence) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
         let (hidden, mut population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
         let RankedCopy { whole, clamped, stats, clock } = RankedCopy::of(self.rank(date, &mut population, &hidden))?;
@@ -56,13 +56,13 @@ impl Recompute {
         let life = self.life(date);
         let publish_daily = async {
             let publication = async {
-                let version = self.publish_whole(key, &whole, clamped, life, false).await?;
+                let version = self.publish_whole(key, &whole, clamped, life, false, fence).await?;
                 self.record(date, version, stats, clock).await?;
                 Ok(version)
             };
             let (version, catalog) = tokio::try_join!(publication, self.membership())?;
             let daily = started.elapsed();
-            self.publish_segments(key, &whole, &catalog, life).await?;
+            self.publish_segments(key, &whole, &catalog, life, fence).await?;
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
         let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
@@ -77,9 +77,9 @@ impl Recompute {
         drop(population);
         let RankedCopy { whole: week, clamped, .. } = RankedCopy::of(week)?;
         let weekly = RankingKey::Weekly(date);
-        self.publish_whole(weekly, &week, clamped, life, false).await?;
+        self.publish_whole(weekly, &week, clamped, life, false, fence).await?;
         phases.lap("weekly");
-        self.publish_segments(weekly, &week, &catalog, life).await?;
+        self.publish_segments(weekly, &week, &catalog, life, fence).await?;
         phases.lap("segments");
         self.metrics.recompute_phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
@@ -101,9 +101,10 @@ impl Recompute {
         clamped: usize,
         life: VersionLife,
         live: bool,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
         let form = if live { Form::Loadable } else { Form::Full };
-        let version = self.rankings.publish_copy(key, whole, life, form).await?;
+        let version = self.rankings.publish_copy(key, whole, life, form, fence).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install_copy(key, version, whole.clone()).await;
         Ok(version)
@@ -139,20 +140,21 @@ impl Recompute {
         daily: RankedCopy,
         weekly: impl Future<Output = Result<RankedCopy, StoreError>>,
         catalog: &Membership,
+        fence: &Fence,
     ) -> Result<u64, StoreError> {
         let life = self.life(date);
         let day = async {
             let key = RankingKey::Daily(date);
-            let version = self.publish_whole(key, &daily.whole, daily.clamped, life, true).await?;
+            let version = self.publish_whole(key, &daily.whole, daily.clamped, life, true, fence).await?;
             self.record(date, version, daily.stats, daily.clock).await?;
-            self.publish_segments(key, &daily.whole, catalog, life).await?;
+            self.publish_segments(key, &daily.whole, catalog, life, fence).await?;
             Ok::<_, StoreError>(version)
         };
         let week = async {
             let key = RankingKey::Weekly(date);
             let weekly = weekly.await?;
-            self.publish_whole(key, &weekly.whole, weekly.clamped, life, true).await?;
-            self.publish_segments(key, &weekly.whole, catalog, life).await
+            self.publish_whole(key, &weekly.whole, weekly.clamped, life, true, fence).await?;
+            self.publish_segments(key, &weekly.whole, catalog, life, fence).await
         };
         let (version, ()) = tokio::try_join!(day, week)?;
         Ok(version)
@@ -183,6 +185,7 @@ impl Recompute {
         whole: &Arc<Snapshot>,
         catalog: &Membership,
         life: VersionLife,
+        fence: &Fence,
     ) -> Result<(), StoreError> {
         let previous = self.rankings.published_segments(whole_key).await?;
         let mut lists: Vec<(Segment, Vec<u32>)> =
@@ -200,7 +203,7 @@ impl Recompute {
             let key = whole_key.restricted(Some(segment))?;
             Some(async move {
                 let entries = whole.entries_at(&positions);
-                self.rankings.publish(key, &entries, life).await.map(|v| (key, v, positions))
+                self.rankings.publish(key, &entries, life, fence).await.map(|v| (key, v, positions))
             })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);

@@ -8,7 +8,7 @@ use chrono::NaiveDate;
 
 use super::{Recompute, RecomputeError};
 use crate::domain::calendar::RankingHour;
-use crate::ports::{RankingKey, Scored, StoreError, VersionLife};
+use crate::ports::{Fence, RankingKey, Scored, StoreError, VersionLife};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
 pub(super) struct Withdrawal {
@@ -56,7 +56,8 @@ impl Recompute {
         let Some(batch) = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
         let result = match lease {
             Ok(lease) => {
-                let result = self.holding(&lease, self.withdraw_locked(date, &batch.ids)).await;
+                let fence = Fence::of(&lease);
+                let result = self.holding(&lease, "withdrawal", self.withdraw_locked(date, &batch.ids, &fence)).await;
                 self.release(&lease, date).await;
                 result.map_err(RecomputeError::Store)
             }
@@ -65,7 +66,7 @@ impl Recompute {
         batch.done.send_replace(Some(result));
     }
 
-    async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>) -> Result<(), StoreError> {
+    async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>, fence: &Fence) -> Result<(), StoreError> {
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let ids_list: Vec<i64> = ids.iter().copied().collect();
         let mut keys = Vec::new();
@@ -87,7 +88,7 @@ impl Recompute {
                 continue;
             }
             let kept: Vec<Scored> = all.iter().filter(|e| !ids.contains(&e.product_id)).copied().collect();
-            let version = self.rankings.publish(key, &kept, life).await?;
+            let version = self.rankings.publish(key, &kept, life, fence).await?;
             self.snapshots.install(key, version, kept).await;
         }
         let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();

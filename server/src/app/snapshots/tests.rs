@@ -1,5 +1,6 @@
 //! Unit tests of the held copies over an in-process ranking store.
 
+use crate::ports::Fence;
 use std::time::Duration;
 
 use chrono::NaiveDate;
@@ -37,14 +38,14 @@ async fn a_poll_loads_newer_versions_in_chunks_and_equals_the_store() {
     let (snapshots, store, date) = snapshots(1_000_000);
     let today = RankingKey::Daily(date);
     let n = LOAD_CHUNK as i64 * 2 + 17;
-    let v = store.publish(today, &ranking(n), life()).await.expect("publish");
+    let v = store.publish(today, &ranking(n), life(), &Fence::unchecked()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
     let held = snapshots.get(today).expect("held");
     assert_eq!(held.version, v);
     let page = store.top(today, 0, u64::MAX).await.expect("top");
     assert_eq!(held.ranking.page(0, u64::MAX), &page.entries[..]);
     let old = RankingKey::Daily(date - chrono::Duration::days(3));
-    store.publish(old, &ranking(3), life()).await.expect("publish");
+    store.publish(old, &ranking(3), life(), &Fence::unchecked()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
     assert!(snapshots.get(old).is_none(), "only today and yesterday are held");
 }
@@ -54,12 +55,12 @@ async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_st
     let (snapshots, store, date) = snapshots(100);
     let today = RankingKey::Daily(date);
     let yesterday = RankingKey::Daily(date - chrono::Duration::days(1));
-    store.publish(yesterday, &ranking(60), life()).await.expect("publish");
-    let v1 = store.publish(today, &ranking(40), life()).await.expect("publish");
+    store.publish(yesterday, &ranking(60), life(), &Fence::unchecked()).await.expect("publish");
+    let v1 = store.publish(today, &ranking(40), life(), &Fence::unchecked()).await.expect("publish");
     snapshots.refresh().await.expect("refresh");
     assert_eq!(snapshots.get(today).map(|h| h.version), Some(v1));
     assert_eq!(snapshots.entries(), 100);
-    let v2 = store.publish(today, &ranking(41), life()).await.expect("publish");
+    let v2 = store.publish(today, &ranking(41), life(), &Fence::unchecked()).await.expect("publish");
     snapshots.install(today, v2, ranking(41)).await;
     assert!(snapshots.get(today).is_none(), "over the bound: no stale copy either");
     assert!(snapshots.entries() <= 100);

@@ -1,6 +1,7 @@
 //! Unit tests of the watch feeds on a paused clock over an in-process ranking store.
 
 use super::*;
+use crate::ports::Fence;
 
 mod clock {
     use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
@@ -32,8 +33,8 @@ mod clock {
         let scored = |ids: &[i64]| -> Vec<Scored> {
             ids.iter().enumerate().map(|(i, id)| Scored { product_id: *id, score: 10.0 - i as f64 }).collect()
         };
-        store.publish(RankingKey::Daily(day), &scored(&[2, 1]), life).await.expect("day");
-        store.publish(RankingKey::Daily(next_day), &scored(&[3]), life).await.expect("next day");
+        store.publish(RankingKey::Daily(day), &scored(&[2, 1]), life, &Fence::unchecked()).await.expect("day");
+        store.publish(RankingKey::Daily(next_day), &scored(&[3]), life, &Fence::unchecked()).await.expect("next day");
         let increment = |date, hour, product_id| HourlyIncrement {
             hour: RankingHour { date, hour },
             product_id,
@@ -96,7 +97,7 @@ mod slow_reader {
         let key = RankingKey::Daily(date);
         let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
         let entries = vec![Scored { product_id: lead, score: 2.0 }, Scored { product_id: 1_000, score: 1.0 }];
-        let version = store.publish(key, &entries, life).await.expect("published");
+        let version = store.publish(key, &entries, life, &Fence::unchecked()).await.expect("published");
         snapshots.install(key, version, entries).await;
         version
     }

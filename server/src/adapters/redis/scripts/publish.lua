@@ -1,7 +1,14 @@
 -- Publishes a staged version as the next version of a ranking; returns its number. Called
--- through `scripts::Publication`, which names every key and argument below.
-local staged_zset, pointer, superseded, staged_packed, staged_index, daily_zset =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- through `scripts::Publication`, which names every key and argument below. Fenced: when a
+-- lease token is given and the lease key does not hold it (the writer's lease expired, or
+-- another holder has it), nothing is written and the error is `FENCED <ms the lease key has
+-- left, or -2>`.
+local staged_zset, pointer, superseded, staged_packed, staged_index, daily_zset, lease =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local token = ARGV[10]
+if token ~= '' and redis.call('GET', lease) ~= token then
+  return redis.error_reply('FENCED ' .. redis.call('PTTL', lease))
+end
 local version_prefix, expire_at, superseded_life, channel, announced =
   ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 -- has_entries: an empty ranking has nothing staged. replaces_sorted_set: a daily ranking's

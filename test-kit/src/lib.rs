@@ -6,6 +6,7 @@
 //! which each test creates and drops a database of its own.
 
 pub mod bus;
+pub mod faults;
 pub mod mariadb;
 pub mod pg;
 pub mod process;

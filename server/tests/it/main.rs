@@ -18,6 +18,7 @@ mod client_calls;
 mod cluster;
 mod dashboard;
 mod explain;
+mod fencing;
 mod grpc_metrics;
 mod hardening;
 use ranking_test_kit as helpers;

@@ -8,6 +8,7 @@
 //!
 //! - this module: the lease (taken, renewed while held, released), the report and errors.
 //! - [`build`]: SQL rows → the day's or the week's population → encoded entries.
+//! - [`faults`]: where a test holds a day's work just before its first write.
 //! - [`live`]: live passes of today: the changed rows applied to the held
 //!   population, published like a recompute.
 //! - [`publish`]: one recompute of a day: the rankings published, segment fan-out.
@@ -30,6 +31,7 @@ use crate::metrics::leases::KindLabels;
 use crate::ports::{Fence, Lease, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError, day_lease};
 
 mod build;
+pub mod faults;
 mod live;
 mod publish;
 mod withdraw;
@@ -89,6 +91,8 @@ pub struct Recompute {
     withdrawals: std::sync::Mutex<std::collections::HashMap<NaiveDate, withdraw::Withdrawal>>,
     /// Where withdrawal tasks run: the service's tracker, joined at shutdown.
     tasks: TaskTracker,
+    /// Where a test holds the work before it writes.
+    faults: faults::FaultPoints,
 }
 
 impl Recompute {
@@ -103,12 +107,18 @@ impl Recompute {
         metrics: Arc<Metrics>,
         tasks: TaskTracker,
     ) -> Self {
-        Self { store, rankings, leases, snapshots, policy, metrics, withdrawals: Default::default(), tasks }
+        let withdrawals = Default::default();
+        Self { store, rankings, leases, snapshots, policy, metrics, withdrawals, tasks, faults: Default::default() }
     }
 
     /// The policy the recompute follows.
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
+    }
+
+    /// Where a test holds the work before it writes.
+    pub fn faults(&self) -> &faults::FaultPoints {
+        &self.faults
     }
 
     /// A recompute a caller asked for: `date` (`None` = today) must be within retention and

@@ -104,6 +104,7 @@ impl Recompute {
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let form = if live { Form::Loadable } else { Form::Full };
+        self.faults.before_publish().await;
         let version = self.rankings.publish_copy(key, whole, life, form, fence).await?;
         self.metrics.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install_copy(key, version, whole.clone()).await;

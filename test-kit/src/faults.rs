@@ -1,0 +1,119 @@
+//! Faults a test puts between a server and what it depends on: a day of many products
+//! seeded straight into SQL (so that a recompute lasts long enough to be paused in the
+//! middle), a process paused and resumed (SIGSTOP, SIGCONT), and a TCP proxy that stops
+//! forwarding on demand (a connection that stalls without closing, as a partition does).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sea_orm::{ConnectionTrait, Database, DbBackend};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Writes `products` rows of `date` into `product_daily_metrics` in one statement (views,
+/// likes and order amounts varying with the product id, the latest event within the last
+/// day), on any of the three engines.
+pub async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) {
+    let db = Database::connect(url).await.expect("connect");
+    let now_us = chrono::Utc::now().timestamp_micros();
+    let columns = "metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at";
+    let values = format!(
+        "'{date}', g, (g * 7919) % 5000, (g * 104729) % 300, (g * 31) % 7, ((g * 7127) % 9) * 10000, \
+         {now_us} - (g % 86400) * 1000000, {now_us}"
+    );
+    let sql = match db.get_database_backend() {
+        DbBackend::Postgres => format!(
+            "INSERT INTO product_daily_metrics ({columns}) SELECT {values} FROM generate_series(1::bigint, {products}::bigint) g"
+        ),
+        // MariaDB's sequence engine.
+        DbBackend::MySql => format!(
+            "INSERT INTO product_daily_metrics ({columns}) SELECT {values} FROM (SELECT seq AS g FROM seq_1_to_{products}) s"
+        ),
+        _ => format!(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {products}) \
+             INSERT INTO product_daily_metrics ({columns}) SELECT {values} FROM s"
+        ),
+    };
+    db.execute_unprepared(&sql).await.expect("seed the day");
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let sent = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    assert!(sent.expect("kill").success(), "kill -{signal} {pid}");
+}
+
+/// A TCP proxy to one server that forwards until told to stall: then every byte in either
+/// direction is held (connections stay open, nothing moves) until it is told to forward again.
+pub struct StallingProxy {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    stalled: watch::Sender<bool>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StallingProxy {
+    /// A proxy on a free loopback port to `target`.
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stalled, _) = watch::channel(false);
+        let stop = Arc::new(AtomicBool::new(false));
+        let gate = stalled.clone();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(server) = TcpStream::connect(target).await else { continue };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::spawn(forward(client_read, server_write, gate.subscribe()));
+                tokio::spawn(forward(server_read, client_write, gate.subscribe()));
+            }
+        });
+        Self { addr, stalled, stop }
+    }
+
+    /// Holds every byte from now on.
+    pub fn stall(&self) {
+        self.stalled.send_replace(true);
+    }
+
+    /// Forwards again, the held bytes first.
+    pub fn resume(&self) {
+        self.stalled.send_replace(false);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.stalled.send_replace(false);
+    }
+}
+
+/// Copies `from` to `to`, waiting while `stalled` says so before writing each read.
+async fn forward(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if stalled.wait_for(|s| !*s).await.is_err() {
+            return;
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // Bytes read just before a stall are held too.
+        if stalled.wait_for(|s| !*s).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}

@@ -69,12 +69,7 @@ async fn move_on(other: &mut TestApp, hidden: i64) -> u64 {
 
 /// After the stalled replica woke: both replicas serve the same ranking, at least as new as
 /// `newer`, with [`RISER`] first and `hidden` nowhere; and it is what a recompute gives.
-async fn both_serve_the_newer_ranking(
-    stalled: &mut Client,
-    other: &mut TestApp,
-    newer: u64,
-    hidden: i64,
-) {
+async fn both_serve_the_newer_ranking(stalled: &mut Client, other: &mut TestApp, newer: u64, hidden: i64) {
     let mut other_client = other.client.clone();
     eventually("both replicas serve the same ranking, as new as the other's", || {
         let (mut a, mut b) = (stalled.clone(), other_client.clone());

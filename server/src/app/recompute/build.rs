@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use chrono::NaiveDate;
 
+use super::publish::RankedCopy;
 use super::{Computed, Recompute};
 use crate::app::policy::Policy;
 use crate::domain::explain::RecencyClock;
@@ -27,7 +28,7 @@ fn push_gently<T>(list: &mut Vec<T>, item: T) {
 
 impl Recompute {
     /// Every contender of day `date`, hidden or not (hidden products still carry over: their
-    /// standing is computed here, and [`Recompute::rank`] leaves them out of the population):
+    /// standing is computed here, and [`Recompute::rank_apart`] leaves them out of the population):
     /// the carry-over chain of the days before, then the day's rows and the products that
     /// only carry over.
     pub(super) async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
@@ -69,13 +70,6 @@ impl Recompute {
         Ok(ledger)
     }
 
-    /// Ranks `contenders` of `date` (a day's or a week's) without the `hidden` products
-    /// (ascending): they are left out before the normalisation. `contenders` is left empty,
-    /// its buffer kept for the next population.
-    pub(super) fn rank(&self, date: NaiveDate, contenders: &mut Vec<Contender>, hidden: &[i64]) -> Computed {
-        rank(&self.policy, date, contenders, hidden)
-    }
-
     /// Every contender of the rolling week ending with `date`, hidden or not, from one
     /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
     /// like a day, recency from the product's latest event of the week to the end of D.
@@ -104,6 +98,33 @@ impl Recompute {
     /// the floating-point result identical across rebuilds.
     pub fn clock(&self, date: NaiveDate) -> RecencyClock {
         clock(&self.policy, date)
+    }
+
+    /// Ranks `contenders` of `date` with the recompute's own ranking (hidden products left
+    /// out, the same order and sums) and builds its copy, on a blocking thread: hundreds of
+    /// milliseconds at a million products, which would otherwise hold a worker of the
+    /// runtime (and the publication waiting on it). Started at once; gives the emptied buffer
+    /// back. A recompute or a pass cut short at shutdown leaves the thread to finish its computation (under
+    /// a second at a million products) and drops the result.
+    pub(super) fn rank_apart(
+        &self,
+        date: NaiveDate,
+        mut contenders: Vec<Contender>,
+        hidden: &Arc<[i64]>,
+    ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
+        let (policy, hidden) = (Arc::clone(&self.policy), Arc::clone(hidden));
+        let task = tokio::task::spawn_blocking(move || {
+            let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden))?;
+            Ok((ranked, contenders))
+        });
+        async move {
+            match task.await {
+                Ok(ranked) => ranked,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime is shutting down.
+                Err(e) => Err(StoreError::ranking(e)),
+            }
+        }
     }
 }
 

@@ -31,11 +31,8 @@ use crate::metrics::phases::Phases;
 use tokio_util::sync::CancellationToken;
 
 use super::Recompute;
-use super::build::rank;
-use super::publish::RankedCopy;
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
-use crate::domain::ranking::Contender;
 use crate::ports::{ChangedRow, Fence, Lease, StoreError, day_lease};
 
 /// What the holder of today's live lease keeps between passes.
@@ -273,33 +270,6 @@ impl Recompute {
         }
         tracing::debug!(%date, version, rows_read = read, catalog, "live pass published");
         Ok(if loaded { Pass::Loaded } else { Pass::Published })
-    }
-
-    /// Ranks `contenders` of `date` with the recompute's own ranking (hidden products left
-    /// out, the same order and sums) and builds its copy, on a blocking thread: hundreds of
-    /// milliseconds at a million products, which would otherwise hold a worker of the
-    /// runtime (and the publication waiting on it). Started at once; gives the emptied buffer
-    /// back. A pass cut short at shutdown leaves the thread to finish its computation (under
-    /// a second at a million products) and drops the result.
-    fn rank_apart(
-        &self,
-        date: NaiveDate,
-        mut contenders: Vec<Contender>,
-        hidden: &Arc<[i64]>,
-    ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
-        let (policy, hidden) = (Arc::clone(&self.policy), Arc::clone(hidden));
-        let task = tokio::task::spawn_blocking(move || {
-            let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden))?;
-            Ok((ranked, contenders))
-        });
-        async move {
-            match task.await {
-                Ok(ranked) => ranked,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                // The runtime is shutting down.
-                Err(e) => Err(StoreError::ranking(e)),
-            }
-        }
     }
 }
 

@@ -49,8 +49,11 @@ impl Recompute {
     /// into new ones while the day's are still resident.
     pub(super) async fn rebuild(&self, date: NaiveDate, fence: &Fence) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (hidden, mut population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
-        let RankedCopy { whole, clamped, stats, clock } = RankedCopy::of(self.rank(date, &mut population, &hidden))?;
+        let (hidden, population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
+        let hidden: Arc<[i64]> = hidden.into();
+        // Ranked on a blocking thread: renewals, health checks and reads keep their workers.
+        let (RankedCopy { whole, clamped, stats, clock }, population) =
+            self.rank_apart(date, population, &hidden).await?;
         let day_population = whole.len();
         let key = RankingKey::Daily(date);
         let life = self.life(date);
@@ -72,10 +75,8 @@ impl Recompute {
         phases.add("daily", daily);
         phases.add("segments", in_segments);
 
-        let mut population = week?;
-        let week = self.rank(date, &mut population, &hidden);
+        let (RankedCopy { whole: week, clamped, .. }, population) = self.rank_apart(date, week?, &hidden).await?;
         drop(population);
-        let RankedCopy { whole: week, clamped, .. } = RankedCopy::of(week)?;
         let weekly = RankingKey::Weekly(date);
         self.publish_whole(weekly, &week, clamped, life, false, fence).await?;
         phases.lap("weekly");

@@ -119,6 +119,7 @@ bench:
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
+	seeds=$(CLUSTER_SEEDS) && $(BENCH) fencing 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	$(BENCH) watch $(REDIS_URL_TEST) | tee -a target/bench-report.md
 
 ## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default

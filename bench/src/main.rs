@@ -8,6 +8,7 @@
 mod bus;
 mod cluster;
 mod cores;
+mod fencing;
 mod hostile;
 mod ingest;
 mod live;
@@ -212,6 +213,14 @@ enum Scenario {
         #[arg(default_value_t = 1_000_000)]
         rows: i64,
     },
+    /// Fenced and unchecked publications on one Redis and a cluster; health and GetRank
+    /// during a recompute.
+    Fencing {
+        products: i64,
+        redis: String,
+        /// Comma-separated seed URLs of the cluster.
+        seeds: String,
+    },
     /// Recompute and reads on one Redis node and on a Redis Cluster.
     Cluster {
         products: i64,
@@ -286,6 +295,7 @@ async fn run(scenario: Scenario) {
         Scenario::ReadPath => reads::bench_read_path().await,
         Scenario::Retention { rows } => retention::bench_retention(rows).await,
         Scenario::Cluster { products, redis, seeds } => cluster::bench_cluster(products, &redis, &seeds).await,
+        Scenario::Fencing { products, redis, seeds } => fencing::bench_fencing(products, &redis, &seeds).await,
         Scenario::Hostile { addr, pid } => hostile::bench_hostile(addr, pid).await,
         Scenario::HostileReads { addr, pid, redis_pid } => hostile::bench_hostile_reads(addr, pid, redis_pid).await,
     }

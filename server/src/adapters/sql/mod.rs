@@ -159,6 +159,10 @@ impl SqlMetricsStore {
             }
             visit(DailyRow { product_id: get(0)?, metrics, last_event_us: get(5)? });
             count += 1;
+            // A driver with rows buffered hands them over without ever returning Pending: a
+            // million of them would hold this worker (and the tasks queued behind it) for
+            // hundreds of milliseconds. The runtime's budget makes the scan yield now and then.
+            tokio::task::consume_budget().await;
         }
         Ok(count)
     }

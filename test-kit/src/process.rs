@@ -54,7 +54,15 @@ pub fn wait_for_line(output: impl std::io::Read + Send + 'static, needle: &'stat
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut tx = Some(tx);
+        // `RANKING_TEST_SERVER_LOG=FILE`: the servers' lines appended there, to read after a
+        // failure.
+        let mut copy = std::env::var_os("RANKING_TEST_SERVER_LOG")
+            .and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
         for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if let Some(file) = copy.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(file, "{line}");
+            }
             if line.contains(needle)
                 && let Some(tx) = tx.take()
             {

@@ -40,6 +40,10 @@ impl Queries {
             return Ok(held(&copy));
         }
         let read = stored().await?;
+        if let Some(version) = read.version() {
+            // No copy older than what this reader saw may be installed after it.
+            self.snapshots.served_from_store(resolved.key, version);
+        }
         if !self.rebuilt_if_lost(resolved, read.version()).await? {
             return Ok(read);
         }

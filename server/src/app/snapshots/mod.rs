@@ -85,6 +85,11 @@ pub struct Snapshots {
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
     /// many callers ask, they hold at most this many rankings' worth of memory.
     passing: tokio::sync::Semaphore,
+    /// The newest version of each wanted ranking that a read of this replica answered from
+    /// the store (it held no copy yet): a copy older than that is never installed, so a
+    /// load that started before a newer version was published (a replica paused in the
+    /// middle of it) cannot make its readers see the ranking go back.
+    served_from_store: Mutex<HashMap<RankingKey, u64>>,
 }
 
 /// Rankings read whole for single callers at the same time.
@@ -117,6 +122,17 @@ impl Snapshots {
             installs: tokio::sync::watch::Sender::new(0),
             absent: ArcSwap::default(),
             segment_polls: Mutex::default(),
+            served_from_store: Mutex::default(),
+        }
+    }
+
+    /// Notes that a read answered `version` of `key` from the store: no older copy of it is
+    /// installed from now on.
+    pub fn served_from_store(&self, key: RankingKey, version: u64) {
+        if key.is_versioned() && self.is_wanted(key, self.policy.now()) {
+            let mut served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner());
+            let newest = served.entry(key).or_insert(version);
+            *newest = (*newest).max(version);
         }
     }
 
@@ -151,7 +167,12 @@ impl Snapshots {
     /// ranking, so reads fall through to the store rather than serve a superseded version.
     fn swap(&self, copies: Vec<(RankingKey, u64, Copy)>) {
         let held = self.held.load_full();
-        let copies: Vec<_> = copies.into_iter().filter(|(key, version, _)| is_newer(&held, *key, *version)).collect();
+        let served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let not_older_than_served = |key: &RankingKey, version: u64| served.get(key).is_none_or(|v| *v <= version);
+        let copies: Vec<_> = copies
+            .into_iter()
+            .filter(|(key, version, _)| is_newer(&held, *key, *version) && not_older_than_served(key, *version))
+            .collect();
         if copies.is_empty() {
             return;
         }

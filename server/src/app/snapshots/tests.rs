@@ -101,6 +101,19 @@ async fn install_keeps_the_newest_version() {
     assert_eq!((held.version, held.ranking.len()), (5, 3));
 }
 
+/// A reader answered from the store (no copy held yet) saw version 6: a load of version 5
+/// that finishes after it (begun before 6 was published) is not installed, and 6 is.
+#[tokio::test]
+async fn no_copy_older_than_a_version_served_from_the_store_is_installed() {
+    let (snapshots, _, date) = snapshots(1_000);
+    let today = RankingKey::Daily(date);
+    snapshots.served_from_store(today, 6);
+    snapshots.install(today, 5, ranking(3)).await;
+    assert!(snapshots.get(today).is_none(), "the older load is dropped");
+    snapshots.install(today, 6, ranking(4)).await;
+    assert_eq!(snapshots.get(today).map(|h| h.version), Some(6));
+}
+
 #[tokio::test]
 async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
     let (snapshots, _, date) = snapshots(100);

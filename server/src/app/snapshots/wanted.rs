@@ -93,6 +93,7 @@ impl Snapshots {
             });
             self.oversize.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
         }
+        self.served_from_store.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
     }
 
     /// The whole rankings (of `wholes`, at `versions`) whose segments' versions are due to be

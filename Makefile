@@ -23,7 +23,7 @@ KAFKA_BROKERS_BENCH = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 1909
 NATS_TEST  ?= nats://127.0.0.1:4222
 BUF        := .tools/node_modules/.bin/buf
 
-.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf
+.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
 ## Built with the very command `make test` builds with: a package-only build resolves crate
@@ -45,8 +45,8 @@ run-release:
 ## the others run it (`--include-ignored`) or skip it by name where they do not give it
 ## (`cluster::` outside the cluster pass; `once_per_run` and `ledger::postgres` outside the
 ## PostgreSQL + Redis pass and, for the ledger, the cluster pass on PostgreSQL;
-## `cut_off_from_redis`, a proxy to one Redis, in the cluster pass), which cargo counts as
-## "filtered out".
+## `cut_off_from_redis`, a proxy to one Redis, in the cluster pass; `chaos::`, the fault soak
+## of `make chaos`, in all of them), which cargo counts as "filtered out".
 test: test-deploy
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
@@ -56,11 +56,24 @@ test: test-deploy
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
 	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests -- \
-	  --include-ignored --skip cluster:: && \
+	  --include-ignored --skip cluster:: --skip chaos:: && \
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests -- \
-	  --include-ignored --skip cluster:: --skip once_per_run --skip ledger::postgres && \
+	  --include-ignored --skip cluster:: --skip once_per_run --skip ledger::postgres --skip chaos:: && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
-	  $(CARGO) test -p ranking-server --tests -- --include-ignored --skip once_per_run --skip cut_off_from_redis
+	  $(CARGO) test -p ranking-server --tests -- --include-ignored --skip once_per_run --skip cut_off_from_redis --skip chaos::
+
+## The fault soak: two replica processes over PostgreSQL, a Redis Cluster, the three-broker
+## Kafka cluster and NATS under a seeded schedule of faults (server/tests/it/chaos.rs), then
+## its table. CHAOS_SECONDS (default 120) and CHAOS_SEED (default 1) set the run.
+CHAOS_SECONDS ?= 120
+CHAOS_SEED ?= 1
+chaos:
+	./scripts/test-services.sh
+	$(CARGO) build -p ranking-server --bins --tests
+	kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
+	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_CHAOS_SECONDS=$(CHAOS_SECONDS) \
+	  RANKING_CHAOS_SEED=$(CHAOS_SEED) $(CARGO) test -p ranking-server --test it -- --include-ignored \
+	  --exact chaos::fault_soak --nocapture
 
 ## The deploy/ artefacts against the real tools: Prometheus rules checked and unit-tested by
 ## promtool, the Kubernetes manifests validated against the API schemas (strict: unknown

@@ -253,34 +253,44 @@ impl TestBus {
 
     /// Publishes `records` (key, payload) in order, each acknowledged by the broker.
     pub async fn publish(&self, records: &[(String, Vec<u8>)]) {
+        self.try_publish(records).await.expect("every record acknowledged by the broker");
+    }
+
+    /// [`TestBus::publish`], answering a broker that is away with its error (some records
+    /// may have been stored: publishing them again is a redelivery).
+    pub async fn try_publish(&self, records: &[(String, Vec<u8>)]) -> Result<(), String> {
         match self {
             Self::Kafka { brokers, topic, .. } => {
                 let producer: FutureProducer = ClientConfig::new()
                     .set("bootstrap.servers", brokers)
                     .set("linger.ms", "5")
                     .create()
-                    .expect("producer");
+                    .map_err(|e| e.to_string())?;
                 let sends = records.iter().map(|(key, payload)| {
                     producer.send(FutureRecord::to(topic).key(key).payload(payload), Duration::from_secs(30))
                 });
                 for sent in futures_util::future::join_all(sends).await {
-                    sent.map_err(|(e, _)| e).expect("record delivered");
+                    sent.map_err(|(e, _)| e.to_string())?;
                 }
             }
             Self::JetStream { url, subject, .. } => {
-                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+                let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
+                let js = jetstream::new(client);
                 // The client holds 5,000 unacknowledged publications at most.
                 for chunk in records.chunks(1_000) {
                     let mut acks = Vec::with_capacity(chunk.len());
                     for (_, payload) in chunk {
-                        acks.push(js.publish(subject.clone(), payload.clone().into()).await.expect("published"));
+                        acks.push(
+                            js.publish(subject.clone(), payload.clone().into()).await.map_err(|e| e.to_string())?,
+                        );
                     }
                     for ack in acks {
-                        ack.await.expect("stored by the stream");
+                        ack.await.map_err(|e| e.to_string())?;
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// The JetStream durable consumer's messages delivered but not acknowledged, those not

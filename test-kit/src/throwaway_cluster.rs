@@ -134,6 +134,21 @@ impl ThrowawayCluster {
         std::fs::read_to_string(self.dir.join(format!("redis-{port}.pid"))).expect("pid file").trim().to_string()
     }
 
+    /// Starts the node on `port` again (after a `KILL`) with its cluster file: it rejoins,
+    /// as a replica of whichever node took its slots.
+    pub fn restart(&self, port: u16) {
+        let dir = self.dir.display().to_string();
+        let started = Command::new("redis-server")
+            .args(["--daemonize", "yes", "--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", NODE_TIMEOUT_MS])
+            .args(["--cluster-config-file", &format!("{dir}/nodes-{port}.conf")])
+            .args(["--save", "", "--appendonly", "no", "--dir", &dir])
+            .args(["--logfile", &format!("{dir}/redis-{port}.log"), "--pidfile", &format!("{dir}/redis-{port}.pid")])
+            .status()
+            .expect("redis-server runs");
+        assert!(started.success(), "node {port} restarted");
+    }
+
     /// Sends `signal` (`STOP`, `KILL`, …) to the node on `port`.
     pub fn signal(&self, port: u16, signal: &str) {
         let sent = Command::new("kill").arg(format!("-{signal}")).arg(self.pid(port)).status().expect("kill");

@@ -13,6 +13,7 @@ mod binary;
 mod bus;
 mod caps;
 mod catalog;
+mod chaos;
 mod client;
 mod client_calls;
 mod cluster;

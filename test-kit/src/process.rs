@@ -79,6 +79,19 @@ pub struct ServerProcess {
     /// The gRPC address it serves.
     pub addr: SocketAddr,
     db: PathBuf,
+    reaper: Reaper,
+}
+
+/// Kills the process when its [`ServerProcess`] is dropped without being waited for (a test
+/// that failed half-way), so that no server outlives its test.
+struct Reaper(Option<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
 }
 
 /// The `ranking-server` binary of this build: `RANKING_SERVER_BIN`, or the one Cargo built
@@ -127,7 +140,8 @@ impl ServerProcess {
             .find_map(|w| w.strip_prefix("addr="))
             .and_then(|a| a.parse().ok())
             .expect("a socket address in the serving line");
-        Self { child, addr, db }
+        let reaper = Reaper(Some(child.id()));
+        Self { child, addr, db, reaper }
     }
 
     /// Its process id.
@@ -149,7 +163,9 @@ impl ServerProcess {
 
     /// Waits for the process to exit and removes its database.
     pub async fn wait(self) -> ExitStatus {
-        let Self { mut child, db, .. } = self;
+        let Self { mut child, db, mut reaper, .. } = self;
+        // Waited for here: killed below only if it does not exit.
+        reaper.0 = None;
         let pid = child.id();
         let waited = tokio::time::timeout(EVENTUALLY, tokio::task::spawn_blocking(move || child.wait())).await;
         for suffix in ["", "-wal", "-shm"] {

@@ -152,25 +152,19 @@ async fn stalled_replica_publishes_nothing_stale(live: bool, via_proxy: bool) {
         None => signal(replica.pid(), "CONT"),
     }
     if let Some(recompute) = recompute {
-        // Stalled in the middle, it fails (its lease lost, Redis timed out under the stall, or
-        // the call outlived the server's call deadline and was cancelled) and publishes
-        // nothing more. It may succeed only if its last write landed before the stall (the
-        // pause caught it waiting for the reply): then it published before the other's newer
-        // version, never after.
-        match recompute.await.expect("joined") {
-            Err(refused) => {
-                let code = refused.code();
-                assert!(
-                    matches!(code, ranking_client::tonic::Code::Unavailable | ranking_client::tonic::Code::Cancelled),
-                    "{code:?}: {}",
-                    refused.message()
-                );
-            }
-            Ok(done) => assert!(
-                done.get_ref().version < newer,
-                "a recompute that finished after the stall published {} after the other's {newer}",
-                done.get_ref().version
-            ),
+        // The paused work fails (its lease lost, Redis timed out under the stall, or the call
+        // outlived the server's call deadline and was cancelled) and publishes nothing more.
+        // The call may also succeed: when the pause caught the replica's own start-up
+        // recompute holding the day, the requested one waited for the lease and ran after the
+        // stall, from the SQL as it is then. Either way, what is served afterwards is checked
+        // below against a fresh recompute.
+        if let Err(refused) = recompute.await.expect("joined") {
+            let code = refused.code();
+            assert!(
+                matches!(code, ranking_client::tonic::Code::Unavailable | ranking_client::tonic::Code::Cancelled),
+                "{code:?}: {}",
+                refused.message()
+            );
         }
     }
     both_serve_the_newer_ranking(&mut client, &mut other, newer, hidden).await;

@@ -223,7 +223,7 @@ async fn whole_board(client: &mut Client) -> Option<(u64, Vec<(i64, f64)>)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "the fault soak: make chaos (and its 2-minute schedule at the end of make test)"]
+#[ignore = "the fault soak: make chaos"]
 async fn fault_soak() {
     let seconds: u64 = std::env::var("RANKING_CHAOS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
     let seed: u64 = std::env::var("RANKING_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);

@@ -371,3 +371,53 @@ impl Drop for ProfileFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// One product's counters as an independent reference sees them: views, likes (both as
+/// counted by the ranking), order amount, and its latest event (Unix microseconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReferenceRow {
+    pub product_id: i64,
+    pub views: f64,
+    pub likes: f64,
+    pub order_amount: i64,
+    pub last_event_us: i64,
+}
+
+/// The ranking the built-in profile gives `rows` without carry-over, computed here from
+/// the section 4 formula and [`independent_norm`], recency counted back from the end of
+/// today (UTC): best first, equal scores by descending product id.
+pub fn built_in_reference(rows: &[ReferenceRow]) -> Vec<(i64, f64)> {
+    let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
+    let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
+    let views: Vec<f64> = rows.iter().map(|r| r.views).collect();
+    let likes: Vec<f64> = rows.iter().map(|r| r.likes).collect();
+    let recencies: Vec<f64> = rows.iter().map(|r| recency(r.last_event_us)).collect();
+    let norm = |values: &[f64], x: f64| i64::from(independent_norm(values, x));
+    let mut scores: Vec<(i64, f64)> = rows
+        .iter()
+        .map(|r| {
+            let main = r.views * 0.1 + r.likes * 0.2 + f64::ln_1p(r.order_amount as f64) * 0.6;
+            let n = main.floor() as i64 * 1_000_000_000
+                + norm(&views, r.views) * 1_000_000
+                + norm(&likes, r.likes) * 1_000
+                + (999 - norm(&recencies, recency(r.last_event_us)));
+            (r.product_id, n as f64 / 1e9)
+        })
+        .collect();
+    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    scores
+}
+
+/// A small deterministic generator (xorshift), so a test's workload is the same on every
+/// engine and every run.
+pub struct Draw(pub u64);
+
+impl Draw {
+    /// The next number below `below`.
+    pub fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}

@@ -29,7 +29,7 @@ use crate::helpers::faults::{StallingProxy, signal};
 use crate::helpers::pg::ThrowawayPostgres;
 use crate::helpers::process::ServerProcess;
 use crate::helpers::throwaway_cluster::ThrowawayCluster;
-use crate::helpers::{count_events, independent_norm};
+use crate::helpers::{ReferenceRow, built_in_reference, count_events};
 
 type Client = v1::ranking_service_client::RankingServiceClient<ranking_client::tonic::transport::Channel>;
 
@@ -187,25 +187,17 @@ fn reference(events: &BTreeMap<String, v1::Event>) -> Vec<(i64, f64)> {
             _ => {}
         }
     }
-    let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
-    let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
-    let views: Vec<f64> = rows.values().map(|r| r.0).collect();
-    let likes: Vec<f64> = rows.values().map(|r| r.1).collect();
-    let recencies: Vec<f64> = rows.values().map(|r| recency(r.3)).collect();
-    let norm = |values: &[f64], x: f64| i64::from(independent_norm(values, x));
-    let mut scores: Vec<(i64, f64)> = rows
-        .iter()
-        .map(|(id, r)| {
-            let main = r.0 * 0.1 + r.1 * 0.2 + f64::ln_1p(r.2 as f64) * 0.6;
-            let n = main.floor() as i64 * 1_000_000_000
-                + norm(&views, r.0) * 1_000_000
-                + norm(&likes, r.1) * 1_000
-                + (999 - norm(&recencies, recency(r.3)));
-            (*id, n as f64 / 1e9)
+    let rows: Vec<ReferenceRow> = rows
+        .into_iter()
+        .map(|(product_id, r)| ReferenceRow {
+            product_id,
+            views: r.0,
+            likes: r.1,
+            order_amount: r.2,
+            last_event_us: r.3,
         })
         .collect();
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    scores
+    built_in_reference(&rows)
 }
 
 async fn connect(addr: SocketAddr) -> Option<Client> {

@@ -7,7 +7,7 @@ use ranking_client::v1;
 use ranking_server::test_support::eventually;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
-use crate::helpers::{TestApp, count_events, event, views};
+use crate::helpers::{Draw, ReferenceRow, TestApp, count_events, event, views};
 
 const RETRACTED: i32 = v1::RecordOutcome::Retracted as i32;
 const ACCEPTED: i32 = v1::RecordOutcome::Accepted as i32;
@@ -208,18 +208,6 @@ async fn an_original_older_than_the_accept_days_cannot_be_retracted() {
 /// event (Unix microseconds).
 type Week = (f64, f64, f64, i64, i64);
 
-/// A small deterministic generator (xorshift), so the workload is the same on every engine.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % below
-    }
-}
-
 /// Three days of views, likes and orders of 30 products, with a tenth of the orders and some
 /// likes retracted — a third of the retractions sent before their originals, some sent twice,
 /// some naming events never sent — recorded by two servers in two arrival orders. Both end
@@ -332,25 +320,18 @@ async fn a_three_day_workload_with_retractions_ranks_as_its_events_say_in_either
     assert_eq!(served[0], served[1], "the same rankings in either order");
 
     // The weekly ranking, computed here from the events alone.
-    let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
-    let ranked: Vec<(i64, Week)> = week.into_iter().filter(|(_, w)| w.0 + w.1 + w.2 > 0.0 || w.4 > 0).collect();
-    let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
-    let views_of: Vec<f64> = ranked.iter().map(|(_, w)| w.0).collect();
-    let likes_of: Vec<f64> = ranked.iter().map(|(_, w)| w.1).collect();
-    let recency_of: Vec<f64> = ranked.iter().map(|(_, w)| recency(w.4)).collect();
-    let norm = |values: &[f64], x: f64| i64::from(crate::helpers::independent_norm(values, x));
-    let mut expected: Vec<(i64, f64)> = ranked
-        .iter()
-        .map(|(id, w)| {
-            let main = w.0 * 0.1 + w.1 * 0.2 + f64::ln_1p(w.3 as f64) * 0.6;
-            let n = main.floor() as i64 * 1_000_000_000
-                + norm(&views_of, w.0) * 1_000_000
-                + norm(&likes_of, w.1) * 1_000
-                + (999 - norm(&recency_of, recency(w.4)));
-            (*id, n as f64 / 1e9)
+    let ranked: Vec<ReferenceRow> = week
+        .into_iter()
+        .filter(|(_, w)| w.0 + w.1 + w.2 > 0.0 || w.4 > 0)
+        .map(|(product_id, w)| ReferenceRow {
+            product_id,
+            views: w.0,
+            likes: w.1,
+            order_amount: w.3,
+            last_event_us: w.4,
         })
         .collect();
-    expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    let expected = crate::helpers::built_in_reference(&ranked);
     assert_eq!(served[0][1], expected, "the weekly ranking is the events' own");
 }
 

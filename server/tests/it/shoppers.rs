@@ -16,19 +16,7 @@ use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
 use crate::caps::{DISTINCT_VIEWERS, retract, view_by};
-use crate::helpers::{ProfileFile, TestApp, event, independent_norm};
-
-/// A small deterministic generator (xorshift), so the workload is the same on every engine.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % below
-    }
-}
+use crate::helpers::{Draw, ProfileFile, ReferenceRow, TestApp, built_in_reference, event};
 
 /// One product-day as the reference sees it.
 #[derive(Debug, Clone, Default)]
@@ -129,28 +117,19 @@ fn workload(now: DateTime<Utc>) -> Workload {
     w
 }
 
-/// The scores the reference gives `rows` (product → its day or its week), best first, with
-/// recency counted back from the end of today.
+/// The scores the reference gives `rows` (product → its day or its week), best first.
 fn reference(rows: &BTreeMap<i64, Day>) -> Vec<(i64, f64)> {
-    let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
-    let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
-    let views: Vec<f64> = rows.values().map(|d| d.viewers() as f64).collect();
-    let likes: Vec<f64> = rows.values().map(|d| d.likes as f64).collect();
-    let recencies: Vec<f64> = rows.values().map(|d| recency(d.last_us)).collect();
-    let norm = |values: &[f64], x: f64| i64::from(independent_norm(values, x));
-    let mut scores: Vec<(i64, f64)> = rows
+    let rows: Vec<ReferenceRow> = rows
         .iter()
-        .map(|(id, d)| {
-            let main = d.viewers() as f64 * 0.1 + d.likes as f64 * 0.2 + f64::ln_1p(d.order_amount as f64) * 0.6;
-            let n = main.floor() as i64 * 1_000_000_000
-                + norm(&views, d.viewers() as f64) * 1_000_000
-                + norm(&likes, d.likes as f64) * 1_000
-                + (999 - norm(&recencies, recency(d.last_us)));
-            (*id, n as f64 / 1e9)
+        .map(|(product_id, d)| ReferenceRow {
+            product_id: *product_id,
+            views: d.viewers() as f64,
+            likes: d.likes as f64,
+            order_amount: d.order_amount,
+            last_event_us: d.last_us,
         })
         .collect();
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    scores
+    built_in_reference(&rows)
 }
 
 /// Every metrics row and every actor row, in key order.

@@ -312,6 +312,11 @@ pub fn event(id: &str, product_id: i64, kind: v1::EventType, amount: i64, at: Da
     }
 }
 
+/// A RETRACT of `original`, for product `product_id`, happening at `at`.
+pub fn retract(id: &str, product_id: i64, original: &str, at: DateTime<Utc>) -> v1::Event {
+    v1::Event { retracts: original.into(), ..event(id, product_id, v1::EventType::Retract, 0, at) }
+}
+
 /// `n` VIEW events for a product at `at`, with ids `{prefix}-{i}`.
 pub fn views(prefix: &str, product_id: i64, n: usize, at: DateTime<Utc>) -> Vec<v1::Event> {
     (0..n).map(|i| event(&format!("{prefix}-{i}"), product_id, v1::EventType::View, 0, at)).collect()

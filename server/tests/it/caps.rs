@@ -12,7 +12,7 @@ use sea_orm::{ConnectionTrait, Database, Statement};
 
 use ranking_server::test_support::eventually;
 
-use crate::helpers::{ProfileFile, TestApp, count_events, event, metric_value};
+use crate::helpers::{ProfileFile, TestApp, count_events, event, metric_value, retract};
 
 /// The built-in profile with views counted once per actor, product and day, a custom count
 /// signal counted at most twice per actor and required to name one, and no carry-over (so a
@@ -60,10 +60,6 @@ fn cart_add(id: &str, product_id: i64, actor: &str, at: DateTime<Utc>) -> v1::Ev
         actor_id: actor.into(),
         ..event(id, product_id, v1::EventType::Signal, 0, at)
     }
-}
-
-pub fn retract(id: &str, product_id: i64, original: &str, at: DateTime<Utc>) -> v1::Event {
-    v1::Event { retracts: original.into(), ..event(id, product_id, v1::EventType::Retract, 0, at) }
 }
 
 async fn explain(app: &mut TestApp, product_id: i64) -> v1::ExplainRankResponse {

@@ -7,15 +7,11 @@ use ranking_client::v1;
 use ranking_server::test_support::eventually;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
-use crate::helpers::{Draw, ReferenceRow, TestApp, count_events, event, views};
+use crate::helpers::{Draw, ReferenceRow, TestApp, count_events, event, retract, views};
 
 const RETRACTED: i32 = v1::RecordOutcome::Retracted as i32;
 const ACCEPTED: i32 = v1::RecordOutcome::Accepted as i32;
 const DUPLICATE: i32 = v1::RecordOutcome::Duplicate as i32;
-
-fn retract(id: &str, product_id: i64, original: &str, at: chrono::DateTime<Utc>) -> v1::Event {
-    v1::Event { retracts: original.into(), ..event(id, product_id, v1::EventType::Retract, 0, at) }
-}
 
 /// Every metrics row: `(product, views, likes, orders, order_amount, last_event_at)` of each
 /// day in product and day order, then the all-time rows.

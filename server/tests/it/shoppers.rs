@@ -15,8 +15,8 @@ use ranking_client::tonic::Code;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
-use crate::caps::{DISTINCT_VIEWERS, retract, view_by};
-use crate::helpers::{Draw, ProfileFile, ReferenceRow, TestApp, built_in_reference, event};
+use crate::caps::{DISTINCT_VIEWERS, view_by};
+use crate::helpers::{Draw, ProfileFile, ReferenceRow, TestApp, built_in_reference, event, retract};
 
 /// One product-day as the reference sees it.
 #[derive(Debug, Clone, Default)]

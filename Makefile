@@ -40,7 +40,7 @@ run-release:
 ## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
 ## PostgreSQL + Redis Cluster (servers are started when none answers); the passes with Redis
 ## also run the bus tests against Apache Kafka (one broker, and the three-broker cluster for the
-## fault tests) and NATS JetStream. The fault soak (`make chaos`) runs apart. A test that needs what only some passes give is
+## fault tests) and NATS JetStream; last, a 2-minute fault soak (`make chaos`). A test that needs what only some passes give is
 ## `#[ignore = "needs …"]` and fails when run without it: the first pass lists it as ignored,
 ## the others run it (`--include-ignored`) or skip it by name where they do not give it
 ## (`cluster::` outside the cluster pass; `once_per_run` and `ledger::postgres` outside the
@@ -61,6 +61,7 @@ test: test-deploy
 	  --include-ignored --skip cluster:: --skip once_per_run --skip ledger::postgres --skip chaos:: && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
 	  $(CARGO) test -p ranking-server --tests -- --include-ignored --skip once_per_run --skip cut_off_from_redis --skip chaos::
+	$(MAKE) --no-print-directory chaos CHAOS_SECONDS=120
 
 ## The fault soak: two replica processes over PostgreSQL, a Redis Cluster, the three-broker
 ## Kafka cluster and NATS under a seeded schedule of faults (server/tests/it/chaos.rs), then

@@ -130,6 +130,14 @@ impl ThrowawayCluster {
             && self.master_of(key, dead).is_some()
     }
 
+    /// Whether the node on `port` is a replica whose link to its master is up, i.e. holds a
+    /// copy recent enough to be promoted: a restarted node that has not synced yet cannot take
+    /// over when its new master dies, and the cluster would stay down.
+    pub fn synced(&self, port: u16) -> bool {
+        let info = cli(port, &["info", "replication"]);
+        info.contains("role:slave") && info.contains("master_link_status:up")
+    }
+
     fn pid(&self, port: u16) -> String {
         std::fs::read_to_string(self.dir.join(format!("redis-{port}.pid"))).expect("pid file").trim().to_string()
     }

@@ -441,7 +441,13 @@ async fn fault_soak() {
                 eventually("the cluster failed over", || async { redis.healthy(&key, &[master]) }).await;
                 tokio::time::sleep(hold).await;
                 redis.restart(master);
-                eventually("the killed node rejoined", || async { redis.healthy(&key, &[]) }).await;
+                // Rejoined and synced before the schedule goes on: the node is now the only
+                // replica of the master that replaced it, and kept from taking over if that
+                // master is killed next before the copy is made.
+                eventually("the killed node rejoined and synced", || async {
+                    redis.healthy(&key, &[]) && redis.synced(master)
+                })
+                .await;
             }
             Fault::KillKafkaBroker => {
                 kafka_cluster.kill(rng.random_range(1..=3));

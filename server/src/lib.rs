@@ -33,4 +33,5 @@ pub mod startup;
 pub mod telemetry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+pub mod web;
 pub mod wire;

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
+use tonic_web::GrpcWebLayer;
 
 use crate::adapters::coalescing::CoalescingStore;
 use crate::adapters::memory::MemoryRankingStore;
@@ -34,7 +35,7 @@ use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
 use crate::bus::BusSources;
-use crate::config::{AccessSettings, ServerSettings, Settings};
+use crate::config::{AccessSettings, BrowserSettings, ServerSettings, Settings};
 use crate::grpc::auth::{AccessPolicy, AuthLayer};
 use crate::grpc::connections::{self, ConnectionLimits, ConnectionMetrics};
 use crate::grpc::layers::{AdmissionLayer, HygieneLayer, ObserveLayer};
@@ -42,6 +43,8 @@ use crate::grpc::service::RankingApi;
 use crate::metrics::Metrics;
 use crate::metrics_endpoint::MetricsEndpoint;
 use crate::ports::{LeaseLock, MetricsStore, RankingStore};
+use crate::web::console::ConsoleLayer;
+use crate::web::cors;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -60,6 +63,7 @@ pub struct Application {
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
+    browser: BrowserSettings,
     /// The one tracker of background tasks: the ones `run_until_stopped` starts and those
     /// the services start while serving (withdrawals).
     tasks: TaskTracker,
@@ -162,6 +166,7 @@ impl Application {
             metrics,
             metrics_endpoint,
             settings: server_settings,
+            browser: settings.browser.clone(),
             tasks,
         })
     }
@@ -239,12 +244,17 @@ impl Application {
                 stopping.cancel();
             }
         };
-        // Outermost first: every call is observed, refusals included; a call takes a slot
-        // only once its request message is complete; admission runs before authentication
-        // so that a flood of bad tokens is bounded too.
+        // Outermost first: the console's assets and CORS preflights are answered before
+        // anything else; a gRPC-Web call is translated to gRPC before the gRPC layers, so it
+        // is counted, limited and authenticated as one. Every call is observed, refusals
+        // included; a call takes a slot only once its request message is complete;
+        // admission runs before authentication so that a flood of bad tokens is bounded too.
         let max_message = settings.max_message_bytes.get();
         let serve = self
             .server
+            .layer(ConsoleLayer::new(self.browser.console))
+            .layer(cors::layer(&self.browser.cors_origins))
+            .layer(GrpcWebLayer::new())
             .layer(ObserveLayer::new(self.metrics.clone()))
             .layer(HygieneLayer::new(settings.body_timeout, max_message, max_buffered_bytes(settings)))
             .layer(AdmissionLayer::new(settings.max_concurrent_calls.get(), self.metrics.calls_in_flight.clone()))
@@ -305,6 +315,8 @@ fn max_buffered_bytes(settings: &ServerSettings) -> usize {
 /// The HTTP/2 server with its limits and, when configured, TLS.
 fn server(settings: &ServerSettings) -> anyhow::Result<Server> {
     let mut server = Server::builder()
+        // gRPC-Web from browsers comes over HTTP/1.1 as well as HTTP/2.
+        .accept_http1(true)
         .timeout(settings.request_timeout)
         // hyper's own default (200) is removed by tonic unless set: one connection must not
         // be able to open streams without bound.

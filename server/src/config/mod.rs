@@ -20,6 +20,7 @@ use crate::app::policy::{Policy, PolicySettings};
 use crate::domain::calendar::RankingCalendar;
 use crate::domain::profile::Weights;
 
+pub use browser::{BrowserSettings, Origins};
 pub use bus::BusSettings;
 
 /// Real-time product ranking service over gRPC.
@@ -42,6 +43,8 @@ pub struct Settings {
     pub observability: ObservabilitySettings,
     #[command(flatten, next_help_heading = "Event bus")]
     pub bus: BusSettings,
+    #[command(flatten, next_help_heading = "Browsers")]
+    pub browser: BrowserSettings,
     /// Checks the scoring profile in FILE (TOML), prints its signals, terms and
     /// encoding, and exits: 0 when it is valid, 2 with the problems when not.
     #[arg(long, value_name = "FILE")]
@@ -423,6 +426,7 @@ impl Settings {
     }
 }
 
+pub mod browser;
 pub mod bus;
 pub mod profile;
 

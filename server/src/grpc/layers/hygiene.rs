@@ -90,7 +90,7 @@ fn is_unary(path: &str) -> bool {
 }
 
 /// The connection activity of a request (plaintext or TLS).
-fn activity<B>(request: &http::Request<B>) -> Option<Arc<crate::grpc::connections::Activity>> {
+pub(crate) fn activity<B>(request: &http::Request<B>) -> Option<Arc<crate::grpc::connections::Activity>> {
     use crate::grpc::connections::ConnInfo;
     let ext = request.extensions();
     ext.get::<ConnInfo>()

@@ -23,21 +23,26 @@ KAFKA_BROKERS_BENCH = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 1909
 NATS_TEST  ?= nats://127.0.0.1:4222
 BUF        := .tools/node_modules/.bin/buf
 
-.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos
+.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos console
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
 ## Built with the very command `make test` builds with: a package-only build resolves crate
 ## features differently (dev-dependencies, the client crate) and would recompile ~22 crates.
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
-run:
+run: console
 	$(CARGO) build --workspace --all-targets
 	$(TARGET_DIR)/debug/ranking-server
 
-run-release:
+run-release: console
 	$(CARGO) run --release -p ranking-server --bin ranking-server
 
+## The web console's assets (console/dist), embedded in the server when it is compiled: its npm
+## packages cached once per machine outside the clone, rebuilt only when its sources change.
+console:
+	./scripts/console.sh build
+
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
-## rankings, then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
+## rankings, the README's walk-through, the console in Chromium (console/tests), then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
 ## PostgreSQL + Redis Cluster (servers are started when none answers); the passes with Redis
 ## also run the bus tests against Apache Kafka (one broker, and the three-broker cluster for the
 ## fault tests) and NATS JetStream; last, a 2-minute fault soak (`make chaos`). A test that needs what only some passes give is
@@ -47,11 +52,12 @@ run-release:
 ## PostgreSQL + Redis pass and, for the ledger, the cluster pass on PostgreSQL;
 ## `cut_off_from_redis`, a proxy to one Redis, in the cluster pass; `chaos::`, the fault soak
 ## of `make chaos`, in all of them), which cargo counts as "filtered out".
-test: test-deploy
+test: test-deploy console
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
 	./scripts/walkthrough.sh
+	./scripts/console.sh test
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
 	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \
@@ -132,6 +138,8 @@ bench:
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
+	$(BENCH) grpc-web | tee -a target/bench-report.md
+	RANKING_SERVER_BIN=target/release/ranking-server ./scripts/console.sh bench | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) fencing 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	$(BENCH) watch $(REDIS_URL_TEST) | tee -a target/bench-report.md

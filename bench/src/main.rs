@@ -9,6 +9,7 @@ mod bus;
 mod cluster;
 mod cores;
 mod fencing;
+mod grpc_web;
 mod hostile;
 mod ingest;
 mod live;
@@ -208,6 +209,8 @@ enum Scenario {
     },
     /// The service's own work per GetTopN(20) and GetRank, without the transport.
     ReadPath,
+    /// GetTopN(20) over gRPC-Web (HTTP/1.1) next to gRPC and the health check.
+    GrpcWeb,
     /// One past day pruned row by row and by its partition on PostgreSQL.
     Retention {
         #[arg(default_value_t = 1_000_000)]
@@ -293,6 +296,7 @@ async fn run(scenario: Scenario) {
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,
         Scenario::ReadPath => reads::bench_read_path().await,
+        Scenario::GrpcWeb => grpc_web::bench_grpc_web().await,
         Scenario::Retention { rows } => retention::bench_retention(rows).await,
         Scenario::Cluster { products, redis, seeds } => cluster::bench_cluster(products, &redis, &seeds).await,
         Scenario::Fencing { products, redis, seeds } => fencing::bench_fencing(products, &redis, &seeds).await,

@@ -317,7 +317,10 @@ impl TestBus {
                 if count == 0 {
                     return Vec::new();
                 }
-                let reader = stream.create_consumer(pull::Config::default()).await.expect("reader");
+                // Unacknowledged: a consumer with acknowledgements stops delivering at its
+                // max_ack_pending (1,000), and a long run dead-letters more than that.
+                let config = pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() };
+                let reader = stream.create_consumer(config).await.expect("reader");
                 // One pull may deliver fewer than asked: pull again until all `count` are read
                 // (a pull that brings nothing ends the read with what it has).
                 let mut out = Vec::new();

@@ -7,6 +7,7 @@
 
 pub mod bus;
 pub mod faults;
+pub mod grpc_web;
 pub mod mariadb;
 pub mod pg;
 pub mod process;

@@ -3,7 +3,10 @@
 //!
 //! Writes (RecordEvent, RecordEvents, UpdateCatalog) take `RANKING_WRITE_TOKEN`, Recompute
 //! takes `RANKING_ADMIN_TOKEN`, reads (GetTopN, GetRank, GetRanks, ListMovers, ExplainRank,
-//! WatchTopN) take `RANKING_READ_TOKEN`; a class whose token is unset stays open. Health and
+//! WatchTopN) take `RANKING_READ_TOKEN`; a class whose token is unset stays open. The admin
+//! token also opens the reads and UpdateCatalog, so one token serves an operator (or the web
+//! console) for looking, correcting the catalog and recomputing; recording events stays with
+//! the write token. Health and
 //! reflection are always open, so probes and grpcurl keep working; so is a path that is no
 //! RPC of this server (the router answers UNIMPLEMENTED). A missing or wrong token is
 //! UNAUTHENTICATED before any work is done.
@@ -20,7 +23,7 @@ use crate::config::Secret;
 /// Which token each kind of call needs.
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
-    /// For the writes ([`Class::Write`]).
+    /// For the writes ([`Class::Write`], [`Class::Catalog`]).
     pub write: Option<Secret>,
     /// For Recompute ([`Class::Admin`]).
     pub admin: Option<Secret>,
@@ -29,22 +32,24 @@ pub struct AccessPolicy {
 }
 
 impl AccessPolicy {
-    /// The token a path needs, if any.
-    fn required(&self, path: &str) -> Option<&Secret> {
+    /// The token a path needs, if any, and whether the admin token opens it as well.
+    fn required(&self, path: &str) -> Option<(&Secret, bool)> {
         match rpcs::of(path)?.class {
-            Class::Write => self.write.as_ref(),
-            Class::Admin => self.admin.as_ref(),
-            Class::Read => self.read.as_ref(),
+            Class::Write => self.write.as_ref().map(|s| (s, false)),
+            Class::Catalog => self.write.as_ref().map(|s| (s, true)),
+            Class::Admin => self.admin.as_ref().map(|s| (s, true)),
+            Class::Read => self.read.as_ref().map(|s| (s, true)),
             Class::Health | Class::Reflection => None,
         }
     }
 
     /// Whether the policy lets the request through.
     fn admits<B>(&self, request: &http::Request<B>) -> Result<(), &'static str> {
-        let Some(secret) = self.required(request.uri().path()) else { return Ok(()) };
+        let Some((secret, admin_too)) = self.required(request.uri().path()) else { return Ok(()) };
         let header = request.headers().get(http::header::AUTHORIZATION).ok_or("missing bearer token")?;
         let token = header.as_bytes().strip_prefix(b"Bearer ").ok_or("authorization must be 'Bearer <token>'")?;
-        if secret.matches(token) { Ok(()) } else { Err("invalid bearer token") }
+        let admin = admin_too && self.admin.as_ref().is_some_and(|admin| admin.matches(token));
+        if admin || secret.matches(token) { Ok(()) } else { Err("invalid bearer token") }
     }
 }
 

@@ -18,11 +18,13 @@ pub enum Kind {
 /// What an RPC is, for access and admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// Records events or the catalog: `RANKING_WRITE_TOKEN`.
+    /// Records events: `RANKING_WRITE_TOKEN`.
     Write,
+    /// Changes the catalog: `RANKING_WRITE_TOKEN`, or `RANKING_ADMIN_TOKEN`.
+    Catalog,
     /// Recompute: `RANKING_ADMIN_TOKEN`.
     Admin,
-    /// Reads rankings: `RANKING_READ_TOKEN`.
+    /// Reads rankings: `RANKING_READ_TOKEN`, or `RANKING_ADMIN_TOKEN`.
     Read,
     /// Health: always open, and never refused by admission (a flood must not make a busy
     /// server look dead to its orchestrator).
@@ -58,7 +60,7 @@ const fn rpc(service: &'static str, method: &'static str, kind: Kind, class: Cla
 pub const RPCS: &[Rpc] = &[
     rpc(RANKING, "RecordEvent", Kind::Unary, Class::Write),
     rpc(RANKING, "RecordEvents", Kind::Unary, Class::Write),
-    rpc(RANKING, "UpdateCatalog", Kind::Unary, Class::Write),
+    rpc(RANKING, "UpdateCatalog", Kind::Unary, Class::Catalog),
     rpc(RANKING, "Recompute", Kind::Unary, Class::Admin),
     rpc(RANKING, "GetTopN", Kind::Unary, Class::Read),
     rpc(RANKING, "GetRank", Kind::Unary, Class::Read),

@@ -21,6 +21,7 @@ mod dashboard;
 mod explain;
 mod fencing;
 mod grpc_metrics;
+mod grpc_web;
 mod hardening;
 use ranking_test_kit as helpers;
 mod kafka_faults;

@@ -64,10 +64,24 @@ async fn tokens_guard_writes_admin_and_reads_separately() {
     c.get_top_n(v1::GetTopNRequest::default()).await.expect("open reads");
     app.stop().await;
 
-    let mut app = TestApp::spawn(&["--read-token=r-secret"]).await;
-    let err = app.client.get_top_n(v1::GetTopNRequest::default()).await.expect_err("read token required");
+    let mut app = TestApp::spawn(&["--read-token=r-secret", "--write-token=w-secret", "--admin-token=a-secret"]).await;
+    let c = &mut app.client;
+    let err = c.get_top_n(v1::GetTopNRequest::default()).await.expect_err("read token required");
     assert_eq!(err.code(), Code::Unauthenticated);
-    app.client.get_top_n(with_token(v1::GetTopNRequest::default(), Some("r-secret"))).await.expect("read token");
+    c.get_top_n(with_token(v1::GetTopNRequest::default(), Some("r-secret"))).await.expect("read token");
+    // The admin token opens the reads and the catalog too, never the event writes.
+    c.get_top_n(with_token(v1::GetTopNRequest::default(), Some("a-secret"))).await.expect("admin reads");
+    let entry = || v1::UpdateCatalogRequest {
+        products: vec![v1::CatalogEntry { product_id: 7, segments: vec!["brand:acme".into()], hidden: false }],
+    };
+    c.update_catalog(with_token(entry(), Some("a-secret"))).await.expect("admin edits the catalog");
+    c.update_catalog(with_token(entry(), Some("w-secret"))).await.expect("the write token edits the catalog");
+    for token in [Some("r-secret"), None] {
+        let err = c.update_catalog(with_token(entry(), token)).await.expect_err("catalog needs write or admin");
+        assert_eq!(err.code(), Code::Unauthenticated, "{token:?}");
+    }
+    let err = c.record_events(with_token(batch(), Some("a-secret"))).await.expect_err("events need the write token");
+    assert_eq!(err.code(), Code::Unauthenticated);
     app.stop().await;
 }
 

@@ -1,0 +1,53 @@
+// The catalog: hide or show a product, set its segments. Shown only to a token that may
+// change the catalog; an entry replaces the product's whole segment set.
+
+import { api, describe, isUnauthenticated } from "./api";
+import { field, fill, h, statusLine } from "./dom";
+import type { Page } from "./main";
+
+export const catalog: Page = ({ main, params, askToken }) => {
+  const id = h("input", { type: "text", inputmode: "numeric", name: "id", required: true, pattern: "-?[0-9]{1,19}", value: params.get("id") ?? "", autocomplete: "off" });
+  const segments = h("input", {
+    type: "text",
+    name: "segments",
+    placeholder: "category:shoes, brand:acme",
+    autocomplete: "off",
+    "aria-describedby": "segments-help",
+  });
+  const hidden = h("input", { type: "checkbox", name: "hidden" });
+  const status = statusLine();
+  const form = h(
+    "form",
+    { class: "controls catalog", "aria-label": "Catalog entry" },
+    field("Product", id),
+    field("Segments", segments),
+    h("label", { class: "check" }, hidden, h("span", {}, "Hidden from every ranking")),
+    h("button", { type: "submit" }, "Save"),
+  );
+  fill(
+    main,
+    h("h1", {}, "Catalog"),
+    h("p", { id: "segments-help" }, "Saving replaces the product's segments (comma-separated, up to 32) and its hidden flag. A hidden product keeps its events and leaves every ranking until it is shown again."),
+    form,
+    status,
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    let productId: bigint;
+    try {
+      productId = BigInt(id.value.trim());
+    } catch {
+      fill(status, "A product id is a whole number.");
+      return;
+    }
+    const names = segments.value.split(",").map((s) => s.trim()).filter(Boolean);
+    void api
+      .updateCatalog({ products: [{ productId, segments: names, hidden: hidden.checked }] })
+      .then(() => fill(status, `Saved: product ${productId} is ${hidden.checked ? "hidden" : "shown"}${names.length ? `, in ${names.join(", ")}` : ", in no segment"}.`))
+      .catch((error) => {
+        fill(status, describe(error));
+        if (isUnauthenticated(error)) askToken();
+      });
+  });
+  return () => {};
+};

@@ -1,0 +1,100 @@
+// The console's shell: the pages behind the address's #/page?params, the navigation, and
+// the token panel.
+
+import "./style.css";
+import { mayEditCatalog, setToken, token } from "./api";
+import { board } from "./board";
+import { catalog } from "./catalog";
+import { h } from "./dom";
+import { movers } from "./movers";
+import { product } from "./product";
+
+/** What a page is given; it returns what stops it (streams, timers) when the user leaves. */
+export interface PageContext {
+  main: HTMLElement;
+  params: URLSearchParams;
+  navigate: (page: string, params: URLSearchParams) => void;
+  askToken: () => void;
+}
+export type Page = (context: PageContext) => () => void;
+
+const PAGES: Record<string, Page> = { board, product, movers, catalog };
+const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", catalog: "Catalog" };
+
+const main = document.getElementById("main")!;
+const tokenButton = document.getElementById("token-button")!;
+const catalogLink = document.querySelector<HTMLElement>('a[data-page="catalog"]')!.parentElement!;
+let leave: () => void = () => {};
+let panel: HTMLElement | null = null;
+
+function route(): { name: string; params: URLSearchParams } {
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
+  const name = path in PAGES ? path : "board";
+  return { name, params: new URLSearchParams(query ?? "") };
+}
+
+function navigate(page: string, params: URLSearchParams): void {
+  const query = params.toString();
+  location.hash = `#/${page}${query ? `?${query}` : ""}`;
+}
+
+function show(): void {
+  leave();
+  const { name, params } = route();
+  if (name === "catalog" && catalogLink.hidden) {
+    leave = () => {};
+    main.replaceChildren(
+      h("h1", {}, "Catalog"),
+      h("p", {}, "Changing the catalog needs a token that may write to it. Enter it with the Token button."),
+    );
+    return;
+  }
+  for (const link of document.querySelectorAll<HTMLAnchorElement>("nav a")) {
+    if (link.dataset.page === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  document.title = `${TITLES[name]} · Rankings console`;
+  leave = PAGES[name]({ main, params, navigate, askToken: openPanel });
+}
+
+/** The token panel, above the page: one token for the tab, kept until the tab closes. */
+function openPanel(): void {
+  if (panel) {
+    panel.querySelector("input")?.focus();
+    return;
+  }
+  const input = h("input", { type: "password", name: "token", autocomplete: "off", value: token(), id: "token-input" });
+  const form = h(
+    "form",
+    { class: "token-panel", "aria-label": "Access token" },
+    h("label", { for: "token-input" }, "Access token"),
+    input,
+    h("button", { type: "submit" }, "Use token"),
+    h("button", { type: "button", class: "link", onclick: () => { setToken(""); closePanel(); } }, "Forget"),
+    h("button", { type: "button", class: "link", onclick: () => closePanel() }, "Close"),
+    h("p", { class: "hint" }, "The read token opens the board, products and movers; the catalog needs a token that may change it."),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    setToken(input.value.trim());
+    closePanel();
+  });
+  panel = form;
+  document.querySelector("header")!.after(form);
+  input.focus();
+}
+
+function closePanel(): void {
+  panel?.remove();
+  panel = null;
+  void refreshAccess().then(show);
+  tokenButton.focus();
+}
+
+async function refreshAccess(): Promise<void> {
+  catalogLink.hidden = !(await mayEditCatalog());
+}
+
+tokenButton.addEventListener("click", openPanel);
+window.addEventListener("hashchange", show);
+void refreshAccess().finally(show);

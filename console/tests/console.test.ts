@@ -1,0 +1,215 @@
+// The console in a real browser against a real server: what the board, product, movers and
+// catalog pages show is what the API serves; they move without a reload; a wrong token is
+// refused in words; every control is reachable by keyboard; axe-core finds no violation; at
+// 360 px nothing overflows. Screenshots of each page go to target/console/.
+
+import assert from "node:assert/strict";
+import { mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { EventType, Window } from "../src/gen/ranking/v1/ranking_pb";
+import { TOKENS, browser, seed, startServer, type Server } from "./harness";
+
+const PRODUCTS = 300;
+const SHOTS = process.env.RANKING_CONSOLE_SHOTS ?? "screenshots";
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const fmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 4 });
+
+let server: Server;
+let chromium: Browser;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  server = await startServer();
+  await seed(server, PRODUCTS);
+  chromium = await browser();
+});
+
+after(async () => {
+  await chromium?.close();
+  await server?.stop();
+});
+
+/** A page of a fresh browser context that has given `token` at the token prompt. */
+async function open(token: string, hash = "#/board", width = 1280): Promise<{ context: BrowserContext; page: Page; foreign: string[] }> {
+  const context = await chromium.newContext({ viewport: { width, height: 900 } });
+  const page = await context.newPage();
+  const foreign: string[] = [];
+  const origin = new URL(server.url).origin;
+  page.on("request", (r) => {
+    const url = r.url();
+    if (!url.startsWith("data:") && new URL(url).origin !== origin) foreign.push(url);
+  });
+  await page.goto(`${server.url}/console/${hash}`);
+  await giveToken(page, token);
+  return { context, page, foreign };
+}
+
+/** Answers the token prompt the page opens when a call needs a token (kept per tab). */
+async function giveToken(page: Page, token: string): Promise<void> {
+  await page.locator("#token-input").waitFor();
+  await page.fill("#token-input", token);
+  await page.getByRole("button", { name: "Use token" }).click();
+}
+
+async function boardRows(page: Page): Promise<{ id: string; score: string; text: string }[]> {
+  return page.$$eval("#board tbody tr[data-product]", (rows) =>
+    rows.map((r) => ({
+      id: r.getAttribute("data-product") ?? "",
+      score: r.querySelector("td.score")?.getAttribute("data-score") ?? "",
+      text: r.querySelector("td.score")?.textContent ?? "",
+    })),
+  );
+}
+
+test("the board lists exactly GetTopN's first 20, in order, with their scores", async () => {
+  const { context, page, foreign } = await open(TOKENS.read);
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  const served = await server.client(TOKENS.read).getTopN({ window: Window.DAILY, limit: 20 });
+  const rows = await boardRows(page);
+  assert.deepEqual(
+    rows,
+    served.products.map((p) => ({ id: String(p.productId), score: String(p.score), text: fmt.format(p.score) })),
+  );
+  assert.match((await page.textContent("#board-version")) ?? "", /Version \d\d:\d\d:\d\d · \d+ s ago · 300 ranked/);
+  await page.screenshot({ path: join(SHOTS, "board.png"), fullPage: true });
+  assert.deepEqual(foreign, [], "no request to any other host");
+  await context.close();
+});
+
+test("an order recorded while the board is open moves its product up without a reload", async () => {
+  const { context, page } = await open(TOKENS.read);
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+  const rows = await boardRows(page);
+  const climber = rows[14].id;
+  await server.client(TOKENS.write).recordEvent({
+    event: { eventId: `climb-${climber}`, productId: BigInt(climber), type: EventType.ORDER, amount: 100_000_000n, occurredAt: timestampFromMs(Date.now()) },
+  });
+  await page.waitForFunction((id) => document.querySelector("#board tbody tr[data-product]")?.getAttribute("data-product") === id, climber, { timeout: 60_000 });
+  assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), 42, "the page was not reloaded");
+  await context.close();
+});
+
+test("the product page's drawn parts sum to the served main score, and its norms are ExplainRank's", async () => {
+  const id = 150n;
+  const { context, page } = await open(TOKENS.read, `#/product?id=${id}`);
+  await page.locator("#main-score").waitFor();
+  const explained = await server.client(TOKENS.read).explainRank({ productId: id });
+  const parts = await page.$$eval("tr.part-row", (rows) => rows.map((r) => Number(r.getAttribute("data-points"))));
+  const sum = parts.reduce((a, b) => a + b, 0);
+  assert.ok(parts.length >= 2, "views, orders and the carry-over are drawn");
+  assert.ok(Math.abs(sum - explained.mainScore) <= 1e-9 * Math.max(1, explained.mainScore), `${sum} = ${explained.mainScore}`);
+  assert.equal(Number(await page.getAttribute("#main-score", "data-main")), explained.mainScore);
+  const norms = await page.$$eval("tr[data-axis]", (rows) => rows.map((r) => [r.getAttribute("data-axis"), r.querySelector("td.norm")?.textContent]));
+  assert.deepEqual(norms, explained.axes.map((a) => [a.axis, String(a.norm)]));
+  const rank = await server.client(TOKENS.read).getRank({ productId: id, window: Window.DAILY });
+  assert.equal(await page.textContent("#rank"), `${rank.product!.rank} of ${rank.total}`);
+  await page.screenshot({ path: join(SHOTS, "product.png"), fullPage: true });
+  await context.close();
+});
+
+test("hiding a product on the catalog page takes it off the open board", async () => {
+  const { context, page } = await open(TOKENS.admin);
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  const third = (await boardRows(page))[2].id;
+  const editor = await context.newPage();
+  await editor.goto(`${server.url}/console/#/board`);
+  await giveToken(editor, TOKENS.admin);
+  await editor.getByRole("link", { name: "Catalog" }).click();
+  await editor.getByLabel("Product").fill(third);
+  await editor.getByLabel("Hidden from every ranking").check();
+  await editor.getByRole("button", { name: "Save" }).click();
+  await editor.getByText(`Saved: product ${third} is hidden`).waitFor();
+  await editor.screenshot({ path: join(SHOTS, "catalog.png"), fullPage: true });
+  await page.waitForFunction((id) => !document.querySelector(`#board tbody tr[data-product="${id}"]`), third, { timeout: 60_000 });
+  await server.client(TOKENS.admin).updateCatalog({ products: [{ productId: BigInt(third), hidden: false }] });
+  await context.close();
+});
+
+test("the catalog page is offered only to a token that may change the catalog", async () => {
+  const { context, page } = await open(TOKENS.read);
+  await page.locator("#board tbody tr[data-product]").first().waitFor();
+  assert.equal(await page.locator('a[data-page="catalog"]').isVisible(), false);
+  await context.close();
+});
+
+test("a wrong token is refused in words", async () => {
+  const { context, page } = await open("not-the-token");
+  await page.getByText("The service refused this token (invalid bearer token)").waitFor();
+  await context.close();
+});
+
+test("the movers page lists what ListMovers lists", async () => {
+  const { context, page } = await open(TOKENS.read, "#/movers?window=daily&within=100");
+  await page.locator("#rising-title").waitFor();
+  const rising = await server.client(TOKENS.read).listMovers({ window: Window.DAILY, limit: 20, withinTop: 100n });
+  const shown = await page.$$eval('section[aria-labelledby="rising-title"] tbody th a', (as) => as.map((a) => a.textContent));
+  assert.deepEqual(shown, rising.products.map((p) => `Product ${p.productId}`));
+  assert.ok(shown.length > 0, "the seeded days have movers");
+  await page.screenshot({ path: join(SHOTS, "movers.png"), fullPage: true });
+  await context.close();
+});
+
+const PAGES = ["#/board", "#/product?id=150", "#/movers", "#/catalog"];
+
+/** Waits until the page at `hash` has drawn what it reads. */
+async function drawn(page: Page, hash: string): Promise<void> {
+  const ready: Record<string, string> = {
+    "#/board": "#board tbody tr[data-product]",
+    "#/product?id=150": "#main-score",
+    "#/movers": "#rising-title",
+    "#/catalog": "form.catalog",
+  };
+  await page.locator(ready[hash]).first().waitFor();
+}
+
+test("every control of every page is reached with the keyboard alone", async () => {
+  const { context, page } = await open(TOKENS.admin);
+  for (const hash of PAGES) {
+    await page.goto(`${server.url}/console/${hash}`);
+    await drawn(page, hash);
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    const controls = await page.$$eval("a[href], button:not([disabled]), input, select", (els) =>
+      els.filter((e) => (e as HTMLElement).offsetParent !== null).map((e, i) => ((e as HTMLElement).dataset.k = String(i))),
+    );
+    const reached = new Set<string>();
+    for (let i = 0; i < controls.length * 2 + 5 && reached.size < controls.length; i++) {
+      await page.keyboard.press("Tab");
+      const k = await page.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset.k);
+      if (k !== undefined) reached.add(k);
+    }
+    assert.equal(reached.size, controls.length, `${hash}: every control is reached by Tab`);
+  }
+  await context.close();
+});
+
+test("axe-core reports no violation on any page", async () => {
+  const { context, page } = await open(TOKENS.admin);
+  for (const hash of PAGES) {
+    await page.goto(`${server.url}/console/${hash}`);
+    await drawn(page, hash);
+    await page.evaluate(AXE);
+    const violations = await page.evaluate(async () => {
+      const result = await (window as unknown as { axe: { run: () => Promise<{ violations: { id: string; nodes: { target: string[] }[] }[] }> } }).axe.run();
+      return result.violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+    });
+    assert.deepEqual(violations, [], `${hash}: axe-core violations`);
+  }
+  await context.close();
+});
+
+test("at 360 px wide nothing overflows", async () => {
+  const { context, page } = await open(TOKENS.admin, "#/board", 360);
+  for (const hash of PAGES) {
+    await page.goto(`${server.url}/console/${hash}`);
+    await drawn(page, hash);
+    const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    assert.ok(scroll <= width, `${hash}: ${scroll} px wide in a ${width} px window`);
+    await page.screenshot({ path: join(SHOTS, `${hash.slice(2).split("?")[0]}-360.png`), fullPage: true });
+  }
+  await context.close();
+});

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The web console (console/): its npm packages, its build, its browser tests.
+#
+# The packages of console/package-lock.json are installed once per machine into a cache
+# outside any clone, keyed by the lock's hash, and linked as console/node_modules. The build
+# generates the client from proto/, type-checks and bundles with Vite into console/dist,
+# which the server embeds when it is compiled; it is skipped while its inputs are unchanged,
+# so an unchanged console never makes cargo rebuild the server.
+#
+#   console.sh build    build console/dist when its inputs changed
+#   console.sh test     run the browser tests (console/tests) against target/debug/ranking-server
+#   console.sh bench    the console's benchmark (bundle size, time to a drawn board, gRPC-Web cost)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CONSOLE=$ROOT/console
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ranking-service
+export PATH="$CONSOLE/node_modules/.bin:$PATH"
+
+modules() {
+  local key dir tmp
+  key=$(sha256sum "$CONSOLE/package-lock.json" | cut -c1-16)
+  dir=$CACHE/console-$key
+  if [ ! -d "$dir/node_modules" ]; then
+    mkdir -p "$CACHE"
+    tmp=$(mktemp -d "$CACHE/console-install.XXXXXX")
+    cp "$CONSOLE/package.json" "$CONSOLE/package-lock.json" "$tmp/"
+    (cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp" # another build got there first
+  fi
+  if [ "$(readlink "$CONSOLE/node_modules" 2>/dev/null)" != "$dir/node_modules" ]; then
+    rm -rf "$CONSOLE/node_modules"
+    ln -s "$dir/node_modules" "$CONSOLE/node_modules"
+  fi
+}
+
+# A hash of everything the bundle is made from.
+inputs() {
+  (cd "$ROOT" && find proto/ranking console/src console/index.html console/vite.config.ts \
+    console/tsconfig.json console/buf.gen.yaml console/package-lock.json -type f \
+    -not -path 'console/src/gen/*' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-64
+}
+
+build() {
+  modules
+  local stamp=$CONSOLE/.build-stamp hash
+  hash=$(inputs)
+  if [ -f "$CONSOLE/dist/index.html" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$hash" ]; then
+    return
+  fi
+  cd "$CONSOLE"
+  rm -rf src/gen
+  buf generate
+  tsc -p .
+  vite build --logLevel warn
+  echo "$hash" > "$stamp"
+}
+
+chromium() {
+  if ! command -v chromium >/dev/null; then
+    echo "console: installing Debian's chromium for the browser tests" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+  fi
+}
+
+tests() {
+  build
+  chromium
+  cd "$CONSOLE"
+  mkdir -p .build
+  tsc -p tests
+  esbuild tests/*.test.ts --bundle --platform=node --format=esm --packages=external \
+    --outdir=.build --log-level=warning
+  RANKING_SERVER_BIN=${RANKING_SERVER_BIN:-$ROOT/target/debug/ranking-server} \
+    RANKING_CONSOLE_SHOTS=$ROOT/target/console node --test --test-concurrency=1 .build/*.test.js
+}
+
+bench() {
+  build
+  chromium
+  cd "$CONSOLE"
+  mkdir -p .build
+  esbuild tests/bench.ts --bundle --platform=node --format=esm --packages=external \
+    --outfile=.build/bench.mjs --log-level=warning
+  RANKING_SERVER_BIN=${RANKING_SERVER_BIN:-$ROOT/target/release/ranking-server} node .build/bench.mjs
+}
+
+case ${1:-build} in
+  build) build ;;
+  test) tests ;;
+  bench) bench ;;
+  modules) modules ;;
+  *) echo "usage: $0 build|test|bench|modules" >&2; exit 2 ;;
+esac

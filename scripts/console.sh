@@ -16,6 +16,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CONSOLE=$ROOT/console
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ranking-service
 export PATH="$CONSOLE/node_modules/.bin:$PATH"
+# A server binary named relative to where the script was called from.
+if [ -n "${RANKING_SERVER_BIN:-}" ]; then RANKING_SERVER_BIN=$(realpath "$RANKING_SERVER_BIN"); fi
 
 modules() {
   local key dir tmp

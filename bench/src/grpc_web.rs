@@ -23,7 +23,7 @@ pub async fn bench_grpc_web() {
     let endpoint = format!("http://{addr}");
     let mut admin = RankingServiceClient::connect(endpoint.clone()).await.expect("connect");
     let at = prost_types::Timestamp { seconds: Utc::now().timestamp() - 5, nanos: 0 };
-    for chunk in (1..=PRODUCTS).collect::<Vec<_>>().chunks(5_000) {
+    for chunk in (1..=PRODUCTS).collect::<Vec<_>>().chunks(2_000) {
         let events = chunk
             .iter()
             .flat_map(|&p| {

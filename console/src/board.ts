@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { Window } from "./gen/ranking/v1/ranking_pb";
 import { api, describe, isAborted, isUnauthenticated } from "./api";
-import { age, clock, field, fill, h, num, statusLine } from "./dom";
+import { age, clock, field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector, type Choice } from "./selector";
 import type { Page } from "./main";
 
@@ -102,7 +102,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
         }
       } catch (error) {
         if (stop.signal.aborted || isAborted(error)) return;
-        fill(status, describe(error));
+        say(status, describe(error));
         if (isUnauthenticated(error)) return askToken();
         if (ConnectError.from(error).code === Code.InvalidArgument) return;
       }
@@ -145,7 +145,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
       previous.disabled = page === 1;
       fill(status);
     } catch (error) {
-      fill(status, ConnectError.from(error).code === Code.FailedPrecondition ? "That version is no longer kept: back to the live page." : describe(error));
+      say(status, ConnectError.from(error).code === Code.FailedPrecondition ? "That version is no longer kept: back to the live page." : describe(error));
       if (ConnectError.from(error).code === Code.FailedPrecondition) void turn(1);
       if (isUnauthenticated(error)) askToken();
     }

@@ -2,7 +2,7 @@
 // change the catalog; an entry replaces the product's whole segment set.
 
 import { api, describe, isUnauthenticated } from "./api";
-import { field, fill, h, statusLine } from "./dom";
+import { field, fill, h, say, statusLine } from "./dom";
 import type { Page } from "./main";
 
 export const catalog: Page = ({ main, params, askToken }) => {
@@ -37,15 +37,15 @@ export const catalog: Page = ({ main, params, askToken }) => {
     try {
       productId = BigInt(id.value.trim());
     } catch {
-      fill(status, "A product id is a whole number.");
+      say(status, "A product id is a whole number.");
       return;
     }
     const names = segments.value.split(",").map((s) => s.trim()).filter(Boolean);
     void api
       .updateCatalog({ products: [{ productId, segments: names, hidden: hidden.checked }] })
-      .then(() => fill(status, `Saved: product ${productId} is ${hidden.checked ? "hidden" : "shown"}${names.length ? `, in ${names.join(", ")}` : ", in no segment"}.`))
+      .then(() => say(status, `Saved: product ${productId} is ${hidden.checked ? "hidden" : "shown"}${names.length ? `, in ${names.join(", ")}` : ", in no segment"}.`, "info"))
       .catch((error) => {
-        fill(status, describe(error));
+        say(status, describe(error));
         if (isUnauthenticated(error)) askToken();
       });
   });

@@ -67,6 +67,12 @@ export function field(text: string, control: HTMLElement): HTMLLabelElement {
   return h("label", { class: "field" }, h("span", {}, text), control);
 }
 
+/** Says `text` on a status line: a refusal or failure ("error", the default), or news. */
+export function say(el: HTMLElement, text: string, kind: "error" | "info" = "error"): void {
+  el.dataset.kind = kind;
+  el.textContent = text;
+}
+
 /** A status line read out by screen readers when it changes. */
 export function statusLine(): HTMLParagraphElement {
   return h("p", { class: "status", role: "status", "aria-live": "polite" });

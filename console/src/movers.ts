@@ -2,7 +2,7 @@
 
 import { MoverDirection, type RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { api, describe, isUnauthenticated } from "./api";
-import { field, fill, h, num, statusLine } from "./dom";
+import { field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
 import type { Page } from "./main";
 
@@ -42,7 +42,7 @@ export const movers: Page = ({ main, params, navigate, askToken }) => {
     list(MoverDirection.FALLING, falling, "Falling", "falling-title"),
   ]).catch((error) => {
     if (stop.signal.aborted) return;
-    fill(status, describe(error));
+    say(status, describe(error));
     if (isUnauthenticated(error)) askToken();
   });
   return () => stop.abort();

@@ -5,7 +5,7 @@
 import type { AxisExplanation, ExplainRankResponse, GetRankResponse, RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { Window } from "./gen/ranking/v1/ranking_pb";
 import { api, describe, isNotFound, isUnauthenticated } from "./api";
-import { field, fill, h, num, statusLine } from "./dom";
+import { field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
 import type { Page } from "./main";
 
@@ -27,14 +27,14 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
   const axes = h("section", { "aria-labelledby": "axes-title", id: "axes" });
   fill(main, h("h1", {}, idText ? `Product ${idText}` : "Product"), form, status, position, score, axes);
   if (!idText) {
-    fill(status, "Enter a product id.");
+    say(status, "Enter a product id.", "info");
     return () => {};
   }
   let productId: bigint;
   try {
     productId = BigInt(idText);
   } catch {
-    fill(status, "A product id is a whole number.");
+    say(status, "A product id is a whole number.");
     return () => {};
   }
   const stop = new AbortController();
@@ -50,7 +50,7 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
       drawAxes(axes, explained.axes);
     } catch (error) {
       if (stop.signal.aborted) return;
-      fill(status, isNotFound(error) ? `Product ${idText} is not ranked ${choice.date ? `on ${choice.date}` : "today"}${choice.segment ? ` in ${choice.segment}` : ""}.` : describe(error));
+      say(status, isNotFound(error) ? `Product ${idText} is not ranked ${choice.date ? `on ${choice.date}` : "today"}${choice.segment ? ` in ${choice.segment}` : ""}.` : describe(error), isNotFound(error) ? "info" : "error");
       if (isUnauthenticated(error)) askToken();
     }
   })();

@@ -80,6 +80,19 @@ test("the board lists exactly GetTopN's first 20, in order, with their scores", 
   await context.close();
 });
 
+test("the board pages beyond the top 100 with GetTopN's page tokens", async () => {
+  const { context, page } = await open(TOKENS.read, "#/board?window=daily&size=100");
+  await page.locator("#board tbody tr[data-product]").nth(99).waitFor();
+  await page.getByRole("button", { name: "Next page" }).click();
+  await page.getByText("Page 2", { exact: true }).waitFor();
+  const second = await server.client(TOKENS.read).getTopN({ window: Window.DAILY, offset: 100, limit: 100 });
+  await page.waitForFunction((id) => document.querySelector("#board tbody tr[data-product]")?.getAttribute("data-product") === id, String(second.products[0].productId));
+  assert.deepEqual((await boardRows(page)).map((r) => r.id), second.products.map((p) => String(p.productId)));
+  await page.getByRole("button", { name: "Previous page" }).click();
+  await page.getByText("Page 1 (live)").waitFor();
+  await context.close();
+});
+
 test("an order recorded while the board is open moves its product up without a reload", async () => {
   const { context, page } = await open(TOKENS.read);
   await page.locator("#board tbody tr[data-product]").nth(19).waitFor();

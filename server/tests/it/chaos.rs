@@ -2,9 +2,9 @@
 //! the three-broker Kafka cluster and NATS JetStream, while producers write over gRPC and
 //! both buses (redeliveries, poison records, refunds) and readers read both replicas, under a
 //! seeded schedule of faults: a replica killed (`kill -9`, then started again) or paused
-//! (SIGSTOP, SIGCONT), PostgreSQL restarted at once, a Redis master killed, a Kafka broker
-//! killed, NATS restarted, and the connections between a replica and PostgreSQL or NATS
-//! stalled. Once the faults stop and ingest drains: SQL holds exactly the produced events,
+//! (SIGSTOP, SIGCONT), PostgreSQL restarted at once, a Redis master killed or frozen, a
+//! Kafka broker killed or frozen, NATS restarted, and the connections between a replica and
+//! PostgreSQL or NATS stalled. Once the faults stop and ingest drains: SQL holds exactly the produced events,
 //! every poison record is dead-lettered, both replicas serve the same ranking, equal to a
 //! recompute and to an independent reference; no reader saw a replica's ranking go back, and
 //! no read of a running, unpaused replica failed. It prints what happened as a table.
@@ -49,9 +49,11 @@ enum Fault {
     RestartNats,
     StallPostgres,
     StallNats,
+    FreezeRedisMaster,
+    FreezeKafkaBroker,
 }
 
-const FAULTS: [Fault; 8] = [
+const FAULTS: [Fault; 10] = [
     Fault::KillReplica,
     Fault::PauseReplica,
     Fault::RestartPostgres,
@@ -60,6 +62,8 @@ const FAULTS: [Fault; 8] = [
     Fault::RestartNats,
     Fault::StallPostgres,
     Fault::StallNats,
+    Fault::FreezeRedisMaster,
+    Fault::FreezeKafkaBroker,
 ];
 
 /// One replica: how to start it, the running process, and whether reads of it count
@@ -448,6 +452,27 @@ async fn fault_soak() {
                     redis.healthy(&key, &[]) && redis.synced(master)
                 })
                 .await;
+            }
+            // Redis and the Kafka brokers tell clients the addresses to reach them at, so a
+            // proxy cannot stand between them and a replica: their stalls are the servers'
+            // own, frozen with SIGSTOP (every connection to them open and silent).
+            Fault::FreezeRedisMaster => {
+                let key = format!("{prefix}:{{daily:{}}}", Utc::now().date_naive());
+                let Some(master) = redis.master_of(&key, &[]) else { continue };
+                redis.signal(master, "STOP");
+                tokio::time::sleep(hold).await;
+                redis.signal(master, "CONT");
+                // Frozen past the node timeout, it was replaced and comes back as a replica.
+                eventually("the frozen node is back", || async {
+                    redis.healthy(&key, &[]) && (redis.master_of(&key, &[]) == Some(master) || redis.synced(master))
+                })
+                .await;
+            }
+            Fault::FreezeKafkaBroker => {
+                let node = rng.random_range(1..=3);
+                kafka_cluster.signal(node, "STOP");
+                tokio::time::sleep(hold).await;
+                kafka_cluster.signal(node, "CONT");
             }
             Fault::KillKafkaBroker => {
                 kafka_cluster.kill(rng.random_range(1..=3));

@@ -15,6 +15,7 @@
 #                                           SIGKILL after 30 s)
 #   kafka-broker.sh kill DIR NODE           SIGKILL node NODE (1-3) of the cluster in DIR, as a
 #                                           crash would; `start-cluster` brings it back
+#   kafka-broker.sh signal DIR NODE SIG     sends SIG (STOP, CONT, …) to node NODE
 #   kafka-broker.sh pid DIR NODE            its process id
 #   kafka-broker.sh run CLASS ARGS…         a Kafka tool from the same jars, e.g.
 #                                           org.apache.kafka.tools.ConsumerPerformance
@@ -29,6 +30,11 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ranking-service/kafka-$KAFKA_VERSION
 HEAP=${RANKING_KAFKA_HEAP:-768m}
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The process of the broker whose folder is $1, found by its command line rather than a pid
+# file: a start that lost the race for the port must not leave its dead pid behind as the
+# node's.
+node_pid() { pgrep -f -- "kafka.Kafka $1/server.properties" | head -n 1; }
 
 fail() {
   echo "kafka-broker: $*" >&2
@@ -116,6 +122,8 @@ EOF
 start_node() {
   local node=$1 dir=$2 port=$3 voters=$4 replication=$5 isr=$6
   up "$port" && return 0
+  # Still starting (a JVM under load takes tens of seconds to listen): wait for it instead.
+  [ -n "$(node_pid "$dir")" ] && return 0
   mkdir -p "$dir/logs"
   local cport
   cport=$(cat "$dir/controller.port")
@@ -199,14 +207,17 @@ case ${1:-} in
       [ -f "$pidfile" ] && stop_pid "$(cat "$pidfile")" && rm -f "$pidfile"
     done
     ;;
-  kill)
+  kill | signal)
     dir=${2:?data dir}
     node=${3:?node}
-    [ -f "$dir/node-$node/pid" ] || fail "no node $node under $dir"
-    kill -KILL "$(cat "$dir/node-$node/pid")" 2>/dev/null || true
+    sig=KILL
+    [ "$1" = signal ] && sig=${4:?signal}
+    pid=$(node_pid "$dir/node-$node")
+    [ -n "$pid" ] || fail "no node $node running under $dir"
+    kill -"$sig" "$pid"
     ;;
   pid)
-    cat "${2:?data dir}/node-${3:?node}/pid"
+    node_pid "${2:?data dir}/node-${3:?node}"
     ;;
   run)
     shift

@@ -65,9 +65,8 @@ impl KafkaCluster {
     /// Sends `signal` (`STOP`, `CONT`, …) to node `node`: a frozen broker keeps its
     /// connections open and answers nothing, as a stalled link to it would.
     pub fn signal(&self, node: i32, signal: &str) {
-        let pid = std::fs::read_to_string(self.dir.join(format!("node-{node}/pid"))).expect("the node's pid file");
-        let sent = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.trim()).status().expect("kill");
-        assert!(sent.success(), "kill -{signal} node {node}");
+        let sent = kafka_broker(&["signal", &self.dir.display().to_string(), &node.to_string(), signal]);
+        assert!(sent, "kill -{signal} node {node}");
     }
 
     /// Starts every node that does not answer, and waits until all three answer metadata.

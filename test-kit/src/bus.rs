@@ -138,9 +138,23 @@ impl TestBus {
             NewTopic::new(&topic, PARTITIONS, replication),
             NewTopic::new(&dead_letters, 1, TopicReplication::Fixed(factor)),
         ];
-        let created = admin.create_topics(&topics, &AdminOptions::new()).await.expect("CreateTopics");
+        // A broker just started on a loaded machine may answer metadata before its controller
+        // can create topics: a timed-out request is sent again, and a topic the first attempt
+        // created after all counts as created.
+        let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(60)));
+        let mut attempts = 0;
+        let created = loop {
+            attempts += 1;
+            match admin.create_topics(&topics, &options).await {
+                Err(rdkafka::error::KafkaError::AdminOp(RDKafkaErrorCode::OperationTimedOut)) if attempts < 3 => {}
+                created => break created.expect("CreateTopics"),
+            }
+        };
         for result in created {
-            result.expect("topic created");
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err(e) => panic!("topic created: {e:?}"),
+            }
         }
         Self::Kafka { brokers: brokers.to_string(), topic, dead_letters, group: format!("group-{id:016x}") }
     }

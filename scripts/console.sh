@@ -65,11 +65,17 @@ chromium() {
   fi
 }
 
-tests() {
+# The console built, Chromium at hand, and the shell in console/ with its .build folder, for
+# the tests and the benchmark.
+prepare() {
   build
   chromium
   cd "$CONSOLE"
   mkdir -p .build
+}
+
+tests() {
+  prepare
   tsc -p tests
   esbuild tests/*.test.ts --bundle --platform=node --format=esm --packages=external \
     --outdir=.build --log-level=warning
@@ -78,10 +84,7 @@ tests() {
 }
 
 bench() {
-  build
-  chromium
-  cd "$CONSOLE"
-  mkdir -p .build
+  prepare
   esbuild tests/bench.ts --bundle --platform=node --format=esm --packages=external \
     --outfile=.build/bench.mjs --log-level=warning
   RANKING_SERVER_BIN=${RANKING_SERVER_BIN:-$ROOT/target/release/ranking-server} node .build/bench.mjs

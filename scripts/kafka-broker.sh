@@ -31,10 +31,9 @@ HEAP=${RANKING_KAFKA_HEAP:-768m}
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# The process of the broker whose folder is $1, found by its command line rather than a pid
-# file: a start that lost the race for the port must not leave its dead pid behind as the
-# node's.
-node_pid() { pgrep -f -- "kafka.Kafka $1/server.properties" | head -n 1; }
+# The process of the broker whose folder is $1, found by its command line: the one record of
+# it (a pid file kept beside it went stale whenever a start lost the race for the port).
+node_pid() { { pgrep -f -- "kafka.Kafka $1/server.properties" || true; } | head -n 1; }
 
 fail() {
   echo "kafka-broker: $*" >&2
@@ -138,7 +137,7 @@ start_node() {
   (setsid java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$CACHE/log4j2.properties" -Dkafka.logs.dir="$dir/logs" \
     -cp "$CACHE/libs/*" kafka.Kafka "$dir/server.properties" \
-    </dev/null >"$dir/logs/stdout.log" 2>&1 & echo $! >"$dir/pid")
+    </dev/null >"$dir/logs/stdout.log" 2>&1 &)
 }
 
 # Waits until the brokers at $1 (a bootstrap list) all answer metadata: $2 of them listed.
@@ -203,8 +202,9 @@ case ${1:-} in
     ;;
   stop)
     dir=${2:?data dir}
-    for pidfile in "$dir"/node-*/pid; do
-      [ -f "$pidfile" ] && stop_pid "$(cat "$pidfile")" && rm -f "$pidfile"
+    for node in "$dir"/node-*; do
+      pid=$(node_pid "$node")
+      if [ -n "$pid" ]; then stop_pid "$pid"; fi
     done
     ;;
   kill | signal)

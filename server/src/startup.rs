@@ -74,8 +74,10 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
         let policy = Arc::new(settings.ranking.policy().map_err(anyhow::Error::msg)?);
-        let sql =
-            SqlMetricsStore::connect(&settings.database.options()).await.context("failed to open the SQL database")?;
+        let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
+        let mut sql_options = settings.database.options();
+        sql_options.limits = metrics.sql_limits.clone();
+        let sql = SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?;
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
         // Every version records its profile's fingerprint; the profile itself is kept once
         // so that ExplainRank explains a version with its own profile after a change.
@@ -87,7 +89,6 @@ impl Application {
             .context("failed to record the scoring profile")?;
         tracing::info!(fingerprint = %profile.fingerprint(), custom_signals = profile.custom_names().len(), "scoring profile");
 
-        let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         // Every background task of the service, joined by `run_until_stopped`.
         let tasks = TaskTracker::new();
         let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match settings.redis.options() {

@@ -117,3 +117,50 @@ async fn forward(
         }
     }
 }
+
+/// A reader of one replica's daily top, one GetTopN every 20 ms (each given 1 s, so a frozen
+/// replica's unanswered calls do not stop it), keeping the version of every answer: what a
+/// shopper refreshing a page would see, through a fault and after it.
+pub struct VersionWatch {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<u64>>,
+}
+
+impl VersionWatch {
+    /// Starts reading through `client`.
+    pub fn start(mut client: ranking_client::RankingServiceClient<ranking_client::tonic::transport::Channel>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut versions = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                let request = ranking_client::v1::GetTopNRequest { limit: 1, ..Default::default() };
+                let read = tokio::time::timeout(std::time::Duration::from_secs(1), client.get_top_n(request)).await;
+                if let Ok(Ok(answer)) = read {
+                    versions.push(answer.into_inner().version);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            versions
+        });
+        Self { stop, task }
+    }
+
+    /// Stops reading and asserts that no answer came from a version older than one before
+    /// it; returns how many answers there were.
+    pub async fn assert_never_went_back(self, replica: &str) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let versions = self.task.await.expect("watch task");
+        if let Some(at) = versions.windows(2).position(|w| w[1] < w[0]) {
+            panic!(
+                "{replica} answered version {} after {} (read {} of {}; around it: {:?})",
+                versions[at + 1],
+                versions[at],
+                at + 2,
+                versions.len(),
+                &versions[at.saturating_sub(3)..(at + 5).min(versions.len())]
+            );
+        }
+        versions.len()
+    }
+}

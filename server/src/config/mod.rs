@@ -151,6 +151,13 @@ pub struct DatabaseSettings {
     #[arg(long, env = "RANKING_DB_TIMEOUT", value_name = "RANKING_DB_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
     pub db_timeout: Duration,
 
+    /// Longest a transaction may sit idle between statements, and a statement wait for a row
+    /// lock, on every SQL session: a replica frozen inside a transaction (a VM pause, a
+    /// stopped process) holds the other replicas' writes and live passes at most this long,
+    /// and the database rolls its transaction back.
+    #[arg(long, env = "RANKING_SQL_TX_TIMEOUT", value_name = "RANKING_SQL_TX_TIMEOUT", default_value = "5s", value_parser = parse_nonzero_duration)]
+    pub sql_tx_timeout: Duration,
+
     /// Group-commit workers of RecordEvent: each turns the calls queued meanwhile into one
     /// transaction. Few workers make large groups, which suits hot products whose rows every
     /// transaction must lock.
@@ -164,6 +171,7 @@ impl DatabaseSettings {
         let mut options = SqlOptions::new(self.database_url.clone());
         options.max_connections = self.db_max_connections.get();
         options.connect_timeout = self.db_timeout;
+        options.tx_timeout = self.sql_tx_timeout;
         options
     }
 }

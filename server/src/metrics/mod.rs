@@ -129,6 +129,14 @@ pub struct StoreLabels {
     pub store: &'static str,
 }
 
+/// Labels of the statements a SQL session limit refused.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SqlLimitLabels {
+    /// `lock_wait` (a lock waited for as long as `RANKING_SQL_TX_TIMEOUT`) or
+    /// `idle_transaction` (this session's transaction idled that long and was rolled back).
+    pub limit: &'static str,
+}
+
 /// Labels of the recompute's phases.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
@@ -189,6 +197,8 @@ pub struct Metrics {
     snapshot_versions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     /// 1 while this replica's last poll of a store succeeded, 0 after it failed.
     pub store_reachable: Family<StoreLabels, Gauge>,
+    /// SQL statements refused by a session limit (`RANKING_SQL_TX_TIMEOUT`).
+    pub sql_limits: Family<SqlLimitLabels, Counter>,
     /// Live passes.
     pub live: live::LiveMetrics,
     /// The per-shopper caps' metrics.
@@ -238,6 +248,7 @@ impl Metrics {
         let snapshot_loads = Counter::default();
         let snapshot_oversize = Counter::default();
         let store_reachable = Family::<StoreLabels, Gauge>::default();
+        let sql_limits = Family::<SqlLimitLabels, Counter>::default();
         let rpc_calls = Family::<RpcLabels, Counter>::default();
         let rpc_seconds = Family::<RpcLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -309,6 +320,12 @@ impl Metrics {
             "1 while this replica's last poll of the store succeeded (the ranking store: every 500 ms), 0 after it failed",
             store_reachable.clone(),
         );
+        registry.register(
+            "sql_limits_hit",
+            "SQL statements refused by a session limit of RANKING_SQL_TX_TIMEOUT: a lock waited for that long \
+             (lock_wait), or this replica's transaction idled that long and was rolled back (idle_transaction)",
+            sql_limits.clone(),
+        );
         let live = live::LiveMetrics::registered(&mut registry);
         let shoppers = shoppers::ShopperMetrics::registered(&mut registry);
         let leases = leases::LeaseMetrics::registered(&mut registry);
@@ -342,6 +359,7 @@ impl Metrics {
             snapshot_oversize,
             snapshot_versions: Default::default(),
             store_reachable,
+            sql_limits,
             live,
             shoppers,
             leases,

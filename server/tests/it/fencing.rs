@@ -6,6 +6,9 @@
 //! point that holds a recompute just before its write until another replica holds the day:
 //! the write is refused and counted.
 //!
+//! Readers of each replica, every 20 ms through the stall and after it, never see a version
+//! go back.
+//!
 //! The tests run in `make test`'s Redis passes (replicas need a shared database server and
 //! Redis) and wait for states, never for durations.
 
@@ -13,7 +16,7 @@ use chrono::{Duration as Age, Utc};
 use ranking_client::v1;
 use ranking_server::test_support::eventually;
 
-use crate::helpers::faults::{StallingProxy, seed_day, signal};
+use crate::helpers::faults::{StallingProxy, VersionWatch, seed_day, signal};
 use crate::helpers::process::ServerProcess;
 use crate::helpers::{TestApp, TestDb, event, metric_value, rand_u64, settings, test_redis, test_redis_mode};
 
@@ -138,6 +141,8 @@ async fn stalled_replica_publishes_nothing_stale(live: bool, via_proxy: bool) {
         let mut c = Client::new(channel);
         Some(tokio::spawn(async move { c.recompute(v1::RecomputeRequest::default()).await }))
     };
+    // Readers of both replicas, through the stall and after it.
+    let watches = [VersionWatch::start(client.clone()), VersionWatch::start(other.client.clone())];
     // Stalled the moment it holds the day: in the middle of its work.
     eventually("the replica holds the day's lease", || async { lease_holder(&prefix).await.is_some() }).await;
     match &proxy {
@@ -168,6 +173,9 @@ async fn stalled_replica_publishes_nothing_stale(live: bool, via_proxy: bool) {
         }
     }
     both_serve_the_newer_ranking(&mut client, &mut other, newer, hidden).await;
+    let [stalled_watch, other_watch] = watches;
+    stalled_watch.assert_never_went_back("the stalled replica").await;
+    other_watch.assert_never_went_back("the other replica").await;
     replica.terminate();
     replica.wait().await;
     other.stop().await;

@@ -20,6 +20,7 @@ mod cluster;
 mod dashboard;
 mod explain;
 mod fencing;
+mod frozen;
 mod grpc_metrics;
 mod grpc_web;
 mod hardening;

@@ -18,7 +18,6 @@ use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query, SelectStatement};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement, StreamTrait, TransactionTrait};
 
-use super::dialect::Dialect;
 use super::signals::column;
 use crate::domain::live::ProductRow;
 use crate::domain::vocabulary::DailyMetrics;
@@ -39,19 +38,16 @@ pub fn no_epoch() -> StoreError {
     StoreError::Corrupt("ranking_change_epoch has no row".into())
 }
 
-/// Advances the change epoch by one and returns the new value, once every transaction that
-/// read the old one has ended (within the dialect's lock deadline).
-pub async fn advance(db: &DatabaseConnection, dialect: Dialect) -> Result<i64, StoreError> {
-    let backend = dialect.backend();
-    let txn = db.begin().await.map_err(StoreError::database)?;
-    for setting in dialect.advance_settings() {
-        txn.execute_unprepared(setting).await.map_err(StoreError::database)?;
-    }
+/// Advances the change epoch by one and returns the new value (`None`: the row is missing),
+/// once every transaction that read the old one has ended: a frozen writer holds it at most
+/// the session's lock wait ([`super::session`]).
+pub async fn advance(db: &DatabaseConnection) -> Result<Option<i64>, DbErr> {
+    let backend = db.get_database_backend();
+    let txn = db.begin().await?;
     let bump = "UPDATE ranking_change_epoch SET epoch = epoch + 1 WHERE id = 1";
-    txn.execute_raw(Statement::from_string(backend, bump)).await.map_err(StoreError::database)?;
-    let read = "SELECT epoch FROM ranking_change_epoch WHERE id = 1";
-    let epoch = read_epoch(&txn, read).await.map_err(StoreError::database)?.ok_or_else(no_epoch)?;
-    txn.commit().await.map_err(StoreError::database)?;
+    txn.execute_raw(Statement::from_string(backend, bump)).await?;
+    let epoch = read_epoch(&txn, "SELECT epoch FROM ranking_change_epoch WHERE id = 1").await?;
+    txn.commit().await?;
     Ok(epoch)
 }
 

@@ -86,8 +86,11 @@ impl EventLedger for SqlMetricsStore {
         let mut delays = transaction_retry_delays();
         let (mut fresh, report) = loop {
             let result = match self.record_once(batch, &candidates, &signal_columns, rules).await {
-                Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => Err(Attempt::Retry(e.to_string())),
-                Err(Attempt::Db(e)) => Err(Attempt::Fail(StoreError::database(e))),
+                Err(Attempt::Db(e)) if self.dialect.is_transient(&e) => {
+                    self.count_limit(&e);
+                    Err(Attempt::Retry(e.to_string()))
+                }
+                Err(Attempt::Db(e)) => Err(Attempt::Fail(self.refused(e))),
                 other => other,
             };
             match result {

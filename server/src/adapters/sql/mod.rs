@@ -11,7 +11,9 @@
 //!   (created ahead, dropped by retention);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
 //! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
-//!   daily rows).
+//!   daily rows);
+//! - [`session`]: the limits every session runs under, so that a frozen replica's open
+//!   transaction holds the others for a bounded time.
 
 mod actors;
 pub mod catalog;
@@ -23,6 +25,7 @@ pub mod partitions;
 mod retractions;
 pub mod rows;
 pub mod runs;
+pub mod session;
 pub mod signals;
 pub mod write;
 
@@ -31,8 +34,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{NaiveDate, Utc};
 use futures_util::TryStreamExt;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement, StreamTrait, TransactionTrait, Value,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, Statement, StreamTrait, TransactionTrait,
+    Value,
 };
 use tokio::sync::Mutex;
 
@@ -40,6 +46,7 @@ use self::dialect::{Dialect, Read};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
+use crate::metrics::SqlLimitLabels;
 use crate::ports::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DayScans, ProductDay, RankingRun, RunLog, StoreError,
 };
@@ -55,12 +62,24 @@ pub struct SqlOptions {
     pub connect_timeout: Duration,
     /// Attempts of a transaction that hits a deadlock or serialization failure.
     pub max_attempts: u32,
+    /// Longest a transaction may sit idle between statements, and a statement wait for a
+    /// lock, on every session ([`session`]).
+    pub tx_timeout: Duration,
+    /// Where statements refused by those limits are counted.
+    pub limits: Family<SqlLimitLabels, Counter>,
 }
 
 impl SqlOptions {
     /// Defaults for `url`.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), max_connections: 16, connect_timeout: Duration::from_secs(5), max_attempts: 20 }
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+            max_attempts: 20,
+            tx_timeout: Duration::from_secs(5),
+            limits: Family::default(),
+        }
     }
 }
 
@@ -74,6 +93,8 @@ pub struct SqlMetricsStore {
     max_attempts: u32,
     /// The column of each custom signal.
     signals: signals::SignalColumns,
+    /// Statements refused by a session limit, by limit.
+    limits: Family<SqlLimitLabels, Counter>,
 }
 
 impl SqlMetricsStore {
@@ -86,6 +107,7 @@ impl SqlMetricsStore {
             .connect_timeout(options.connect_timeout)
             .acquire_timeout(options.connect_timeout)
             .sqlx_logging(false);
+        session::bound_transactions(&mut connect, options.tx_timeout);
         let db = Database::connect(connect).await.map_err(StoreError::database)?;
         use ranking_migrations::MigratorTrait;
         ranking_migrations::Migrator::up(&db, None)
@@ -101,7 +123,21 @@ impl SqlMetricsStore {
             write_gate: dialect.serialises_writers().then(|| Mutex::new(())),
             max_attempts: options.max_attempts.max(1),
             signals: signals::SignalColumns::default(),
+            limits: options.limits.clone(),
         })
+    }
+
+    /// A refused statement as the store's error, counted when a session limit refused it.
+    fn refused(&self, e: DbErr) -> StoreError {
+        self.count_limit(&e);
+        StoreError::database(e)
+    }
+
+    /// Counts `e` when a session limit ([`session`]) refused the statement.
+    fn count_limit(&self, e: &DbErr) {
+        if let Some(limit) = self.dialect.limit_hit(e) {
+            self.limits.get_or_create(&SqlLimitLabels { limit: limit.label() }).inc();
+        }
     }
 
     fn statement(&self, sql: String, values: Vec<Value>) -> Statement {
@@ -303,7 +339,7 @@ impl ChangeFeed for SqlMetricsStore {
     async fn advance_epoch(&self) -> Result<i64, StoreError> {
         // A write on SQLite: it takes its turn like every writer of this process.
         let _gate = self.write_turn().await;
-        changes::advance(&self.db, self.dialect).await
+        changes::advance(&self.db).await.map_err(|e| self.refused(e))?.ok_or_else(changes::no_epoch)
     }
 
     async fn scan_changes(

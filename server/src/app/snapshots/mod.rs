@@ -127,12 +127,27 @@ impl Snapshots {
     }
 
     /// Notes that a read answered `version` of `key` from the store: no older copy of it is
-    /// installed from now on.
+    /// installed from now on, and one installed while the read was under way (a load begun
+    /// before a pause, finished after it) is dropped, so the next read goes to the store,
+    /// which is at least as new, until a newer copy is loaded. Under the same lock as
+    /// [`Snapshots::swap`]'s decision, so that a read and an install cannot pass each other.
     pub fn served_from_store(&self, key: RankingKey, version: u64) {
-        if key.is_versioned() && self.is_wanted(key, self.policy.now()) {
-            let mut served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner());
-            let newest = served.entry(key).or_insert(version);
-            *newest = (*newest).max(version);
+        if !key.is_versioned() || !self.is_wanted(key, self.policy.now()) {
+            return;
+        }
+        let mut served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner());
+        let newest = served.entry(key).or_insert(version);
+        *newest = (*newest).max(version);
+        let older = |held: &HashMap<RankingKey, Arc<Held>>| held.get(&key).is_some_and(|h| h.version < version);
+        if older(&self.held.load()) {
+            tracing::debug!(?key, version, "dropping a copy older than a version served from the store");
+            self.held.rcu(|held| {
+                let mut held = HashMap::clone(held);
+                if older(&held) {
+                    held.remove(&key);
+                }
+                held
+            });
         }
     }
 
@@ -167,7 +182,9 @@ impl Snapshots {
     /// ranking, so reads fall through to the store rather than serve a superseded version.
     fn swap(&self, copies: Vec<(RankingKey, u64, Copy)>) {
         let held = self.held.load_full();
-        let served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // Held until the copies are in: a read answered from the store meanwhile either sees
+        // them (and drops one older than its answer) or is seen here.
+        let served = self.served_from_store.lock().unwrap_or_else(|e| e.into_inner());
         let not_older_than_served = |key: &RankingKey, version: u64| served.get(key).is_none_or(|v| *v <= version);
         let copies: Vec<_> = copies
             .into_iter()
@@ -203,6 +220,7 @@ impl Snapshots {
             }
             held
         });
+        drop(served);
         self.metrics.snapshot_loads.inc_by(installed as u64);
         self.installs.send_modify(|n| *n += 1);
         self.report(self.policy.now());

@@ -114,6 +114,25 @@ async fn no_copy_older_than_a_version_served_from_the_store_is_installed() {
     assert_eq!(snapshots.get(today).map(|h| h.version), Some(6));
 }
 
+/// The same race the other way round: a reader found no copy and went to the store, and while
+/// its read of version 6 was under way a load of version 5 (begun before a pause) was
+/// installed. The reader's answer drops the older copy, so the next read is not older than
+/// it (it goes to the store until 6 or newer is loaded), and 5 stays out.
+#[tokio::test]
+async fn a_copy_installed_during_a_read_from_the_store_and_older_than_its_answer_is_dropped() {
+    let (snapshots, _, date) = snapshots(1_000);
+    let today = RankingKey::Daily(date);
+    snapshots.install(today, 5, ranking(3)).await;
+    snapshots.served_from_store(today, 6);
+    assert!(snapshots.get(today).is_none(), "no copy older than an answer already given");
+    snapshots.install(today, 5, ranking(3)).await;
+    assert!(snapshots.get(today).is_none(), "nor installed again");
+    // A copy as new as the answer, or newer, stays.
+    snapshots.install(today, 6, ranking(4)).await;
+    snapshots.served_from_store(today, 6);
+    assert_eq!(snapshots.get(today).map(|h| h.version), Some(6));
+}
+
 #[tokio::test]
 async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
     let (snapshots, _, date) = snapshots(100);

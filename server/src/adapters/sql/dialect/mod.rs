@@ -29,6 +29,39 @@ pub enum Dialect {
     Sqlite,
 }
 
+/// A limit every session runs under ([`super::session`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionLimit {
+    /// A statement waited for a lock as long as allowed.
+    LockWait,
+    /// The session's transaction sat idle as long as allowed and was rolled back.
+    IdleTransaction,
+}
+
+impl SessionLimit {
+    /// Its metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::LockWait => "lock_wait",
+            Self::IdleTransaction => "idle_transaction",
+        }
+    }
+}
+
+/// The database's own error inside a sea-orm error, if it is one.
+fn database_error(e: &DbErr) -> Option<&(dyn sea_orm::sqlx::error::DatabaseError + 'static)> {
+    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = e else { return None };
+    match e.as_ref() {
+        sea_orm::sqlx::Error::Database(db) => Some(db.as_ref()),
+        _ => None,
+    }
+}
+
+/// The error number of a MySQL/MariaDB error.
+fn mysql_number(db: &(dyn sea_orm::sqlx::error::DatabaseError + 'static)) -> Option<u16> {
+    db.try_downcast_ref::<sea_orm::sqlx::mysql::MySqlDatabaseError>().map(|e| e.number())
+}
+
 /// A read, and the settings of the transaction it runs in (none: no transaction of its own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
@@ -69,20 +102,38 @@ fn saturating_add(old: &str, new: &str) -> String {
 
 impl Dialect {
     /// Whether a refused statement lost to another transaction, so that running the whole
-    /// transaction again will succeed: PostgreSQL's serialization failure and deadlock
-    /// (SQLSTATE 40001, 40P01); MySQL/MariaDB's deadlock and lock wait timeout (errors 1213,
-    /// 1205); SQLite's busy and locked database (result codes 5, 6 and their extended 261, 517).
+    /// transaction again will succeed: PostgreSQL's serialization failure, deadlock and lock
+    /// timeout (SQLSTATE 40001, 40P01, 55P03); MySQL/MariaDB's deadlock and lock wait timeout
+    /// (errors 1213, 1205); SQLite's busy and locked database (result codes 5, 6 and their
+    /// extended 261, 517). A lock wait that ran out was most likely behind a frozen
+    /// replica's transaction, which the database ends by the same limit.
     pub fn is_transient(self, e: &DbErr) -> bool {
-        let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = e else {
-            return false;
-        };
-        let sea_orm::sqlx::Error::Database(db) = e.as_ref() else { return false };
+        let Some(db) = database_error(e) else { return false };
         match self {
-            Self::Postgres => matches!(db.code().as_deref(), Some("40001" | "40P01")),
-            Self::MySql => db
-                .try_downcast_ref::<sea_orm::sqlx::mysql::MySqlDatabaseError>()
-                .is_some_and(|e| matches!(e.number(), 1213 | 1205)),
+            Self::Postgres => matches!(db.code().as_deref(), Some("40001" | "40P01" | "55P03")),
+            Self::MySql => mysql_number(db).is_some_and(|n| matches!(n, 1213 | 1205)),
             Self::Sqlite => matches!(db.code().as_deref(), Some("5" | "6" | "261" | "517")),
+        }
+    }
+
+    /// Which session limit ([`super::session`]) refused a statement, if one did: a lock
+    /// wait that ran out (PostgreSQL 55P03, InnoDB 1205, SQLite busy), or this session's
+    /// transaction ended for idling (PostgreSQL 25P03; MariaDB's killed connection 1927,
+    /// MySQL's 4031), which a replica learns when it wakes from a freeze.
+    pub fn limit_hit(self, e: &DbErr) -> Option<SessionLimit> {
+        let db = database_error(e)?;
+        match self {
+            Self::Postgres => match db.code().as_deref() {
+                Some("55P03") => Some(SessionLimit::LockWait),
+                Some("25P03") => Some(SessionLimit::IdleTransaction),
+                _ => None,
+            },
+            Self::MySql => match mysql_number(db)? {
+                1205 => Some(SessionLimit::LockWait),
+                1927 | 4031 => Some(SessionLimit::IdleTransaction),
+                _ => None,
+            },
+            Self::Sqlite => matches!(db.code().as_deref(), Some("5" | "261")).then_some(SessionLimit::LockWait),
         }
     }
 
@@ -124,27 +175,14 @@ impl Dialect {
 
     /// The first statement of every write transaction of metrics or catalog rows: the
     /// current change epoch, read under a shared lock held until the commit, so that a live
-    /// pass advancing the epoch waits for every transaction stamping rows with the old one
-    ///. SQLite has no row locks: its writer holds the database's write lock,
+    /// pass advancing the epoch waits for every transaction stamping rows with the old one.
+    /// SQLite has no row locks: its writer holds the database's write lock,
     /// which the advance needs too.
     pub fn change_epoch_lock(self) -> &'static str {
         match self {
             Self::Postgres => "SELECT epoch FROM ranking_change_epoch WHERE id = 1 FOR SHARE",
             Self::MySql => "SELECT epoch FROM ranking_change_epoch WHERE id = 1 LOCK IN SHARE MODE",
             Self::Sqlite => "SELECT epoch FROM ranking_change_epoch WHERE id = 1",
-        }
-    }
-
-    /// Settings of the transaction advancing the change epoch: it waits for every writer
-    /// holding the old epoch, and that wait needs a deadline, a short one: writers arriving
-    /// meanwhile queue behind the advance, so a writer that hangs would hold up ingest for
-    /// as long as the advance waits. PostgreSQL waits for a lock forever unless told; InnoDB
-    /// gives up after `innodb_lock_wait_timeout` (50 s) and SQLite after its busy timeout.
-    /// An advance that gives up costs one live pass, nothing else.
-    pub fn advance_settings(self) -> &'static [&'static str] {
-        match self {
-            Self::Postgres => &["SET LOCAL lock_timeout = '5s'"],
-            Self::MySql | Self::Sqlite => &[],
         }
     }
 

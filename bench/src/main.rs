@@ -9,6 +9,7 @@ mod bus;
 mod cluster;
 mod cores;
 mod fencing;
+mod freeze;
 mod grpc_web;
 mod hostile;
 mod ingest;
@@ -224,6 +225,9 @@ enum Scenario {
         /// Comma-separated seed URLs of the cluster.
         seeds: String,
     },
+    /// One replica frozen inside its write transaction: what the other's writes, live
+    /// passes and Recompute wait (throwaway PostgreSQL and MariaDB).
+    Freeze { redis: String },
     /// Recompute and reads on one Redis node and on a Redis Cluster.
     Cluster {
         products: i64,
@@ -300,6 +304,7 @@ async fn run(scenario: Scenario) {
         Scenario::Retention { rows } => retention::bench_retention(rows).await,
         Scenario::Cluster { products, redis, seeds } => cluster::bench_cluster(products, &redis, &seeds).await,
         Scenario::Fencing { products, redis, seeds } => fencing::bench_fencing(products, &redis, &seeds).await,
+        Scenario::Freeze { redis } => freeze::bench_freeze(&redis).await,
         Scenario::Hostile { addr, pid } => hostile::bench_hostile(addr, pid).await,
         Scenario::HostileReads { addr, pid, redis_pid } => hostile::bench_hostile_reads(addr, pid, redis_pid).await,
     }

@@ -45,6 +45,7 @@ use crate::metrics_endpoint::MetricsEndpoint;
 use crate::ports::{LeaseLock, MetricsStore, RankingStore};
 use crate::web::console::ConsoleLayer;
 use crate::web::cors;
+use crate::web::host::HostLayer;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -226,6 +227,7 @@ impl Application {
                 open: self.metrics.connections_open.clone(),
                 refused: self.metrics.connections_refused.clone(),
                 timed_out: self.metrics.connections_timed_out.clone(),
+                evicted: self.metrics.connections_evicted.clone(),
             },
             close_all.clone(),
         );
@@ -246,20 +248,27 @@ impl Application {
             }
         };
         // Outermost first: the console's assets and CORS preflights are answered before
-        // anything else; a gRPC-Web call is translated to gRPC before the gRPC layers, so it
-        // is counted, limited and authenticated as one. Every call is observed, refusals
-        // included; a call takes a slot only once its request message is complete;
-        // admission runs before authentication so that a flood of bad tokens is bounded too.
+        // anything else, for the host names the server is known by only; a gRPC-Web call is
+        // translated to gRPC before the gRPC layers, so it is counted, limited and
+        // authenticated as one. Every call is observed, refusals included; the token is
+        // checked before a byte of the body is buffered; a call takes a slot only once its
+        // request message is complete.
         let max_message = settings.max_message_bytes.get();
         let serve = self
             .server
+            .layer(HostLayer::new(self.browser.hosts_for(self.local_addr)))
             .layer(ConsoleLayer::new(self.browser.console))
             .layer(cors::layer(&self.browser.cors_origins))
             .layer(GrpcWebLayer::new())
-            .layer(ObserveLayer::new(self.metrics.clone()))
-            .layer(HygieneLayer::new(settings.body_timeout, max_message, max_buffered_bytes(settings)))
-            .layer(AdmissionLayer::new(settings.max_concurrent_calls.get(), self.metrics.calls_in_flight.clone()))
+            .layer(ObserveLayer::new(self.metrics.clone(), settings.request_timeout))
             .layer(AuthLayer::new(self.access))
+            .layer(HygieneLayer::new(settings.body_timeout, max_message, max_buffered_bytes(settings)))
+            .layer(AdmissionLayer::new(
+                settings.max_concurrent_calls.get(),
+                settings.max_public_streams.get(),
+                self.metrics.calls_in_flight.clone(),
+                stopping.clone(),
+            ))
             .add_routes(self.routes)
             .serve_with_incoming_shutdown(incoming, signal);
         let grace = settings.shutdown_grace;
@@ -318,7 +327,6 @@ fn server(settings: &ServerSettings) -> anyhow::Result<Server> {
     let mut server = Server::builder()
         // gRPC-Web from browsers comes over HTTP/1.1 as well as HTTP/2.
         .accept_http1(true)
-        .timeout(settings.request_timeout)
         // hyper's own default (200) is removed by tonic unless set: one connection must not
         // be able to open streams without bound.
         .max_concurrent_streams(Some(settings.max_streams_per_connection.get()))

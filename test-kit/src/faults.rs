@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sea_orm::{ConnectionTrait, Database, DbBackend};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -162,5 +162,50 @@ impl VersionWatch {
             );
         }
         versions.len()
+    }
+}
+
+/// Whether a session of `admin`'s database (PostgreSQL or MariaDB) other than its own has
+/// sat inside a write transaction, without a statement, for a moment, after writing metrics
+/// rows: so it holds the change epoch's row and the rows it upserted. A replica's healthy
+/// transactions move on within milliseconds; one stopped in the middle stays.
+pub async fn write_transaction_left_open(admin: &DatabaseConnection) -> bool {
+    let sql = match admin.get_database_backend() {
+        DbBackend::Postgres => {
+            "SELECT COUNT(*) FROM pg_stat_activity a WHERE datname = current_database() \
+             AND pid <> pg_backend_pid() AND state = 'idle in transaction' \
+             AND now() - state_change > interval '200 milliseconds' \
+             AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid \
+                         AND l.relation = 'product_daily_metrics'::regclass)"
+        }
+        // Past its 200 events: a metrics row written.
+        DbBackend::MySql => {
+            "SELECT COUNT(*) FROM information_schema.innodb_trx t \
+             JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id \
+             WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND p.COMMAND = 'Sleep' AND p.TIME_MS > 200 \
+             AND t.trx_rows_modified > 200"
+        }
+        _ => unreachable!("replicas share a database server"),
+    };
+    let row = admin.query_one_raw(Statement::from_string(admin.get_database_backend(), sql)).await;
+    let n: i64 = row.expect("query").expect("row").try_get_by_index(0).expect("count");
+    n > 0
+}
+
+/// Stops process `pid` (SIGSTOP) at a moment it is inside a write transaction of `admin`'s
+/// database: stopped, looked at, and let go again (SIGCONT) until it is caught so. Returns
+/// the attempts it took.
+pub async fn freeze_inside_a_write_transaction(pid: u32, admin: &DatabaseConnection) -> u32 {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        assert!(attempts < 2_000, "never caught process {pid} inside a write transaction");
+        signal(pid, "STOP");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        if write_transaction_left_open(admin).await {
+            return attempts;
+        }
+        signal(pid, "CONT");
+        tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempts % 7))).await;
     }
 }

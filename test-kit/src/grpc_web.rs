@@ -56,7 +56,7 @@ pub fn frame(message: &impl Message) -> Vec<u8> {
 pub fn request(path: &str, message: &impl Message, extra: &[(&str, &str)], send: Option<usize>) -> Vec<u8> {
     let body = frame(message);
     let mut head = format!(
-        "POST {path} HTTP/1.1\r\nHost: test\r\ncontent-type: application/grpc-web+proto\r\nx-grpc-web: 1\r\n\
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/grpc-web+proto\r\nx-grpc-web: 1\r\n\
          content-length: {}\r\n",
         body.len()
     );

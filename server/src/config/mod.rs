@@ -20,7 +20,7 @@ use crate::app::policy::{Policy, PolicySettings};
 use crate::domain::calendar::RankingCalendar;
 use crate::domain::profile::Weights;
 
-pub use browser::{BrowserSettings, Origins};
+pub use browser::{AllowedHosts, BrowserSettings, Origins};
 pub use bus::BusSettings;
 
 /// Real-time product ranking service over gRPC.
@@ -81,9 +81,17 @@ pub struct ServerSettings {
     )]
     pub max_message_bytes: NonZeroUsize,
 
-    /// Open connections at most; connections beyond it are closed as soon as they are accepted.
+    /// Open connections at most. At the cap a new connection takes the place of the one idle
+    /// longest (no call in progress); when every connection has a call in progress it is
+    /// closed as soon as it is accepted.
     #[arg(long, env = "RANKING_MAX_CONNECTIONS", value_name = "RANKING_MAX_CONNECTIONS", default_value = "10000")]
     pub max_connections: NonZeroUsize,
+
+    /// Streams anyone may open without a token (health Watch, reflection) open at once;
+    /// beyond it they are refused with RESOURCE_EXHAUSTED. Each holds its connection, so
+    /// this bounds the connections unauthenticated peers can keep.
+    #[arg(long, env = "RANKING_MAX_PUBLIC_STREAMS", value_name = "RANKING_MAX_PUBLIC_STREAMS", default_value = "100")]
+    pub max_public_streams: NonZeroUsize,
 
     /// Concurrent HTTP/2 streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS); one
     /// connection can hold at most this many of the call slots.

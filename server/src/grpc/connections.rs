@@ -1,12 +1,19 @@
-//! Connection hygiene below HTTP/2: a cap on open connections, a handshake timeout, an idle
-//! timeout, and closing every connection when the shutdown grace runs out.
+//! Connection hygiene below HTTP: a cap on open connections, a handshake timeout, an idle
+//! timeout, a bound on an HTTP/1.1 request head, and closing every connection when the
+//! shutdown grace runs out.
 //!
-//! [`incoming`] accepts TCP connections and wraps each in a [`TrackedIo`]. A connection
-//! beyond `RANKING_MAX_CONNECTIONS` is closed as soon as it is accepted. A `TrackedIo` fails
-//! its next read (which makes hyper drop the connection) when
+//! [`incoming`] accepts TCP connections and wraps each in a [`TrackedIo`]. At
+//! `RANKING_MAX_CONNECTIONS` a new connection takes the place of the open one idle longest
+//! (no call in progress: it was only holding a slot), and is closed as soon as it is accepted
+//! when every open one has a call in progress. A `TrackedIo` fails its next read (which makes
+//! hyper drop the connection) when
 //! - no call has arrived within the handshake timeout of the accept (TCP, TLS and HTTP/2
 //!   handshakes included), or
 //! - no call has been in progress for the idle timeout, or
+//! - it was chosen to make room for a new connection, or
+//! - an HTTP/1.1 peer sent more than [`MAX_HTTP1_HEAD`] bytes without a request coming of
+//!   them (hyper would buffer ~400 KB of unfinished headers; HTTP/2's header list is bounded
+//!   at 16 KB), or
 //! - the server's `close_all` token is cancelled (the shutdown grace ran out).
 //!
 //! Calls find their connection's [`Activity`] in the request extensions ([`ConnInfo`], put
@@ -16,8 +23,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -48,8 +55,26 @@ pub struct ConnectionMetrics {
     pub open: Gauge,
     /// Closed at accept because the cap was reached.
     pub refused: Counter,
-    /// Closed by the handshake or idle timeout.
+    /// Closed by the handshake or idle timeout, or for an HTTP/1.1 request head too large.
     pub timed_out: Counter,
+    /// Idle connections closed to make room for a new one at the cap.
+    pub evicted: Counter,
+}
+
+/// Bytes an HTTP/1.1 peer may send while no call of its connection is in progress: a request
+/// head (its line and headers, bounded like HTTP/2's 16 KB header list) and the first bytes
+/// of its body.
+pub const MAX_HTTP1_HEAD: usize = 16 * 1024 + 1024;
+
+/// What a connection speaks, told by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// Nothing read yet.
+    Unknown,
+    /// Plaintext HTTP/1.1: its request heads are bounded here.
+    Http1,
+    /// HTTP/2 (the connection preface), or TLS: hyper and h2 bound what they buffer.
+    Other,
 }
 
 /// What the calls of one connection tell its I/O.
@@ -59,6 +84,8 @@ pub struct Activity {
     in_flight: AtomicUsize,
     /// Whether a call has arrived yet.
     called: AtomicBool,
+    /// Calls started so far.
+    started: AtomicU64,
     /// When the last call finished, milliseconds after `epoch`.
     idle_since_ms: AtomicU64,
     epoch: Instant,
@@ -69,6 +96,7 @@ impl Activity {
         Self {
             in_flight: AtomicUsize::new(0),
             called: AtomicBool::new(false),
+            started: AtomicU64::new(0),
             idle_since_ms: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -77,6 +105,7 @@ impl Activity {
     /// A call started on this connection.
     pub fn call_started(&self) {
         self.called.store(true, Ordering::Relaxed);
+        self.started.fetch_add(1, Ordering::AcqRel);
         self.in_flight.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -85,6 +114,16 @@ impl Activity {
         let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.idle_since_ms.store(ms, Ordering::Relaxed);
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// How willingly the connection makes room for a new one, lowest first: one that never
+    /// made a call, then the one idle longest; `None` while a call is in progress.
+    fn eviction_order(&self) -> Option<(bool, Instant)> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let since = self.epoch + Duration::from_millis(self.idle_since_ms.load(Ordering::Relaxed));
+        Some((self.called.load(Ordering::Relaxed), since))
     }
 
     /// When the connection must close if nothing changes, or `None` while a call is in
@@ -109,7 +148,8 @@ pub struct ConnInfo {
     pub activity: Arc<Activity>,
 }
 
-/// A TCP connection that closes itself on timeout or at the end of the shutdown grace.
+/// A TCP connection that closes itself on timeout, when told to make room, or at the end of
+/// the shutdown grace.
 pub struct TrackedIo {
     tcp: TcpStream,
     info: ConnInfo,
@@ -117,6 +157,37 @@ pub struct TrackedIo {
     timer: Pin<Box<Sleep>>,
     closed: Pin<Box<WaitForCancellationFutureOwned>>,
     metrics: ConnectionMetrics,
+    protocol: Protocol,
+    /// Bytes read since a call of this connection last started or was seen in progress.
+    unclaimed: usize,
+    /// The calls started when `unclaimed` was last reset.
+    seen_calls: u64,
+}
+
+/// The open connections, so that one idle can be closed to make room for a new one.
+#[derive(Default)]
+struct Open(Mutex<Vec<(Weak<Activity>, CancellationToken)>>);
+
+impl Open {
+    /// Closes the connection that makes room most willingly ([`Activity::eviction_order`]),
+    /// if any has no call in progress.
+    fn evict_one(&self) -> bool {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(activity, close)| activity.strong_count() > 0 && !close.is_cancelled());
+        let oldest = open
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (activity, _))| Some((i, activity.upgrade()?.eviction_order()?)))
+            .min_by_key(|(_, since)| *since);
+        let Some((i, _)) = oldest else { return false };
+        let (_, close) = open.swap_remove(i);
+        close.cancel();
+        true
+    }
+
+    fn add(&self, activity: &Arc<Activity>, close: CancellationToken) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::downgrade(activity), close));
+    }
 }
 
 impl Drop for TrackedIo {
@@ -129,7 +200,7 @@ impl TrackedIo {
     /// Whether the connection must close now; re-arms the timer otherwise.
     fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
         if self.closed.as_mut().poll(cx).is_ready() {
-            return Some(io::Error::new(io::ErrorKind::ConnectionAborted, "server shutting down"));
+            return Some(io::Error::new(io::ErrorKind::ConnectionAborted, "closed by the server"));
         }
         loop {
             let deadline =
@@ -154,7 +225,40 @@ impl AsyncRead for TrackedIo {
         if let Some(e) = self.expired(cx) {
             return Poll::Ready(Err(e));
         }
-        Pin::new(&mut self.tcp).poll_read(cx, buf)
+        let started = self.info.activity.started.load(Ordering::Acquire);
+        if started != self.seen_calls || self.info.activity.in_flight.load(Ordering::Acquire) > 0 {
+            (self.unclaimed, self.seen_calls) = (0, started);
+        }
+        if self.protocol != Protocol::Http1 {
+            let before = buf.filled().len();
+            let polled = Pin::new(&mut self.tcp).poll_read(cx, buf);
+            if self.protocol == Protocol::Unknown && buf.filled().len() > before {
+                let first = &buf.filled()[before..];
+                // HTTP/2's connection preface, or a TLS record: not bounded here.
+                let other = first.starts_with(b"PRI ") || first[0] == 0x16;
+                self.protocol = if other { Protocol::Other } else { Protocol::Http1 };
+                self.unclaimed = first.len();
+            }
+            return polled;
+        }
+        if self.info.activity.in_flight.load(Ordering::Acquire) > 0 {
+            return Pin::new(&mut self.tcp).poll_read(cx, buf);
+        }
+        // No call in progress: what comes is a request head, read at most up to the bound.
+        let room = MAX_HTTP1_HEAD.saturating_sub(self.unclaimed);
+        if room == 0 {
+            self.metrics.timed_out.inc();
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "HTTP/1.1 request head too large")));
+        }
+        let mut head = [0u8; 4096];
+        let n = room.min(head.len()).min(buf.remaining());
+        let mut part = ReadBuf::new(&mut head[..n]);
+        let polled = Pin::new(&mut self.tcp).poll_read(cx, &mut part);
+        if let Poll::Ready(Ok(())) = polled {
+            buf.put_slice(part.filled());
+            self.unclaimed += part.filled().len();
+        }
+        polled
     }
 }
 
@@ -198,8 +302,9 @@ pub fn incoming(
     metrics: ConnectionMetrics,
     close_all: CancellationToken,
 ) -> impl Stream<Item = Result<TrackedIo, io::Error>> {
+    let open = Arc::new(Open::default());
     futures_util::stream::unfold(listener, move |listener| {
-        let (metrics, close_all) = (metrics.clone(), close_all.clone());
+        let (metrics, close_all, open) = (metrics.clone(), close_all.clone(), open.clone());
         async move {
             loop {
                 let (tcp, remote) = match listener.accept().await {
@@ -213,22 +318,30 @@ pub fn incoming(
                 // The count goes up here and down when the `TrackedIo` is dropped.
                 let now_open = usize::try_from(metrics.open.get()).unwrap_or(0);
                 if now_open >= limits.max_connections {
-                    metrics.refused.inc();
-                    drop(tcp);
-                    continue;
+                    if !open.evict_one() {
+                        metrics.refused.inc();
+                        drop(tcp);
+                        continue;
+                    }
+                    metrics.evicted.inc();
                 }
                 // Without TCP_NODELAY a response's trailers wait for the ACK of its data
                 // frame, which the peer delays by up to 40 ms.
                 let _ = tcp.set_nodelay(true);
                 metrics.open.inc();
                 let activity = Arc::new(Activity::new());
+                let close = close_all.child_token();
+                open.add(&activity, close.clone());
                 let io = TrackedIo {
                     tcp,
                     info: ConnInfo { remote_addr: remote, activity },
                     limits,
                     timer: Box::pin(tokio::time::sleep(limits.handshake_timeout)),
-                    closed: Box::pin(close_all.cancelled_owned()),
+                    closed: Box::pin(close.cancelled_owned()),
                     metrics,
+                    protocol: Protocol::Unknown,
+                    unclaimed: 0,
+                    seen_calls: 0,
                 };
                 return Some((Ok(io), listener));
             }

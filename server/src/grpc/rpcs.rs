@@ -46,6 +46,20 @@ pub struct Rpc {
     pub class: Class,
 }
 
+impl Rpc {
+    /// Whether its request is one message (unary and server-streaming RPCs), received whole
+    /// before the call may take a slot.
+    pub fn one_message(&self) -> bool {
+        self.kind != Kind::BidiStream
+    }
+
+    /// Whether it is a stream anyone may open without a token (health Watch, reflection):
+    /// such streams are held to a small share of the server ([`super::layers::admission`]).
+    pub fn public_stream(&self) -> bool {
+        self.kind != Kind::Unary && matches!(self.class, Class::Health | Class::Reflection)
+    }
+}
+
 /// The ranking service's name.
 pub const RANKING: &str = "ranking.v1.RankingService";
 const HEALTH: &str = "grpc.health.v1.Health";

@@ -189,6 +189,8 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed by the handshake or idle timeout.
     pub connections_timed_out: Counter,
+    /// Idle connections closed to make room for a new one at the cap.
+    pub connections_evicted: Counter,
     /// Snapshot versions installed on this replica.
     pub snapshot_loads: Counter,
     /// Versions not held in memory because they would exceed `RANKING_SNAPSHOT_MAX_ENTRIES`.
@@ -245,6 +247,7 @@ impl Metrics {
         let connections_open = Gauge::default();
         let connections_refused = Counter::default();
         let connections_timed_out = Counter::default();
+        let connections_evicted = Counter::default();
         let snapshot_loads = Counter::default();
         let snapshot_oversize = Counter::default();
         let store_reachable = Family::<StoreLabels, Gauge>::default();
@@ -306,6 +309,11 @@ impl Metrics {
             connections_timed_out.clone(),
         );
         registry.register(
+            "connections_evicted",
+            "Idle connections closed to make room for a new one at RANKING_MAX_CONNECTIONS",
+            connections_evicted.clone(),
+        );
+        registry.register(
             "snapshot_loads",
             "Ranking versions installed in this replica's memory",
             snapshot_loads.clone(),
@@ -355,6 +363,7 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_timed_out,
+            connections_evicted,
             snapshot_loads,
             snapshot_oversize,
             snapshot_versions: Default::default(),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration as Age, Utc};
+use chrono::{DateTime, Duration as Age, Timelike, Utc};
 use ranking_client::tonic::Code;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
@@ -164,7 +164,10 @@ async fn a_retraction_frees_its_actors_slot() {
 async fn the_hourly_ranking_counts_what_the_caps_let_through() {
     let profile = ProfileFile::new(DISTINCT_VIEWERS);
     let mut app = TestApp::spawn(&[&profile.flag()]).await;
-    let at = Utc::now() - Age::seconds(30);
+    // In the current hour, which the hourly read names: at most 30 s ago, never before the
+    // hour began.
+    let now = Utc::now();
+    let at = now - Age::seconds(30).min(Age::seconds(i64::from(now.minute() * 60 + now.second())));
     let mut batch: Vec<v1::Event> = (0..100).map(|i| view_by(&format!("bot-{i}"), 1, "bot", at)).collect();
     batch.extend((0..2).map(|i| view_by(&format!("s-{i}"), 2, &format!("s-{i}"), at)));
     app.record(batch).await;

@@ -20,7 +20,7 @@ use ranking_client::v1;
 use ranking_server::test_support::eventually;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 
-use crate::helpers::faults::{VersionWatch, signal};
+use crate::helpers::faults::{VersionWatch, freeze_inside_a_write_transaction, signal, write_transaction_left_open};
 use crate::helpers::process::ServerProcess;
 use crate::helpers::{TestApp, TestDb, event, rand_u64, settings, test_redis, test_redis_mode};
 
@@ -37,33 +37,6 @@ const LIMIT: &str = "2s";
 fn shared_views(prefix: &str, n: usize) -> Vec<v1::Event> {
     let at = Utc::now() - chrono::Duration::seconds(1);
     (0..n).map(|i| event(&format!("{prefix}-{i}"), 1 + (i as i64 % SHARED), v1::EventType::View, 0, at)).collect()
-}
-
-/// Whether a session of this database other than `admin`'s own has sat inside a
-/// transaction, without a statement, for a moment, after writing metrics rows: the frozen
-/// replica's, holding the change epoch's row and the rows of the shared products (the other
-/// replica writes nothing meanwhile, and its own transactions last milliseconds).
-async fn transaction_left_open(admin: &DatabaseConnection) -> bool {
-    let sql = match admin.get_database_backend() {
-        DbBackend::Postgres => {
-            "SELECT COUNT(*) FROM pg_stat_activity a WHERE datname = current_database() \
-             AND pid <> pg_backend_pid() AND state = 'idle in transaction' \
-             AND now() - state_change > interval '200 milliseconds' \
-             AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid \
-                         AND l.relation = 'product_daily_metrics'::regclass)"
-        }
-        // Past its 200 events: a metrics row written.
-        DbBackend::MySql => {
-            "SELECT COUNT(*) FROM information_schema.innodb_trx t \
-             JOIN information_schema.processlist p ON p.ID = t.trx_mysql_thread_id \
-             WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND p.COMMAND = 'Sleep' AND p.TIME_MS > 200 \
-             AND t.trx_rows_modified > 200"
-        }
-        _ => unreachable!("replicas share a database server"),
-    };
-    let row = admin.query_one_raw(Statement::from_string(admin.get_database_backend(), sql)).await;
-    let n: i64 = row.expect("query").expect("row").try_get_by_index(0).expect("count");
-    n > 0
 }
 
 /// `(events stored, Σ views of every metrics row)`: equal when no event counted twice.
@@ -159,19 +132,7 @@ async fn a_replica_frozen_inside_its_write_transaction_holds_the_others_at_most_
         VersionWatch::start(ranking_client::connect(format!("http://{}", frozen.addr)).await.expect("client")),
         VersionWatch::start(other.client.clone()),
     ];
-    // Frozen the moment its transaction is caught open: stopped, then looked at.
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        assert!(attempts < 2_000, "never caught the replica inside a transaction");
-        signal(frozen.pid(), "STOP");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        if transaction_left_open(&admin).await {
-            break;
-        }
-        signal(frozen.pid(), "CONT");
-        tokio::time::sleep(Duration::from_millis(attempts % 7)).await;
-    }
+    freeze_inside_a_write_transaction(frozen.pid(), &admin).await;
     let woken_at = tokio::time::Instant::now() + FREEZE;
 
     // The other replica's work on the very rows the frozen transaction holds.
@@ -194,7 +155,7 @@ async fn a_replica_frozen_inside_its_write_transaction_holds_the_others_at_most_
     let done = tokio::time::timeout_at(woken_at, work).await;
     let mut rolled_back = false;
     while !rolled_back && tokio::time::Instant::now() < woken_at {
-        rolled_back = !transaction_left_open(&admin).await;
+        rolled_back = !write_transaction_left_open(&admin).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     signal(frozen.pid(), "CONT");

@@ -62,9 +62,9 @@ async fn every_call_is_counted_in_the_standard_families() {
     assert_eq!(v(unary("grpc_server_handled_total", "GetTopN", Some("OK"))), 2.0);
     assert_eq!(v(unary("grpc_server_handled_total", "GetTopN", Some("Unauthenticated"))), 1.0);
     assert_eq!(v(unary("grpc_server_handled_total", "GetRank", Some("InvalidArgument"))), 1.0);
-    // Every request message is read (before the token is checked); answers only for calls
-    // that had one.
-    assert_eq!(v(unary("grpc_server_msg_received_total", "GetTopN", None)), 3.0);
+    // The token is checked before the request message is read: the refused call's is never
+    // received. Answers only for calls that had one.
+    assert_eq!(v(unary("grpc_server_msg_received_total", "GetTopN", None)), 2.0);
     assert_eq!(v(unary("grpc_server_msg_sent_total", "GetTopN", None)), 2.0);
     assert_eq!(v(unary("grpc_server_handling_seconds_count", "GetTopN", None)), 3.0);
     assert_eq!(v(stream("grpc_server_started_total", None)), 1.0);

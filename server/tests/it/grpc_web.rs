@@ -144,7 +144,7 @@ async fn every_rpc_answers_over_grpc_web_as_over_grpc_behind_the_same_tokens() {
 async fn preflight(addr: SocketAddr, origin: &str) -> Answer {
     let mut tcp = TcpStream::connect(addr).await.expect("connect");
     let request = format!(
-        "OPTIONS /ranking.v1.RankingService/GetTopN HTTP/1.1\r\nHost: test\r\nOrigin: {origin}\r\n\
+        "OPTIONS /ranking.v1.RankingService/GetTopN HTTP/1.1\r\nHost: localhost\r\nOrigin: {origin}\r\n\
          Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type,x-grpc-web,authorization\r\n\
          Connection: close\r\n\r\n"
     );
@@ -216,7 +216,7 @@ async fn hostile_http1_peers_are_bounded_as_http2_ones_are() {
 
     // A header block of a megabyte is refused without being served.
     let mut huge = TcpStream::connect(app.addr).await.expect("connect");
-    let mut request = b"POST /ranking.v1.RankingService/GetTopN HTTP/1.1\r\nHost: test\r\nx-pad: ".to_vec();
+    let mut request = b"POST /ranking.v1.RankingService/GetTopN HTTP/1.1\r\nHost: localhost\r\nx-pad: ".to_vec();
     request.extend(std::iter::repeat_n(b'a', 1 << 20));
     let _ = huge.write_all(&request).await; // the server may close before it has read it all
     let mut raw = Vec::new();

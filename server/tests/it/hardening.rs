@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 
 use crate::helpers::{TestApp, metric_value};
 
-use ranking_server::test_support::{EVENTUALLY, grpc_request};
+use ranking_server::test_support::{EVENTUALLY, eventually, grpc_request};
 
 /// The grpc-status of a raw response (headers of a trailers-only answer, else trailers).
 async fn grpc_status(response: h2::client::ResponseFuture) -> i32 {
@@ -96,12 +96,36 @@ async fn idle_and_silent_connections_are_closed_and_the_cap_refuses_the_rest() {
     assert!(metric_value(&metrics, "ranking_connections_timed_out_total") >= 2.0, "{metrics}");
     app.stop().await;
 
-    let app = TestApp::spawn(&["--max-connections=2", "--handshake-timeout=1h", "--shutdown-grace=1s"]).await;
-    // The test client holds one connection; one more fills the cap.
-    let _second = TcpStream::connect(app.addr).await.expect("connect");
-    let third = TcpStream::connect(app.addr).await.expect("the kernel accepts");
-    assert!(closed_by_server(third).await, "beyond the cap a connection is closed at once");
+    let app =
+        TestApp::spawn(&["--max-connections=2", "--handshake-timeout=1h", "--body-timeout=1h", "--shutdown-grace=1s"])
+            .await;
+    // The test client holds one connection (with a call made); a silent one fills the cap.
+    // A newcomer takes the place of the silent one, which never made a call.
+    app.client.clone().get_top_n(v1::GetTopNRequest::default()).await.expect("a call");
+    let silent = TcpStream::connect(app.addr).await.expect("connect");
+    let newcomer = TcpStream::connect(app.addr).await.expect("connect");
+    assert!(closed_by_server(silent).await, "at the cap an idle connection makes room for a new one");
+    // Both open connections busy: the client's with a watch, the newcomer's with a call
+    // whose message never ends. Now nothing can make room: the next one is closed at once.
+    let mut client = app.client.clone();
+    let _watch = client.watch_top_n(v1::WatchTopNRequest::default()).await.expect("watch");
+    let (h2, connection) = h2::client::handshake(newcomer).await.expect("handshake");
+    let _connection = tokio::spawn(connection);
+    let mut h2 = h2.ready().await.expect("ready");
+    let (_pending, mut body) =
+        h2.send_request(grpc_request(app.addr, "/grpc.health.v1.Health/Check"), false).expect("send");
+    body.send_data(Bytes::from_static(&[0, 0, 0]), false).expect("half a message");
+    eventually("the newcomer's call is in progress", || async {
+        let metrics = app.scrape_metrics().await;
+        metrics.lines().any(|l| {
+            l.starts_with("grpc_server_started_total{") && l.contains("grpc_method=\"Check\"") && !l.ends_with(" 0")
+        })
+    })
+    .await;
+    let refused = TcpStream::connect(app.addr).await.expect("the kernel accepts");
+    assert!(closed_by_server(refused).await, "beyond the cap, with every connection busy, a connection is closed");
     let metrics = app.scrape_metrics().await;
+    assert!(metric_value(&metrics, "ranking_connections_evicted_total") >= 1.0, "{metrics}");
     assert!(metric_value(&metrics, "ranking_connections_refused_total") >= 1.0, "{metrics}");
     app.stop().await;
 }

@@ -24,6 +24,7 @@ mod frozen;
 mod grpc_metrics;
 mod grpc_web;
 mod hardening;
+mod hostile_web;
 use ranking_test_kit as helpers;
 mod kafka_faults;
 mod ledger;

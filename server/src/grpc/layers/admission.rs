@@ -1,6 +1,11 @@
 //! [`AdmissionLayer`]: a bound on calls in progress; calls beyond it are refused at once
 //! (RESOURCE_EXHAUSTED) rather than queued. Health checks are not counted, so a flood cannot
 //! make a healthy server look dead.
+//!
+//! Streams anyone may open without a token (health Watch, reflection) have a bound of their
+//! own, `RANKING_MAX_PUBLIC_STREAMS`, held for the stream's whole life: each keeps its
+//! connection open, so without it a crowd of them would hold every connection of the cap
+//! for as long as they like.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,6 +13,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use prometheus_client::metrics::gauge::Gauge;
+use tokio_util::sync::CancellationToken;
 use tonic::codegen::http;
 use tower::{Layer, Service};
 
@@ -19,14 +25,23 @@ use crate::grpc::rpcs::{self, Class};
 #[derive(Clone)]
 pub struct AdmissionLayer {
     permits: Arc<tokio::sync::Semaphore>,
+    public_streams: Arc<tokio::sync::Semaphore>,
     in_flight: Gauge,
+    /// Cancelled when the server starts to stop: public streams end then.
+    stopping: CancellationToken,
 }
 
 impl AdmissionLayer {
-    /// Admits at most `max_in_flight` calls at once (process-wide: clones share the bound),
-    /// counting them in `in_flight`.
-    pub fn new(max_in_flight: usize, in_flight: Gauge) -> Self {
-        Self { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight)), in_flight }
+    /// Admits at most `max_in_flight` calls and `max_public_streams` streams without a token
+    /// at once (process-wide: clones share the bounds), counting the calls in `in_flight`;
+    /// the public streams end with UNAVAILABLE once `stopping` is cancelled.
+    pub fn new(max_in_flight: usize, max_public_streams: usize, in_flight: Gauge, stopping: CancellationToken) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight)),
+            public_streams: Arc::new(tokio::sync::Semaphore::new(max_public_streams)),
+            in_flight,
+            stopping,
+        }
     }
 }
 
@@ -34,7 +49,7 @@ impl<S> Layer<S> for AdmissionLayer {
     type Service = Admission<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Admission { inner, permits: self.permits.clone(), in_flight: self.in_flight.clone() }
+        Admission { inner, layer: self.clone() }
     }
 }
 
@@ -42,8 +57,45 @@ impl<S> Layer<S> for AdmissionLayer {
 #[derive(Clone)]
 pub struct Admission<S> {
     inner: S,
-    permits: Arc<tokio::sync::Semaphore>,
-    in_flight: Gauge,
+    layer: AdmissionLayer,
+}
+
+/// A public stream's response: its body until the server starts to stop, then (after a
+/// message already waiting) UNAVAILABLE trailers, so the peer reconnects elsewhere rather
+/// than holding the process for the whole shutdown grace; its permit rides along.
+struct PublicStream {
+    inner: tonic::body::Body,
+    stopping: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    ended: bool,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl http_body::Body for PublicStream {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_ready() || this.stopping.as_mut().poll(cx).is_pending() {
+            return polled;
+        }
+        this.ended = true;
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("14"));
+        trailers.insert("grpc-message", http::HeaderValue::from_static("server%20shutting%20down"));
+        Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
 }
 
 /// Paths that bypass admission: the health check must answer while ordinary calls are
@@ -61,12 +113,11 @@ impl Drop for GaugeGuard {
     }
 }
 
-impl<S, B, RB> Service<http::Request<B>> for Admission<S>
+impl<S, B> Service<http::Request<B>> for Admission<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
-    RB: Default + Send + 'static,
     B: Send + 'static,
 {
     type Response = S::Response;
@@ -78,17 +129,33 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if rpcs::of(request.uri().path()).is_some_and(rpcs::Rpc::public_stream) {
+            let Ok(permit) = self.layer.public_streams.clone().try_acquire_owned() else {
+                let refused = crate::grpc::error::shed(
+                    "too many health watches and reflection streams open (RANKING_MAX_PUBLIC_STREAMS); retry with backoff",
+                );
+                return Box::pin(std::future::ready(Ok(refused.into_http())));
+            };
+            let mut inner = ready(&mut self.inner);
+            let stopping = Box::pin(self.layer.stopping.clone().cancelled_owned());
+            return Box::pin(async move {
+                let response = inner.call(request).await?;
+                Ok(response.map(|inner| {
+                    tonic::body::Body::new(PublicStream { inner, stopping, ended: false, _permit: permit })
+                }))
+            });
+        }
         if bypasses_admission(request.uri().path()) {
             let mut inner = ready(&mut self.inner);
             return Box::pin(async move { inner.call(request).await });
         }
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+        let Ok(permit) = self.layer.permits.clone().try_acquire_owned() else {
             let refused = crate::grpc::error::shed("server is at its concurrent-call limit; retry with backoff");
             return Box::pin(std::future::ready(Ok(refused.into_http())));
         };
         let mut inner = ready(&mut self.inner);
-        self.in_flight.inc();
-        let counted = GaugeGuard(self.in_flight.clone());
+        self.layer.in_flight.inc();
+        let counted = GaugeGuard(self.layer.in_flight.clone());
         Box::pin(async move {
             let response = inner.call(request).await;
             drop(permit);

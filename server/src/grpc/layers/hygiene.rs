@@ -1,8 +1,12 @@
 //! [`HygieneLayer`]: counts the call on its connection (for the idle timeout), and waits for
-//! the whole request message of a unary call, within `RANKING_BODY_TIMEOUT` and
-//! `RANKING_MAX_MESSAGE_BYTES` and a process-wide budget of buffered bytes, before the call
-//! may take a slot: a stream whose message never comes costs no slot and goes away after
-//! the body timeout.
+//! the whole request message of a unary or server-streaming call, within
+//! `RANKING_BODY_TIMEOUT` and `RANKING_MAX_MESSAGE_BYTES` and a process-wide budget of
+//! buffered bytes, before the call may take a slot: a stream whose message never comes costs
+//! no slot and goes away after the body timeout. It runs after authentication, so no byte of
+//! a body is buffered (and no `100 Continue` sent) for a caller without the right token.
+//!
+//! Request values are never echoed back at length: a compressed request (this server takes
+//! none) is refused with a fixed message rather than one quoting its `grpc-encoding`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +18,7 @@ use tower::{Layer, Service};
 
 use super::ready;
 use super::tapped::{Tap, Tapped};
-use crate::grpc::rpcs::{self, Kind};
+use crate::grpc::rpcs;
 
 /// Where the calls of a connection are counted and how long and large a request message
 /// may be.
@@ -82,11 +86,16 @@ pub struct Hygiene<S> {
     settings: HygieneLayer,
 }
 
-/// Unary RPCs, whose request is one message: their body is awaited before admission.
-/// Streaming RPCs (WatchTopN, health Watch, reflection) pass through as they are, and so do
-/// paths that are no RPC of this server (the router refuses them without reading a byte).
-fn is_unary(path: &str) -> bool {
-    rpcs::of(path).is_some_and(|rpc| rpc.kind == Kind::Unary)
+/// RPCs whose request is one message (unary, WatchTopN, health Watch): their body is awaited
+/// before admission. Reflection's two-way streams pass through as they are, and so do paths
+/// that are no RPC of this server (the router refuses them without reading a byte).
+fn one_message(path: &str) -> bool {
+    rpcs::of(path).is_some_and(rpcs::Rpc::one_message)
+}
+
+/// Whether a request says its message is compressed (`grpc-encoding` other than identity).
+fn compressed<B>(request: &http::Request<B>) -> bool {
+    request.headers().get("grpc-encoding").is_some_and(|e| e.as_bytes() != b"identity")
 }
 
 /// The connection activity of a request (plaintext or TLS).
@@ -117,6 +126,7 @@ enum BodyRefusal {
     TooLarge,
     TooSlow,
     Busy,
+    Malformed,
     Broken(String),
 }
 
@@ -130,7 +140,15 @@ impl HygieneLayer {
             let mut body = std::pin::pin!(body);
             let mut parts = bytes::BytesMut::new();
             while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| BodyRefusal::Broken(e.to_string()))?;
+                let frame = frame.map_err(|e| {
+                    // gRPC-Web's decoding of the body (grpc-web-text is base64) failed: the
+                    // caller sent something malformed, not a broken stream.
+                    if e.code() == tonic::Code::Internal && e.message().starts_with("tonic-web:") {
+                        BodyRefusal::Malformed
+                    } else {
+                        BodyRefusal::Broken(e.to_string())
+                    }
+                })?;
                 let Ok(data) = frame.into_data() else { continue };
                 if parts.len() + data.len() > self.max_body_bytes {
                     return Err(BodyRefusal::TooLarge);
@@ -170,10 +188,14 @@ where
             a.call_started();
         }
         let guard = CallGuard(activity);
-        let unary = is_unary(request.uri().path());
+        let one_message = one_message(request.uri().path());
+        if compressed(&request) {
+            let refused = tonic::Status::unimplemented("compressed requests are not supported (grpc-encoding)");
+            return Box::pin(std::future::ready(Ok(refused.into_http())));
+        }
         Box::pin(async move {
             let mut share = None;
-            let request = if unary {
+            let request = if one_message {
                 let (parts, body) = request.into_parts();
                 match settings.receive(body).await {
                     Ok((bytes, held)) => {
@@ -192,6 +214,9 @@ where
                             )),
                             BodyRefusal::Busy => crate::grpc::error::shed(
                                 "server is receiving too many request messages; retry with backoff",
+                            ),
+                            BodyRefusal::Malformed => tonic::Status::invalid_argument(
+                                "request body is not valid gRPC-Web (grpc-web-text must be base64)",
                             ),
                             BodyRefusal::Broken(why) => {
                                 tonic::Status::cancelled(format!("request stream broken: {why}"))

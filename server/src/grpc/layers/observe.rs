@@ -2,12 +2,17 @@
 //! with method, status code and latency, and the RPC metrics: the service's own
 //! (`ranking_rpc_*`) and the standard go-grpc-prometheus families ([`super::standard`]).
 //! Names come from the RPC table, never from the request path.
+//!
+//! It also holds the call's deadline: `RANKING_REQUEST_TIMEOUT`, or the caller's
+//! `grpc-timeout` when sooner. Held here, inside gRPC-Web's translation, a call that runs out
+//! is answered as the caller spoke (gRPC-Web with its CORS headers included) and counted
+//! like any other; the transport's own deadline would answer it as plain gRPC, uncounted.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tonic::codegen::http;
 use tower::{Layer, Service};
@@ -21,12 +26,13 @@ use crate::metrics::Metrics;
 #[derive(Clone)]
 pub struct ObserveLayer {
     metrics: Arc<Metrics>,
+    request_timeout: Duration,
 }
 
 impl ObserveLayer {
-    /// A layer recording into `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        Self { metrics }
+    /// A layer recording into `metrics`, ending calls after `request_timeout`.
+    pub fn new(metrics: Arc<Metrics>, request_timeout: Duration) -> Self {
+        Self { metrics, request_timeout }
     }
 }
 
@@ -34,15 +40,46 @@ impl<S> Layer<S> for ObserveLayer {
     type Service = Observe<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Observe { inner, metrics: self.metrics.clone() }
+        Observe { inner, metrics: self.metrics.clone(), request_timeout: self.request_timeout }
     }
 }
 
-/// Times a call and records its outcome.
+/// Times a call, records its outcome and holds its deadline.
 #[derive(Clone)]
 pub struct Observe<S> {
     inner: S,
     metrics: Arc<Metrics>,
+    request_timeout: Duration,
+}
+
+/// The caller's `grpc-timeout` (at most 8 digits and a unit, as the gRPC spec writes it),
+/// `None` when absent or malformed.
+fn caller_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3_600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// How long a call may run: the server's limit, or the caller's deadline when sooner. The
+/// transport holds the caller's deadline too, from a moment before this one: this one is a
+/// tick earlier, so that it is this layer's answer the caller gets.
+fn call_deadline(headers: &http::HeaderMap, request_timeout: Duration) -> Duration {
+    match caller_timeout(headers) {
+        Some(caller) => request_timeout.min(caller.saturating_sub(Duration::from_millis(2))),
+        None => request_timeout,
+    }
 }
 
 /// Reads propagation fields from HTTP/2 request headers.
@@ -74,6 +111,7 @@ where
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let mut inner = ready(&mut self.inner);
         let metrics = self.metrics.clone();
+        let deadline = call_deadline(request.headers(), self.request_timeout);
         // One look-up of the RPC table names the span, the service's own metrics and the
         // standard families.
         let call = Arc::new(standard::Call::start(metrics.clone(), request.uri().path()));
@@ -93,7 +131,13 @@ where
         Box::pin(
             async move {
                 let started = Instant::now();
-                let result = inner.call(request).await;
+                let result = match tokio::time::timeout(deadline, inner.call(request)).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(tonic::Status::deadline_exceeded(format!(
+                        "the call did not finish within {deadline:?} (the caller's deadline or RANKING_REQUEST_TIMEOUT)"
+                    ))
+                    .into_http()),
+                };
                 let code = match &result {
                     // The headers of a trailers-only (error) response carry its status; an
                     // answer's comes in the trailers, and OK is what it will say here.
@@ -140,6 +184,20 @@ pub fn code_name(code: tonic::Code) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callers_deadline_shortens_the_servers() {
+        let mut headers = http::HeaderMap::new();
+        let server = Duration::from_secs(30);
+        assert_eq!(call_deadline(&headers, server), server);
+        for (value, expected) in
+            [("100m", Some(98)), ("2S", Some(1_998)), ("1H", None), ("x", None), ("123456789m", None)]
+        {
+            headers.insert("grpc-timeout", value.parse().expect("value"));
+            let deadline = expected.map_or(server, Duration::from_millis);
+            assert_eq!(call_deadline(&headers, server), deadline, "{value}");
+        }
+    }
 
     #[test]
     fn code_names_match_their_debug_form() {

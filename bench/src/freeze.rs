@@ -1,0 +1,189 @@
+//! `freeze REDIS`: what one replica frozen inside its write transaction costs the others.
+//!
+//! Two release replicas over one throwaway database (PostgreSQL, then MariaDB) and `REDIS`,
+//! both taking batches of 200 views of the same 50 products (so every batch of either locks
+//! the rows of the other's), live passes every second. Replica A is stopped (SIGSTOP) at a
+//! moment it is caught inside its write transaction and kept so for 30 s; replica B's
+//! RecordEvents calls are timed throughout, a Recompute is asked of B just after the freeze,
+//! and B's first live version after the freeze is waited for. The same with no freeze is the
+//! baseline; each engine runs under `RANKING_SQL_TX_TIMEOUT` 5 s (the default) and 2 s.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use ranking_client::v1;
+use sea_orm::{ConnectionTrait, Database};
+
+use crate::helpers::faults::{freeze_inside_a_write_transaction, signal};
+use crate::helpers::process::ServerProcess;
+use crate::helpers::{event, mariadb, pg};
+
+/// Products both replicas write.
+const SHARED: i64 = 50;
+/// How long replica A stays frozen.
+const FREEZE: Duration = Duration::from_secs(30);
+
+/// Views of the shared products, ids `{prefix}-{i}`.
+fn views(prefix: &str) -> Vec<v1::Event> {
+    let at = Utc::now() - chrono::Duration::seconds(1);
+    (0..200).map(|i| event(&format!("{prefix}-{i}"), 1 + i % SHARED, v1::EventType::View, 0, at)).collect()
+}
+
+/// A channel without a call deadline (a call may span the freeze).
+async fn client(addr: std::net::SocketAddr) -> crate::Client {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).expect("endpoint");
+    v1::ranking_service_client::RankingServiceClient::new(endpoint.connect().await.expect("connect"))
+}
+
+/// Batches sent back to back until `stop`, each retried until acknowledged: every call's
+/// start (since `origin`) and seconds, and the codes of the calls refused.
+async fn produce(
+    addr: std::net::SocketAddr,
+    name: String,
+    origin: Instant,
+    stop: Arc<AtomicBool>,
+) -> (Vec<(f64, f64)>, Vec<tonic::Code>) {
+    let mut client = client(addr).await;
+    let (mut calls, mut refused) = (Vec::new(), Vec::new());
+    let mut batch = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let events = views(&format!("{name}-{batch}"));
+        loop {
+            let started = Instant::now();
+            let answer = client.record_events(v1::RecordEventsRequest { events: events.clone() }).await;
+            calls.push(((started - origin).as_secs_f64(), started.elapsed().as_secs_f64()));
+            match answer {
+                Ok(_) => break,
+                Err(status) => refused.push(status.code()),
+            }
+        }
+        batch += 1;
+    }
+    (calls, refused)
+}
+
+/// The version B serves now.
+async fn version(client: &mut crate::Client) -> u64 {
+    client.get_top_n(v1::GetTopNRequest { limit: 1, ..Default::default() }).await.map_or(0, |t| t.into_inner().version)
+}
+
+/// What one run measured.
+struct Run {
+    /// B's longest RecordEvents call that started after the freeze (the whole run without one).
+    longest_call: f64,
+    /// B's calls refused.
+    refused: usize,
+    /// Seconds from the freeze to B's first new live version.
+    first_version: f64,
+    /// B's Recompute asked just after the freeze.
+    recompute: f64,
+    /// A's calls refused (its interrupted batch).
+    frozen_refused: Vec<tonic::Code>,
+    /// Attempts it took to catch A inside a transaction.
+    attempts: u32,
+}
+
+async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
+    let prefix = format!("bench-freeze-{:x}", crate::helpers::rand_u64());
+    let env = |live: &str| {
+        vec![
+            ("DATABASE_URL", url.to_string()),
+            ("REDIS_URL", redis.to_string()),
+            ("RANKING_REDIS_PREFIX", prefix.clone()),
+            ("RANKING_RECOMPUTE_INTERVAL", "0".to_string()),
+            ("RANKING_LIVE_INTERVAL", live.to_string()),
+            ("RANKING_SQL_TX_TIMEOUT", limit.to_string()),
+        ]
+    };
+    let a = ServerProcess::start(&env("0")).await;
+    let b = ServerProcess::start(&env("1s")).await;
+    let admin = Database::connect(url).await.expect("admin connection");
+    let origin = Instant::now();
+    let (stop_a, stop_b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let run_id = crate::helpers::rand_u64();
+    let producer_a = tokio::spawn(produce(a.addr, format!("a{run_id:x}"), origin, stop_a.clone()));
+    let producer_b = tokio::spawn(produce(b.addr, format!("b{run_id:x}"), origin, stop_b.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut attempts = 0;
+    if freeze {
+        attempts = freeze_inside_a_write_transaction(a.pid(), &admin).await;
+    }
+    let frozen_at = Instant::now();
+    let mut b_client = client(b.addr).await;
+    let before = version(&mut b_client).await;
+    let recompute = {
+        let mut c = b_client.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            c.recompute(v1::RecomputeRequest::default()).await.expect("recompute on B");
+            started.elapsed().as_secs_f64()
+        })
+    };
+    let mut first_version = f64::NAN;
+    while frozen_at.elapsed() < FREEZE {
+        if first_version.is_nan() && version(&mut b_client).await > before {
+            first_version = frozen_at.elapsed().as_secs_f64();
+        }
+        if !first_version.is_nan() && recompute.is_finished() && frozen_at.elapsed() > Duration::from_secs(12) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if freeze {
+        signal(a.pid(), "CONT");
+    }
+    let recompute = recompute.await.expect("recompute joined");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop_a.store(true, Ordering::Relaxed);
+    stop_b.store(true, Ordering::Relaxed);
+    let (_, frozen_refused) = producer_a.await.expect("producer A");
+    let (calls, refused) = producer_b.await.expect("producer B");
+    let since = (frozen_at - origin).as_secs_f64();
+    let longest_call = calls.iter().filter(|(at, _)| *at >= since - 1.0).map(|(_, s)| *s).fold(0.0, f64::max);
+    for server in [a, b] {
+        server.terminate();
+        server.wait().await;
+    }
+    let conn = crate::helpers::redis_connection(redis, ranking_server::adapters::redis::RedisMode::Single);
+    crate::helpers::delete_keys(&conn, &prefix).await;
+    Run { longest_call, refused: refused.len(), first_version, recompute, frozen_refused, attempts }
+}
+
+pub async fn bench_freeze(redis: &str) {
+    println!("\n## A replica frozen inside its write transaction (SIGSTOP, {} s)\n", FREEZE.as_secs());
+    println!(
+        "| engine | RANKING_SQL_TX_TIMEOUT | freeze | B's longest RecordEvents s | B's calls refused | B's first live version after s | B's Recompute s | A's interrupted caller | attempts to catch A |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---|---:|");
+    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
+    let maria = mariadb::ThrowawayMariaDb::start().expect("MariaDB server binaries");
+    for (engine, server_url) in [("PostgreSQL", pg.url()), ("MariaDB", maria.url())] {
+        for limit in ["5s", "2s"] {
+            for freeze in [false, true] {
+                // A database of its own per run: migrations applied by the first replica.
+                let name = format!("freeze_{:x}", crate::helpers::rand_u64());
+                let admin = Database::connect(&server_url).await.expect("admin");
+                admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
+                let url = format!("{}/{name}", server_url.rsplit_once('/').expect("a database path").0);
+                let r = run(&url, redis, limit, freeze).await;
+                let caller = match (freeze, r.frozen_refused.as_slice()) {
+                    (false, _) => "—".to_string(),
+                    (true, []) => "retry not needed".to_string(),
+                    (true, codes) => format!("{codes:?}, then retried: OK"),
+                };
+                println!(
+                    "| {engine} | {limit} | {} | {:.2} | {} | {:.2} | {:.2} | {caller} | {} |",
+                    if freeze { "A frozen" } else { "none" },
+                    r.longest_call,
+                    r.refused,
+                    r.first_version,
+                    r.recompute,
+                    r.attempts
+                );
+            }
+        }
+    }
+}

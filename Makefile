@@ -143,6 +143,7 @@ bench:
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) fencing 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	$(BENCH) freeze $(REDIS_URL_TEST) | tee -a target/bench-report.md
+	$(BENCH) hostile-web | tee -a target/bench-report.md
 	$(BENCH) watch $(REDIS_URL_TEST) | tee -a target/bench-report.md
 
 ## k6 load scenarios (loadtest/) against a running server at ENDPOINT (default

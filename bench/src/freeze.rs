@@ -5,8 +5,9 @@
 //! the rows of the other's), live passes every second. Replica A is stopped (SIGSTOP) at a
 //! moment it is caught inside its write transaction and kept so for 30 s; replica B's
 //! RecordEvents calls are timed throughout, a Recompute is asked of B just after the freeze,
-//! and B's first live version after the freeze is waited for. The same with no freeze is the
-//! baseline; each engine runs under `RANKING_SQL_TX_TIMEOUT` 5 s (the default) and 2 s.
+//! and views of a new product recorded on B just after the freeze are waited for in B's
+//! served ranking (the write, then a live pass). The same with no freeze is the baseline;
+//! each engine runs under `RANKING_SQL_TX_TIMEOUT` 5 s (the default) and 2 s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,9 +65,12 @@ async fn produce(
     (calls, refused)
 }
 
-/// The version B serves now.
-async fn version(client: &mut crate::Client) -> u64 {
-    client.get_top_n(v1::GetTopNRequest { limit: 1, ..Default::default() }).await.map_or(0, |t| t.into_inner().version)
+/// The product recorded on B just after the freeze, in no ranking before.
+const MARKER: i64 = 9_999;
+
+/// Whether B serves [`MARKER`] in today's ranking.
+async fn marker_is_served(client: &mut crate::Client) -> bool {
+    client.get_rank(v1::GetRankRequest { product_id: MARKER, ..Default::default() }).await.is_ok()
 }
 
 /// What one run measured.
@@ -75,8 +79,8 @@ struct Run {
     longest_call: f64,
     /// B's calls refused.
     refused: usize,
-    /// Seconds from the freeze to B's first new live version.
-    first_version: f64,
+    /// Seconds from the freeze to B serving the views it recorded just after it.
+    marker_served: f64,
     /// B's Recompute asked just after the freeze.
     recompute: f64,
     /// A's calls refused (its interrupted batch).
@@ -113,7 +117,12 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
     }
     let frozen_at = Instant::now();
     let mut b_client = client(b.addr).await;
-    let before = version(&mut b_client).await;
+    let marker = {
+        let mut c = b_client.clone();
+        let at = Utc::now();
+        let events = (0..300).map(|i| event(&format!("m{run_id:x}-{i}"), MARKER, v1::EventType::View, 0, at)).collect();
+        tokio::spawn(async move { c.record_events(v1::RecordEventsRequest { events }).await.map(drop) })
+    };
     let recompute = {
         let mut c = b_client.clone();
         tokio::spawn(async move {
@@ -122,16 +131,17 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
             started.elapsed().as_secs_f64()
         })
     };
-    let mut first_version = f64::NAN;
+    let mut marker_served = f64::NAN;
     while frozen_at.elapsed() < FREEZE {
-        if first_version.is_nan() && version(&mut b_client).await > before {
-            first_version = frozen_at.elapsed().as_secs_f64();
+        if marker_served.is_nan() && marker_is_served(&mut b_client).await {
+            marker_served = frozen_at.elapsed().as_secs_f64();
         }
-        if !first_version.is_nan() && recompute.is_finished() && frozen_at.elapsed() > Duration::from_secs(12) {
+        if !marker_served.is_nan() && recompute.is_finished() && frozen_at.elapsed() > Duration::from_secs(12) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    marker.await.expect("marker joined").expect("the marker's views recorded on B");
     if freeze {
         signal(a.pid(), "CONT");
     }
@@ -149,13 +159,13 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
     }
     let conn = crate::helpers::redis_connection(redis, ranking_server::adapters::redis::RedisMode::Single);
     crate::helpers::delete_keys(&conn, &prefix).await;
-    Run { longest_call, refused: refused.len(), first_version, recompute, frozen_refused, attempts }
+    Run { longest_call, refused: refused.len(), marker_served, recompute, frozen_refused, attempts }
 }
 
 pub async fn bench_freeze(redis: &str) {
     println!("\n## A replica frozen inside its write transaction (SIGSTOP, {} s)\n", FREEZE.as_secs());
     println!(
-        "| engine | RANKING_SQL_TX_TIMEOUT | freeze | B's longest RecordEvents s | B's calls refused | B's first live version after s | B's Recompute s | A's interrupted caller | attempts to catch A |"
+        "| engine | RANKING_SQL_TX_TIMEOUT | freeze | B's longest RecordEvents s | B's calls refused | B's new views served after s | B's Recompute s | A's interrupted caller | attempts to catch A |"
     );
     println!("|---|---|---|---:|---:|---:|---:|---|---:|");
     let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
@@ -179,7 +189,7 @@ pub async fn bench_freeze(redis: &str) {
                     if freeze { "A frozen" } else { "none" },
                     r.longest_call,
                     r.refused,
-                    r.first_version,
+                    r.marker_served,
                     r.recompute,
                     r.attempts
                 );

@@ -12,6 +12,7 @@ mod fencing;
 mod freeze;
 mod grpc_web;
 mod hostile;
+mod hostile_web;
 mod ingest;
 mod live;
 mod profiles;
@@ -235,6 +236,8 @@ enum Scenario {
         /// Comma-separated seed URLs of the cluster.
         seeds: String,
     },
+    /// The HTTP/1.1 and gRPC-Web attacks against release servers started here.
+    HostileWeb,
     /// Hostile peers against a running server (its address and pid).
     Hostile { addr: std::net::SocketAddr, pid: u32 },
     /// Reads while hostile peers hold connections (server pid, Redis pid).
@@ -306,6 +309,7 @@ async fn run(scenario: Scenario) {
         Scenario::Fencing { products, redis, seeds } => fencing::bench_fencing(products, &redis, &seeds).await,
         Scenario::Freeze { redis } => freeze::bench_freeze(&redis).await,
         Scenario::Hostile { addr, pid } => hostile::bench_hostile(addr, pid).await,
+        Scenario::HostileWeb => hostile_web::bench_hostile_web().await,
         Scenario::HostileReads { addr, pid, redis_pid } => hostile::bench_hostile_reads(addr, pid, redis_pid).await,
     }
 }

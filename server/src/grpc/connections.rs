@@ -66,6 +66,13 @@ pub struct ConnectionMetrics {
 /// of its body.
 pub const MAX_HTTP1_HEAD: usize = 16 * 1024 + 1024;
 
+/// The kernel's send buffer of a connection. Left to itself Linux grows it to megabytes for a
+/// peer that does not read (a watcher that never reads its updates held 287 KB there); this
+/// keeps what such a peer costs small and lets the backlog show where the service sees it
+/// (a watch then skips to the latest state). Answers here are kilobytes: a few round trips
+/// at most for the largest page.
+pub const SEND_BUFFER: usize = 64 * 1024;
+
 /// What a connection speaks, told by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Protocol {
@@ -328,6 +335,7 @@ pub fn incoming(
                 // Without TCP_NODELAY a response's trailers wait for the ACK of its data
                 // frame, which the peer delays by up to 40 ms.
                 let _ = tcp.set_nodelay(true);
+                let _ = socket2::SockRef::from(&tcp).set_send_buffer_size(SEND_BUFFER);
                 metrics.open.inc();
                 let activity = Arc::new(Activity::new());
                 let close = close_all.child_token();

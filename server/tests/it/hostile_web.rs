@@ -398,3 +398,76 @@ async fn a_health_watch_ends_at_shutdown() {
     assert_eq!(ended, Some(Code::Unavailable));
     tokio::time::timeout(EVENTUALLY, stopping).await.expect("stopped well within the grace").expect("joined");
 }
+
+/// The bytes waiting in the kernel's send queue of each of the server's connections to the
+/// peers at `peer_ports` (from `/proc/net/tcp`: `tx_queue`, hex).
+fn send_queues(server_port: u16, peer_ports: &[u16]) -> Vec<usize> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let port_of = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, remote, queues) = (fields.get(1)?, fields.get(2)?, fields.get(4)?);
+            if port_of(local)? != server_port || !peer_ports.contains(&port_of(remote)?) {
+                return None;
+            }
+            usize::from_str_radix(queues.split(':').next()?, 16).ok()
+        })
+        .collect()
+}
+
+/// 8d. Watchers that never read cost the kernel a bounded send buffer each, and the states
+/// they never took are counted as skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_that_never_read_hold_a_bounded_send_queue() {
+    let mut app = TestApp::spawn(&["--watch-interval=10ms"]).await;
+    for p in 1..=100 {
+        app.record(views(&format!("seed-{p}"), p, 1, chrono::Utc::now())).await;
+    }
+    app.recompute("").await;
+    let message = v1::WatchTopNRequest { limit: 100, ..Default::default() };
+    let request = grpc_web::request("/ranking.v1.RankingService/WatchTopN", &message, &[], None);
+    let mut watchers = Vec::new();
+    for _ in 0..10 {
+        // A peer that reads nothing, with the smallest receive buffer the kernel allows.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4_096).expect("SO_RCVBUF");
+        let mut tcp = socket.connect(app.addr).await.expect("connect");
+        tcp.write_all(&request).await.expect("watch");
+        watchers.push(tcp);
+    }
+    let ports: Vec<u16> = watchers.iter().map(|t| t.local_addr().expect("addr").port()).collect();
+    // New versions in a loop, each moving the top, until the watchers' backlog shows.
+    // New versions in a loop, each moving the top, until the watchers' backlog has reached
+    // the server's send queues; then as many again, more than the server buffers for them.
+    let round = std::sync::atomic::AtomicI64::new(0);
+    let move_the_top = || async {
+        let round = round.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut client = app.client.clone();
+        let events = views(&format!("move-{round}"), 1 + round % 100, 50, chrono::Utc::now());
+        client.record_events(v1::RecordEventsRequest { events }).await.expect("record");
+        client.recompute(v1::RecomputeRequest::default()).await.expect("recompute");
+    };
+    eventually("the backlog of the watchers that never read reaches the server's send queues", || async {
+        move_the_top().await;
+        send_queues(app.addr.port(), &ports).iter().any(|q| *q >= 48 * 1024)
+    })
+    .await;
+    for _ in 0..120 {
+        move_the_top().await;
+    }
+    let queues = send_queues(app.addr.port(), &ports);
+    assert_eq!(queues.len(), watchers.len(), "{queues:?}");
+    // The send buffer set (64 KB) counts twice in the kernel's accounting.
+    assert!(queues.iter().all(|q| *q <= 2 * 64 * 1024 + 16 * 1024), "send queues: {queues:?}");
+    a_fresh_client_is_served(app.addr).await;
+    // The states they never read are counted as skipped once they are gone.
+    drop(watchers);
+    eventually("the states never read are counted as skipped", || async {
+        metric_value(&app.scrape_metrics().await, "ranking_watch_skipped_total") > 0.0
+    })
+    .await;
+    app.stop().await;
+}

@@ -116,6 +116,12 @@ impl Watcher {
 
 impl Drop for Watcher {
     fn drop(&mut self) {
+        // States published since the last one this watcher took never reached it (a reader
+        // that stopped reading): skipped too, or a stalled peer's backlog would never show.
+        let newest = self.frames.borrow().as_ref().map_or(0, |f| f.seq);
+        if self.last_seq > 0 && newest > self.last_seq {
+            self.metrics.watch_skipped.inc_by(newest - self.last_seq);
+        }
         self.metrics.watch_streams.dec();
     }
 }

@@ -32,9 +32,9 @@ pub struct AccessPolicy {
 }
 
 impl AccessPolicy {
-    /// The token a path needs, if any, and whether the admin token opens it as well.
-    fn required(&self, path: &str) -> Option<(&Secret, bool)> {
-        match rpcs::of(path)?.class {
+    /// The token an RPC needs, if any, and whether the admin token opens it as well.
+    fn required(&self, rpc: Option<&'static rpcs::Rpc>) -> Option<(&Secret, bool)> {
+        match rpc?.class {
             Class::Write => self.write.as_ref().map(|s| (s, false)),
             Class::Catalog => self.write.as_ref().map(|s| (s, true)),
             Class::Admin => self.admin.as_ref().map(|s| (s, true)),
@@ -45,7 +45,7 @@ impl AccessPolicy {
 
     /// Whether the policy lets the request through.
     fn admits<B>(&self, request: &http::Request<B>) -> Result<(), &'static str> {
-        let Some((secret, admin_too)) = self.required(request.uri().path()) else { return Ok(()) };
+        let Some((secret, admin_too)) = self.required(rpcs::called(request)) else { return Ok(()) };
         let header = request.headers().get(http::header::AUTHORIZATION).ok_or("missing bearer token")?;
         let token = header.as_bytes().strip_prefix(b"Bearer ").ok_or("authorization must be 'Bearer <token>'")?;
         let admin = admin_too && self.admin.as_ref().is_some_and(|admin| admin.matches(token));

@@ -1,8 +1,9 @@
 //! The one table of the RPCs this server answers: their names (static, for spans and metric
 //! labels, so a caller probing random paths cannot grow the series), their kind (how the
 //! hygiene layer treats their request body) and their class (which token they need, whether
-//! admission counts them). Auth, observe, hygiene and admission all read it; a test keeps it
-//! equal to the services' descriptors.
+//! admission counts them). The observe layer looks a request's RPC up once ([`Called`]);
+//! auth, hygiene and admission read what it found. A test keeps the table equal to the
+//! services' descriptors.
 
 /// How an RPC's messages flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +93,19 @@ pub const RPCS: &[Rpc] = &[
 pub fn of(path: &str) -> Option<&'static Rpc> {
     let (service, method) = path.strip_prefix('/')?.split_once('/')?;
     RPCS.iter().find(|r| r.service == service && r.method == method)
+}
+
+/// The RPC a request calls, looked up once by the outermost gRPC layer and left in the
+/// request's extensions for the layers inside it (`None`: no RPC of this server).
+#[derive(Debug, Clone, Copy)]
+pub struct Called(pub Option<&'static Rpc>);
+
+/// The RPC of a request: the one the outermost layer found, else looked up now.
+pub fn called<B>(request: &tonic::codegen::http::Request<B>) -> Option<&'static Rpc> {
+    match request.extensions().get::<Called>() {
+        Some(Called(rpc)) => *rpc,
+        None => of(request.uri().path()),
+    }
 }
 
 #[cfg(test)]

@@ -472,12 +472,11 @@ async fn the_built_in_profile_written_out_ranks_exactly_as_no_profile() {
 }
 
 #[tokio::test]
+#[ignore = "needs Redis shared by replicas: make test's Redis passes"]
 async fn a_replica_explains_a_version_with_the_profile_it_was_computed_with() {
     // Two replicas on one database and one Redis, mid-way through a profile change: the
     // version the second computes is explained by the first with the second's profile.
-    if crate::helpers::test_redis().is_none() {
-        return; // in-process rankings are not shared between replicas
-    }
+    crate::helpers::test_redis().expect("Redis (RANKING_TEST_REDIS)");
     let (cart, wishlist) = (ProfileFile::new(CART_PROFILE), ProfileFile::new(WISHLIST_PROFILE));
     let db = TestDb::create().await;
     let first_settings = settings(&db.url, &[&cart.flag()]);

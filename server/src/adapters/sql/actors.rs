@@ -111,7 +111,7 @@ impl BatchWrite<'_> {
         let per_actor = cap.per_actor?;
         let code = match signal {
             SignalRef::Custom(_) => i16::from(*self.signal_columns.get(&event.signal)?),
-            _ => 0,
+            _ => super::signals::VIEWS_CODE,
         };
         Some(Capped { code, per_actor })
     }

@@ -56,10 +56,11 @@ impl RowDelta {
         }
     }
 
-    /// Adds a capped signal's settled change: views (`code` 0) or custom column `code`.
+    /// Adds a capped signal's settled change: views ([`super::signals::VIEWS_CODE`]) or
+    /// custom column `code`.
     pub(super) fn add_capped(&mut self, code: i16, delta: i64) {
         match code {
-            0 => self.metrics.views += delta,
+            super::signals::VIEWS_CODE => self.metrics.views += delta,
             column => {
                 let sum = &mut self.signals[(column - 1) as usize];
                 *sum = sum.saturating_add(delta);

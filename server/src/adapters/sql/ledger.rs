@@ -122,7 +122,7 @@ impl EventLedger for SqlMetricsStore {
         recorded.uncounted = report.uncounted;
         recorded.uncounted.sort_unstable();
         let name_of = |code: i16| match code {
-            0 => Some("views".to_string()),
+            super::signals::VIEWS_CODE => Some("views".to_string()),
             column => signal_columns.iter().find(|(_, c)| i16::from(**c) == column).map(|(name, _)| name.clone()),
         };
         recorded.capped =

@@ -274,7 +274,11 @@ impl DayScans for SqlMetricsStore {
         // A custom signal without a column has no rows yet.
         let codes: Vec<Option<i16>> = caps
             .iter()
-            .map(|(name, _)| if name == "views" { Some(0) } else { columns.next().flatten().map(i16::from) })
+            .map(
+                |(name, _)| {
+                    if name == "views" { Some(signals::VIEWS_CODE) } else { columns.next().flatten().map(i16::from) }
+                },
+            )
             .collect();
         let known: Vec<(i16, u32)> = caps.iter().zip(&codes).filter_map(|((_, n), c)| c.map(|c| (c, *n))).collect();
         let mut over = vec![0; caps.len()];

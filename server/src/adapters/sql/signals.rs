@@ -16,6 +16,10 @@ use crate::ports::StoreError;
 /// Columns of custom signals per metrics table (`signal_1` …).
 pub const SIGNAL_COLUMNS: u8 = 8;
 
+/// The code of views among the capped signals (`actor_counts.signal_code`): a custom
+/// signal's code is its column's slot, 1 … [`SIGNAL_COLUMNS`], so views take 0.
+pub const VIEWS_CODE: i16 = 0;
+
 /// The column of each registered signal name.
 #[derive(Debug, Default)]
 pub struct SignalColumns {

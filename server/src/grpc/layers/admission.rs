@@ -100,8 +100,8 @@ impl http_body::Body for PublicStream {
 
 /// Paths that bypass admission: the health check must answer while ordinary calls are
 /// refused, or orchestrators would restart a server that is only busy.
-fn bypasses_admission(path: &str) -> bool {
-    rpcs::of(path).is_some_and(|rpc| rpc.class == Class::Health)
+fn bypasses_admission(rpc: Option<&'static rpcs::Rpc>) -> bool {
+    rpc.is_some_and(|rpc| rpc.class == Class::Health)
 }
 
 /// Decrements a gauge when dropped.
@@ -129,7 +129,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if rpcs::of(request.uri().path()).is_some_and(rpcs::Rpc::public_stream) {
+        let rpc = rpcs::called(&request);
+        if rpc.is_some_and(rpcs::Rpc::public_stream) {
             let Ok(permit) = self.layer.public_streams.clone().try_acquire_owned() else {
                 let refused = crate::grpc::error::shed(
                     "too many health watches and reflection streams open (RANKING_MAX_PUBLIC_STREAMS); retry with backoff",
@@ -145,7 +146,7 @@ where
                 }))
             });
         }
-        if bypasses_admission(request.uri().path()) {
+        if bypasses_admission(rpc) {
             let mut inner = ready(&mut self.inner);
             return Box::pin(async move { inner.call(request).await });
         }

@@ -89,8 +89,8 @@ pub struct Hygiene<S> {
 /// RPCs whose request is one message (unary, WatchTopN, health Watch): their body is awaited
 /// before admission. Reflection's two-way streams pass through as they are, and so do paths
 /// that are no RPC of this server (the router refuses them without reading a byte).
-fn one_message(path: &str) -> bool {
-    rpcs::of(path).is_some_and(rpcs::Rpc::one_message)
+fn one_message<B>(request: &http::Request<B>) -> bool {
+    rpcs::called(request).is_some_and(rpcs::Rpc::one_message)
 }
 
 /// Whether a request says its message is compressed (`grpc-encoding` other than identity).
@@ -188,7 +188,7 @@ where
             a.call_started();
         }
         let guard = CallGuard(activity);
-        let one_message = one_message(request.uri().path());
+        let one_message = one_message(&request);
         if compressed(&request) {
             let refused = tonic::Status::unimplemented("compressed requests are not supported (grpc-encoding)");
             return Box::pin(std::future::ready(Ok(refused.into_http())));

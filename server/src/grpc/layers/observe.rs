@@ -114,7 +114,10 @@ where
         let deadline = call_deadline(request.headers(), self.request_timeout);
         // One look-up of the RPC table names the span, the service's own metrics and the
         // standard families.
-        let call = Arc::new(standard::Call::start(metrics.clone(), request.uri().path()));
+        let rpc = crate::grpc::rpcs::of(request.uri().path());
+        let mut request = request;
+        request.extensions_mut().insert(crate::grpc::rpcs::Called(rpc));
+        let call = Arc::new(standard::Call::start(metrics.clone(), rpc));
         let (service, method) = call.names();
         let request = request.map(|body| standard::RequestTap::wrap(body, call.clone()));
         let span = tracing::info_span!(

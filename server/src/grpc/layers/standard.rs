@@ -19,7 +19,12 @@ use crate::metrics::{GrpcCodeLabels, GrpcLabels, Metrics};
 
 /// The labels of a request path: from the RPC table, or one fixed set for any other path.
 pub fn labels(path: &str) -> GrpcLabels {
-    match rpcs::of(path) {
+    labels_of(rpcs::of(path))
+}
+
+/// The labels of an RPC of the table, or the fixed set of any other path (`None`).
+pub fn labels_of(rpc: Option<&'static rpcs::Rpc>) -> GrpcLabels {
+    match rpc {
         Some(rpc) => GrpcLabels { grpc_type: grpc_type(rpc.kind), grpc_service: rpc.service, grpc_method: rpc.method },
         None => GrpcLabels { grpc_type: "unknown", grpc_service: "unknown", grpc_method: "unknown" },
     }
@@ -99,8 +104,8 @@ pub struct Call {
 
 impl Call {
     /// A call of `path` arriving now: counted as started.
-    pub fn start(metrics: Arc<Metrics>, path: &str) -> Self {
-        let labels = labels(path);
+    pub fn start(metrics: Arc<Metrics>, rpc: Option<&'static rpcs::Rpc>) -> Self {
+        let labels = labels_of(rpc);
         metrics.grpc.started.get_or_create(&labels).inc();
         Self { metrics, labels, started: Instant::now() }
     }

@@ -58,10 +58,15 @@ build() {
   echo "$hash" > "$stamp"
 }
 
-chromium() {
-  if ! command -v chromium >/dev/null; then
+# Named apart from the browser: inside a function called `chromium`, `command -v chromium`
+# finds the function itself, and the browser was never installed on a fresh machine.
+ensure_chromium() {
+  if [ ! -x /usr/bin/chromium ]; then
     echo "console: installing Debian's chromium for the browser tests" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || {
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
+    }
   fi
 }
 
@@ -69,7 +74,7 @@ chromium() {
 # the tests and the benchmark.
 prepare() {
   build
-  chromium
+  ensure_chromium
   cd "$CONSOLE"
   mkdir -p .build
 }

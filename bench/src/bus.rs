@@ -143,10 +143,10 @@ pub(crate) fn events(n: usize, popularity: Popularity, run: &str) -> Vec<v1::Eve
     (0..n)
         .map(|i| {
             let product_id = match popularity {
-                Popularity::Uniform => 1 + (rng.next() % PRODUCTS) as i64,
+                Popularity::Uniform => 1 + (rng.next_u64() % PRODUCTS) as i64,
                 Popularity::Zipf => rng.zipf(PRODUCTS).max(1),
             };
-            let r = rng.next();
+            let r = rng.next_u64();
             let (kind, amount) = match r % 20 {
                 0 => (v1::EventType::Order, ((r >> 8) % 200_000) as i64),
                 1..=3 => (v1::EventType::Like, 0),

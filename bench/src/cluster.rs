@@ -34,12 +34,13 @@ where
             let (client, call, stop) = (clients[i % clients.len()].clone(), call.clone(), stop.clone());
             tokio::spawn(async move {
                 let mut micros = Vec::new();
+                let mut draw = crate::helpers::Draw::seeded(i as u64);
                 let mut n = i as u64;
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
                     call(client.clone(), n).await;
                     micros.push(t.elapsed().as_micros() as u32);
-                    n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    n = draw.next_u64();
                 }
                 micros
             })

@@ -11,21 +11,8 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statemen
 use crate::helpers::pg;
 use crate::serve;
 
-/// Deterministic xorshift generator: the same workload on every run.
-pub(crate) struct Rng(pub(crate) u64);
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// A product id with Zipf-like popularity (s ≈ 1) over `n` products.
-    pub(crate) fn zipf(&mut self, n: u64) -> i64 {
-        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0;
-        ((n as f64).powf(u)).floor() as i64
-    }
-}
+/// The workloads' generator: the test kit's, deterministic.
+pub(crate) use crate::helpers::Draw as Rng;
 
 fn ts() -> prost_types::Timestamp {
     let now = Utc::now();
@@ -44,11 +31,11 @@ fn workload(size: usize, total: usize, run: &str, signals: bool) -> Vec<Vec<v1::
     while n < total {
         let mut batch = Vec::with_capacity(size);
         for _ in 0..size {
-            let dup = !sent.is_empty() && rng.next() % 100 < 5;
+            let dup = !sent.is_empty() && rng.next_u64() % 100 < 5;
             let e = if dup {
-                sent[(rng.next() % sent.len() as u64) as usize].clone()
+                sent[(rng.next_u64() % sent.len() as u64) as usize].clone()
             } else {
-                let r = rng.next();
+                let r = rng.next_u64();
                 let (kind, amount, signal) = match r % 20 {
                     0 => (v1::EventType::Order, ((r >> 8) % 200_000) as i64, ""),
                     1..=3 => (v1::EventType::Like, 0, ""),

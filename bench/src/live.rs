@@ -239,7 +239,7 @@ async fn run(
                     let events: Vec<v1::Event> = (0..BATCH)
                         .map(|i| {
                             let product_id = match distribution {
-                                "uniform" => 1 + (rng.next() % products as u64) as i64,
+                                "uniform" => 1 + (rng.next_u64() % products as u64) as i64,
                                 _ => rng.zipf(products as u64).max(1),
                             };
                             second.insert(product_id);

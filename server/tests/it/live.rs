@@ -15,7 +15,7 @@ use sea_orm::{ConnectionTrait, Database, TransactionTrait};
 
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::process::ServerProcess;
-use crate::helpers::{TestApp, TestDb, event, rand_u64, test_redis_mode, views};
+use crate::helpers::{Draw, TestApp, TestDb, event, rand_u64, test_redis_mode, views};
 use crate::redis_store::{redis_settings, redis_url};
 
 const LIVE: &str = "--live-interval=50ms";
@@ -79,29 +79,19 @@ async fn live_equals_recompute(app: &mut TestApp) -> Vec<(u64, u64, Vec<(i64, f6
     live
 }
 
-/// A small deterministic generator (seeded and printed, so a failure can be replayed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
 /// `n` events of random types over products 1..=`products`, on `days_ago` (0: the last ten
 /// minutes of today).
-fn workload(rng: &mut Lcg, tag: &str, n: usize, products: u64, days_ago: u64) -> Vec<v1::Event> {
+fn workload(rng: &mut Draw, tag: &str, n: usize, products: u64, days_ago: u64) -> Vec<v1::Event> {
     let now = Utc::now() - Age::seconds(30);
     (0..n)
         .map(|i| {
-            let product = 1 + rng.below(products) as i64;
-            let at = if days_ago == 0 { now } else { noon(days_ago) } - Age::seconds(rng.below(600) as i64);
-            let (kind, amount) = match rng.below(10) {
+            let product = 1 + rng.next(products) as i64;
+            let at = if days_ago == 0 { now } else { noon(days_ago) } - Age::seconds(rng.next(600) as i64);
+            let (kind, amount) = match rng.next(10) {
                 0..=4 => (v1::EventType::View, 0),
                 5 | 6 => (v1::EventType::Like, 0),
                 7 => (v1::EventType::Unlike, 0),
-                _ => (v1::EventType::Order, 1 + rng.below(50_000) as i64),
+                _ => (v1::EventType::Order, 1 + rng.next(50_000) as i64),
             };
             event(&format!("{tag}-{i}"), product, kind, amount, at)
         })
@@ -125,7 +115,7 @@ async fn catalog(app: &mut TestApp, products: u64, hidden: &[i64]) {
 async fn live_versions_are_what_a_recompute_of_the_same_rows_publishes() {
     let seed = rand_u64();
     eprintln!("workload seed {seed}");
-    let mut rng = Lcg(seed);
+    let mut rng = Draw::seeded(seed);
     let mut app = TestApp::spawn(&[LIVE]).await;
     catalog(&mut app, 200, &[7]).await;
     for days_ago in [3, 2, 1, 0] {
@@ -340,7 +330,7 @@ async fn live_versions_are_read_from_redis_and_the_sorted_set_follows_the_recomp
     settled(&holder).await;
     let seed = rand_u64();
     eprintln!("workload seed {seed}");
-    let mut rng = Lcg(seed);
+    let mut rng = Draw::seeded(seed);
     holder.record(workload(&mut rng, "a", 300, 100, 0)).await;
     holder.recompute("").await;
     let recomputed = board(&mut holder, v1::Window::Daily, "").await;

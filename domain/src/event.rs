@@ -72,6 +72,14 @@ pub struct AcceptWindow {
     pub accept_days: u32,
 }
 
+impl AcceptWindow {
+    /// The oldest `occurred_at` accepted: also the oldest original a retraction may take
+    /// back, so that a redelivered event is either still in the ledger or refused as too old.
+    pub fn oldest(&self) -> DateTime<Utc> {
+        self.now - Duration::days(i64::from(self.accept_days))
+    }
+}
+
 impl RawEvent {
     /// Checks every rule of an event (id 1–128 printable ASCII, product ≥ 1, a known type,
     /// an amount only on ORDER and within 0…10^12, a time at most 5 minutes ahead and at most
@@ -153,8 +161,7 @@ impl RawEvent {
         if occurred_at > window.now + MAX_CLOCK_SKEW {
             return err("occurred_at", format!("{occurred_at} is more than 5 minutes in the future"));
         }
-        let oldest = window.now - Duration::days(i64::from(window.accept_days));
-        if occurred_at < oldest {
+        if occurred_at < window.oldest() {
             return err("occurred_at", format!("{occurred_at} is older than {} days", window.accept_days));
         }
         let event = Event {

@@ -91,6 +91,33 @@ pub struct Refusal {
     pub reason: String,
 }
 
+/// Why `retraction` cannot take `original` back, if it cannot: the field at fault and the
+/// reason. The one rule, for the batch's own decision and for a writer that finds the
+/// original committed by another transaction meanwhile: it must be of the retraction's
+/// product, a VIEW, LIKE, ORDER or SIGNAL, and no older than `retractable_since`.
+pub fn refusal(
+    original: &Original,
+    retraction: &Event,
+    retractable_since: DateTime<Utc>,
+) -> Option<(&'static str, String)> {
+    let target = retraction.retracts.as_str();
+    if original.product_id != retraction.product_id {
+        let reason =
+            format!("is {}, but {target:?} is an event of product {}", retraction.product_id, original.product_id);
+        return Some(("product_id", reason));
+    }
+    if matches!(original.kind, EventKind::Unlike | EventKind::Retract) {
+        return Some(("retracts", format!("{target:?} is {}, which cannot be retracted", original.kind.name())));
+    }
+    if original.occurred_at < retractable_since {
+        return Some((
+            "retracts",
+            format!("{target:?} happened at {}, too long ago to be retracted", original.occurred_at),
+        ));
+    }
+    None
+}
+
 /// The fate of each of `fresh` (batch index, event, its day), in batch order. `stored` holds
 /// the recorded events the batch's retractions name, `claims` the product of every stored
 /// retraction by the id it names (for the batch's retractions and its other events alike).
@@ -129,20 +156,8 @@ pub fn resolve(
             fates.push(Fate::Waits);
             continue;
         };
-        if original.product_id != event.product_id {
-            let reason =
-                format!("is {}, but {target:?} is an event of product {}", event.product_id, original.product_id);
-            return Err(refuse("product_id", reason));
-        }
-        if matches!(original.kind, EventKind::Unlike | EventKind::Retract) {
-            return Err(refuse(
-                "retracts",
-                format!("{target:?} is {}, which cannot be retracted", original.kind.name()),
-            ));
-        }
-        if original.occurred_at < retractable_since {
-            let reason = format!("{target:?} happened at {}, too long ago to be retracted", original.occurred_at);
-            return Err(refuse("retracts", reason));
+        if let Some((field, reason)) = refusal(&original, event, retractable_since) {
+            return Err(refuse(field, reason));
         }
         claimed.insert(target, event.product_id);
         fates.push(Fate::Withdraws(original));

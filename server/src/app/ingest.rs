@@ -81,9 +81,13 @@ impl Ingest {
         (ingest, group_commit)
     }
 
+    /// The accept window now.
+    fn window(&self) -> AcceptWindow {
+        AcceptWindow { now: self.policy.now(), accept_days: self.policy.accept_days }
+    }
+
     fn validate(&self, raw: RawEvent) -> Result<DatedEvent, Invalid> {
-        let window = AcceptWindow { now: self.policy.now(), accept_days: self.policy.accept_days };
-        let event = raw.validate(window, &self.policy.profile)?;
+        let event = raw.validate(self.window(), &self.policy.profile)?;
         let date = self.policy.calendar.day_of(event.occurred_at);
         Ok(DatedEvent { event, date })
     }
@@ -183,7 +187,7 @@ impl Ingest {
     /// Commits a validated batch, then adds its points to the hourly rankings: the accepted
     /// events', and the negative of what each retraction took back, in the retraction's hour.
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
-        let retractable_since = self.policy.now() - chrono::Duration::days(i64::from(self.policy.accept_days));
+        let retractable_since = self.window().oldest();
         let rules = RecordRules { profile: &self.policy.profile, retractable_since };
         let Recorded { outcomes, withdrawn, uncounted, capped } = self.store.record(batch, rules).await?;
         let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();

@@ -77,9 +77,7 @@ impl BatchWrite<'_> {
             for (target, original) in self.originals(&waiting.keys().cloned().collect::<Vec<_>>()).await? {
                 let k = waiting[&target];
                 let event = &batch[fresh[k]].event;
-                let retractable = !matches!(original.kind, EventKind::Unlike | EventKind::Retract)
-                    && original.occurred_at >= self.retractable_since;
-                if original.product_id != event.product_id || !retractable {
+                if retraction::refusal(&original, event, self.retractable_since).is_some() {
                     // A refusal now: the run again says which.
                     return Err(Attempt::Retry("an original the batch retracts committed meanwhile".into()));
                 }

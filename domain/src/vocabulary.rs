@@ -49,6 +49,20 @@ impl EventKind {
         }
     }
 
+    /// The kind of a stored [`EventKind::code`]; a SIGNAL's kind comes from its signal
+    /// (`None` when that is unknown, or for a code no kind has).
+    pub fn from_code(code: i16, signal: Option<SignalKind>) -> Option<Self> {
+        match code {
+            1 => Some(Self::View),
+            2 => Some(Self::Like),
+            3 => Some(Self::Unlike),
+            4 => Some(Self::Order),
+            5 => signal.map(Self::Signal),
+            6 => Some(Self::Retract),
+            _ => None,
+        }
+    }
+
     /// Upper-case name used in messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -143,5 +157,33 @@ impl Retracted {
             }
             EventKind::Unlike | EventKind::Signal(_) | EventKind::Retract => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_comes_back_from_its_code() {
+        let kinds = [
+            EventKind::View,
+            EventKind::Like,
+            EventKind::Unlike,
+            EventKind::Order,
+            EventKind::Signal(SignalKind::Count),
+            EventKind::Signal(SignalKind::Amount),
+            EventKind::Retract,
+        ];
+        for kind in kinds {
+            let signal = match kind {
+                EventKind::Signal(s) => Some(s),
+                _ => None,
+            };
+            assert_eq!(EventKind::from_code(kind.code(), signal), Some(kind), "{kind:?}");
+        }
+        assert_eq!(EventKind::from_code(5, None), None, "a signal of unknown kind");
+        assert_eq!(EventKind::from_code(0, None), None);
+        assert_eq!(EventKind::from_code(7, None), None);
     }
 }

@@ -124,7 +124,7 @@ impl BatchWrite<'_> {
         let mut originals = HashMap::new();
         for (id, (stored, signal, date, actor_id)) in self.stored_events_of(ids.to_vec()).await? {
             let signal_kind = self.profile.custom_signal(&signal).map(|(_, kind)| kind);
-            let Some(kind) = super::write::kind_of(stored.event_type, signal_kind) else {
+            let Some(kind) = EventKind::from_code(stored.event_type, signal_kind) else {
                 // A signal the profile no longer has: its column is not the profile's to take
                 // from, and the event is no original a retraction can take back.
                 continue;

@@ -94,19 +94,6 @@ impl StoredEvent {
 /// and the actor whose capped count it went into (empty for none).
 pub(super) type Stored = (StoredEvent, String, NaiveDate, String);
 
-/// The kind of a stored event's type code (a SIGNAL's kind from its signal's column).
-pub(super) fn kind_of(code: i16, signal: Option<SignalKind>) -> Option<EventKind> {
-    match code {
-        1 => Some(EventKind::View),
-        2 => Some(EventKind::Like),
-        3 => Some(EventKind::Unlike),
-        4 => Some(EventKind::Order),
-        5 => signal.map(EventKind::Signal),
-        6 => Some(EventKind::Retract),
-        _ => None,
-    }
-}
-
 /// One attempt of one batch in one transaction.
 pub struct BatchWrite<'a> {
     /// The engine's SQL.

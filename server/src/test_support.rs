@@ -195,7 +195,7 @@ impl ChangeFeed for NoEvents {
 }
 
 /// A generous bound for a state to be reached: never an assertion about speed.
-pub const EVENTUALLY: Duration = Duration::from_secs(60);
+pub const EVENTUALLY: Duration = Duration::from_secs(120);
 
 /// Polls `check` until it holds, for at most [`EVENTUALLY`]; panics naming `what` otherwise.
 pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {

@@ -5,10 +5,10 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
 
-/// A generous bound for a process to reach a state; never an assertion about speed.
-pub const EVENTUALLY: Duration = Duration::from_secs(120);
+/// The tests' one generous bound for reaching a state, here for a process: never an
+/// assertion about speed.
+pub use ranking_server::test_support::EVENTUALLY;
 
 /// A process's `stat`, read through procfs; `None` when the process is gone.
 fn stat(pid: u32) -> Option<procfs::process::Stat> {
@@ -185,7 +185,7 @@ impl ServerProcess {
 fn process_figures_are_read_for_this_process() {
     let me = std::process::id();
     let spin = std::time::Instant::now();
-    while spin.elapsed() < Duration::from_millis(50) {
+    while spin.elapsed() < std::time::Duration::from_millis(50) {
         std::hint::black_box(0u64.wrapping_add(1));
     }
     assert!(cpu_seconds(me) > 0.0, "this process has spent CPU");

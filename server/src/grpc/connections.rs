@@ -171,29 +171,55 @@ pub struct TrackedIo {
     seen_calls: u64,
 }
 
-/// The open connections, so that one idle can be closed to make room for a new one.
+/// The open connections, so that one idle can be closed to make room for a new one. Closed
+/// connections leave it when it is next pruned: at the cap, or when it has grown to twice
+/// its size after the last pruning.
 #[derive(Default)]
-struct Open(Mutex<Vec<(Weak<Activity>, CancellationToken)>>);
+struct Open(Mutex<OpenList>);
+
+#[derive(Default)]
+struct OpenList {
+    entries: Vec<(Weak<Activity>, CancellationToken)>,
+    /// The length at which the next addition prunes the list.
+    prune_at: usize,
+}
+
+impl OpenList {
+    fn prune(&mut self) {
+        self.entries.retain(|(activity, close)| activity.strong_count() > 0 && !close.is_cancelled());
+        self.prune_at = (self.entries.len() * 2).max(64);
+    }
+}
 
 impl Open {
     /// Closes the connection that makes room most willingly ([`Activity::eviction_order`]),
     /// if any has no call in progress.
     fn evict_one(&self) -> bool {
         let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|(activity, close)| activity.strong_count() > 0 && !close.is_cancelled());
+        open.prune();
         let oldest = open
+            .entries
             .iter()
             .enumerate()
             .filter_map(|(i, (activity, _))| Some((i, activity.upgrade()?.eviction_order()?)))
-            .min_by_key(|(_, since)| *since);
+            .min_by_key(|(_, order)| *order);
         let Some((i, _)) = oldest else { return false };
-        let (_, close) = open.swap_remove(i);
+        let (_, close) = open.entries.swap_remove(i);
         close.cancel();
         true
     }
 
     fn add(&self, activity: &Arc<Activity>, close: CancellationToken) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::downgrade(activity), close));
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if open.entries.len() >= open.prune_at {
+            open.prune();
+        }
+        open.entries.push((Arc::downgrade(activity), close));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).entries.len()
     }
 }
 
@@ -367,6 +393,24 @@ mod tests {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
         }
+    }
+
+    #[test]
+    fn closed_connections_leave_the_list_and_a_busy_one_is_never_chosen() {
+        let open = Open::default();
+        let busy = Arc::new(Activity::new());
+        busy.call_started();
+        open.add(&busy, CancellationToken::new());
+        for _ in 0..1_000 {
+            // Each closed (its activity gone) before the next arrives.
+            open.add(&Arc::new(Activity::new()), CancellationToken::new());
+        }
+        assert!(open.len() <= 130, "pruned as it grows: {}", open.len());
+        assert!(!open.evict_one(), "the only open connection has a call in progress");
+        let idle = Arc::new(Activity::new());
+        let close = CancellationToken::new();
+        open.add(&idle, close.clone());
+        assert!(open.evict_one() && close.is_cancelled(), "the idle one makes room");
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@
 use ranking_server::ports::Fence;
 use std::time::Duration;
 
-use ranking_server::test_support::{day, noon};
+use ranking_server::test_support::{day, eventually, noon};
 
 use crate::helpers::{TestApp, TestDb, event, rand_u64, settings, views};
 use chrono::Utc;
@@ -194,9 +194,21 @@ async fn two_replicas_recompute_each_day_once_per_tick() {
     assert_eq!(ra.len() + rb.len(), 1, "one recompute of today between both replicas: {ra:?} {rb:?}");
     let (ra, rb) = tokio::join!(a.scheduler.tick(now), b.scheduler.tick(now));
     assert_eq!(ra.len() + rb.len(), 0, "the same tick does not recompute again");
-    // Both replicas read the same ranking.
+    // Both replicas read the same ranking, the other one once it has loaded the version
+    // (on its announcement, or the next poll).
     let mut b = b;
-    assert_eq!(a.top("", 10).await, b.top("", 10).await);
+    let served = a.top("", 10).await;
+    assert_eq!(served.products.first().map(|p| p.product_id), Some(9));
+    let reader = b.client.clone();
+    eventually("the other replica serves the recomputed version", || {
+        let (mut reader, expected) = (reader.clone(), served.clone());
+        async move {
+            let request = v1::GetTopNRequest { limit: 10, ..Default::default() };
+            reader.get_top_n(request).await.is_ok_and(|t| t.into_inner() == expected)
+        }
+    })
+    .await;
+    assert_eq!(b.top("", 10).await, served);
     a.stop().await;
     b.stop().await;
     db.drop_db().await;

@@ -55,7 +55,8 @@ async fn stored(admin: &DatabaseConnection) -> (i64, i64) {
     (events, views)
 }
 
-/// Acknowledged event ids, and the batch in flight when the producer was told to stop.
+/// What the frozen replica's producer got: events acknowledged, and the codes of the calls
+/// refused.
 #[derive(Default)]
 struct Produced {
     acknowledged: usize,
@@ -79,8 +80,14 @@ async fn produce(addr: std::net::SocketAddr, run: u64, produced: Arc<Mutex<Produ
         loop {
             match client.record_events(v1::RecordEventsRequest { events: events.clone() }).await {
                 Ok(_) => break,
-                Err(status) => produced.lock().expect("lock").refused.push(status.code()),
+                Err(status) => {
+                    let mut produced = produced.lock().expect("lock");
+                    produced.refused.push(status.code());
+                    assert!(produced.refused.len() < 100, "refused again and again: {:?}", produced.refused);
+                }
             }
+            // A retry a moment later, as a caller's backoff would.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         produced.lock().expect("lock").acknowledged += events.len();
         batch += 1;

@@ -16,10 +16,7 @@ use ranking_client::v1;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-/// Resident memory of a process, MB.
-pub fn rss_mb(pid: u32) -> f64 {
-    crate::status_mb(&pid.to_string(), "VmRSS:")
-}
+pub use crate::helpers::process::rss_mb;
 
 use ranking_server::test_support::grpc_request as request;
 

@@ -25,6 +25,12 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     stat(pid).map_or(f64::NAN, |s| (s.utime + s.stime) as f64 / tick())
 }
 
+/// Resident memory of a process, MB; NaN when it is gone.
+pub fn rss_mb(pid: u32) -> f64 {
+    let status = procfs::process::Process::new(pid as i32).and_then(|p| p.status());
+    status.ok().and_then(|s| s.vmrss).map_or(f64::NAN, |kb| kb as f64 / 1024.0)
+}
+
 /// User + system CPU seconds of this process's finished (waited-for) children.
 pub fn children_cpu_seconds() -> f64 {
     procfs::process::Process::myself()

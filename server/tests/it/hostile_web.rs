@@ -15,7 +15,7 @@ use ranking_test_kit::grpc_web::{self, Answer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::process::ServerProcess;
+use crate::helpers::process::{ServerProcess, rss_mb};
 use crate::helpers::{TestApp, metric_value, views};
 use ranking_server::test_support::{EVENTUALLY, eventually, grpc_request};
 
@@ -40,17 +40,6 @@ async fn until_closed(tcp: &mut TcpStream) -> Vec<u8> {
     let mut raw = Vec::new();
     let _ = tokio::time::timeout(EVENTUALLY, tcp.read_to_end(&mut raw)).await.expect("closed in time");
     raw
-}
-
-/// Resident memory of process `pid`, in MB.
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kb / 1024.0
 }
 
 /// 1. A body sent without the token is never buffered, and no `100 Continue` invites it.

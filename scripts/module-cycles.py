@@ -1,25 +1,101 @@
 #!/usr/bin/env python3
-"""Fails when the modules of the server's library or of the score engine's use each other in
-a circle.
+"""Fails when the modules of a library (the server's, the score engine's, the client's) use
+each other in a circle.
 
-Reads the `uses` edges between modules that `cargo modules dependencies` prints (items
-filtered out, so an edge means "some item of A names an item of B") and lifts each edge to
-the two sibling modules under the pair's nearest common parent: `app::explain → config`
-becomes `app → config`. An edge from a module to one of its ancestors (a child using its
-parent's items) says nothing about layering and is left out. Every parent's siblings must
-form an acyclic graph; a cycle is printed with one edge that makes it.
+A module uses another when any of its items names one of the other's, wherever it does so:
+1. the `uses` edges that `cargo modules dependencies` prints between items (modules, types,
+   functions, traits: a `use` declaration, a field's type, a signature), each end taken to
+   the module that holds it;
+2. the paths written out in the source (`crate::a::b::f(…)`, `super::changes::read_epoch`),
+   which cargo modules does not see inside function bodies, each taken to the longest module
+   it names.
+Each edge is lifted to the two sibling modules under the pair's nearest common parent:
+`app::explain → config` becomes `app → config`. An edge from a module to one of its
+ancestors (a child using its parent's items) says nothing about layering and is left out.
+Every parent's children must form an acyclic graph; a cycle is printed with the items that
+make each of its edges.
 """
+import os
 import re
 import subprocess
 import sys
 from collections import defaultdict
 
-PACKAGES = ["ranking-server", "ranking-domain"]
+PACKAGES = [("ranking-server", "server/src"), ("ranking-domain", "domain/src"), ("ranking-client", "client/src")]
+
+NODE = re.compile(r'^\s*"([^"]+)" \[label="([^"|]*)\|', re.M)
+EDGE = re.compile(r'^\s*"([^"]+)" -> "([^"]+)" \[label="uses"', re.M)
+PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 
 
-def edges(dot):
-    pat = re.compile(r'^\s*"([^"]+)" -> "([^"]+)" \[label="uses"', re.M)
-    return pat.findall(dot)
+def main():
+    failed = False
+    for package, src in PACKAGES:
+        failed |= check(package, src)
+    sys.exit(1 if failed else 0)
+
+
+def module_graph(package):
+    """The crate's modules, and the module-to-module uses edges cargo modules sees."""
+    dot = subprocess.run(
+        ["cargo", "modules", "dependencies", "--package", package, "--lib",
+         "--no-externs", "--no-sysroot", "--no-owns", "--layout", "dot"],
+        check=True, capture_output=True, text=True).stdout
+    kinds = dict(NODE.findall(dot))
+    modules = {n for n, k in kinds.items() if k.split()[-1] in ("mod", "crate")}
+    found = EDGE.findall(dot)
+    if not modules or not found:
+        sys.exit(f"module-cycles: cargo modules printed no modules or no edges for {package}")
+    return modules, [(a, b, f"{a} uses {b}") for a, b in found]
+
+
+def holder(path, modules):
+    """The longest module `path` names (itself when it is one)."""
+    parts = path.split("::")
+    while parts and "::".join(parts) not in modules:
+        parts.pop()
+    return "::".join(parts) if parts else None
+
+
+def source_files(src, root):
+    """Each module file under `src` with its module path (`a/b.rs`, `a/b/mod.rs` → a::b)."""
+    for directory, _, files in os.walk(src):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(directory, f), src)[:-3].split(os.sep)
+            if rel[0] == "bin" or rel == ["main"]:
+                continue
+            if rel[-1] in ("mod", "lib"):
+                rel.pop()
+            yield os.path.join(directory, f), "::".join([root] + rel)
+
+
+def written_paths(src, root, modules):
+    """Edges from the paths written out in each module's source."""
+    edges = []
+    for file, module in source_files(src, root):
+        if module not in modules:
+            continue  # a test module, or one not compiled into the library
+        with open(file, encoding="utf-8") as f:
+            text = f.read()
+        cut = re.search(r"^#\[cfg\(test\)\]", text, re.M)
+        if cut:
+            text = text[:cut.start()]  # the module's own tests may use anything
+        text = re.sub(r"//[^\n]*", "", text)
+        for m in PATH.finditer(text):
+            head, tail = m.group(1), m.group(2)[2:].split("::")
+            base = module.split("::")
+            if head == "crate":
+                base = [root]
+            elif head == "super":
+                base = base[:-1]
+                while tail and tail[0] == "super":
+                    tail, base = tail[1:], base[:-1]
+            target = holder("::".join(base + tail), modules)
+            if target:
+                edges.append((module, target, f"{module} writes {m.group(0)}"))
+    return edges
 
 
 def lift(a, b):
@@ -32,31 +108,22 @@ def lift(a, b):
     return "::".join(pa[:i]), pa[i], pb[i]
 
 
-def main():
-    failed = False
-    for package in PACKAGES:
-        failed |= check(package)
-    sys.exit(1 if failed else 0)
-
-
-def check(package):
-    dot = subprocess.run(
-        ["cargo", "modules", "dependencies", "--package", package, "--lib",
-         "--no-fns", "--no-traits", "--no-types", "--no-externs", "--no-sysroot",
-         "--no-owns", "--layout", "dot"],
-        check=True, capture_output=True, text=True).stdout
+def check(package, src):
+    root = package.replace("-", "_")
+    modules, item_edges = module_graph(package)
     graphs = defaultdict(lambda: defaultdict(set))
     witness = {}
-    found = edges(dot)
-    if not found:
-        sys.exit(f"module-cycles: cargo modules printed no edges for {package}")
-    for a, b in found:
+    edges = [(holder(a, modules), holder(b, modules), why) for a, b, why in item_edges]
+    edges += written_paths(src, root, modules)
+    for a, b, why in edges:
+        if a is None or b is None:
+            continue
         lifted = lift(a, b)
         if lifted is None:
             continue
         parent, x, y = lifted
         graphs[parent][x].add(y)
-        witness.setdefault((parent, x, y), (a, b))
+        witness.setdefault((parent, x, y), why)
     cycles = []
     for parent, g in sorted(graphs.items()):
         state = {}
@@ -65,8 +132,7 @@ def check(package):
             state[node] = 1
             for nxt in sorted(g.get(node, ())):
                 if state.get(nxt) == 1:
-                    cycle = path[path.index(nxt):] + [nxt]
-                    cycles.append((parent, cycle))
+                    cycles.append((parent, path[path.index(nxt):] + [nxt]))
                 elif nxt not in state:
                     visit(nxt, path + [nxt])
             state[node] = 2
@@ -77,9 +143,8 @@ def check(package):
     for parent, cycle in cycles:
         print(f"cycle under {parent}: {' -> '.join(cycle)}")
         for x, y in zip(cycle, cycle[1:]):
-            a, b = witness[(parent, x, y)]
-            print(f"    {x} -> {y}: {a} uses {b}")
-    print(f"module-cycles: {package}: {len(found)} module edges, {len(cycles)} cycles")
+            print(f"    {x} -> {y}: {witness[(parent, x, y)]}")
+    print(f"module-cycles: {package}: {len(modules)} modules, {len(edges)} edges, {len(cycles)} cycles")
     return bool(cycles)
 
 

@@ -1,5 +1,6 @@
-//! Building a [`RankingClient`]: endpoint, timeouts, TLS, the bearer token and W3C trace
-//! context on every call, the retry policy.
+//! The [`RankingClient`] and how one is built: endpoint, timeouts, TLS, the bearer token and
+//! W3C trace context on every call, the retry policy. Its calls are [`crate::calls`]' and
+//! [`crate::streams`]'.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use tonic::service::Interceptor;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
 
-use crate::{RankingClient, RankingServiceClient, RetryPolicy};
+use crate::{Inner, RankingServiceClient, RetryPolicy};
 
 /// Adds `authorization: Bearer <token>` and the W3C trace context of the current tracing
 /// span (`traceparent`) to every call, so the service's spans join the caller's trace.
@@ -74,6 +75,41 @@ impl From<tonic::transport::Error> for BuildError {
     }
 }
 
+/// The ranking service client. Cheap to clone: clones share the connection.
+///
+/// Every unary call has one shape: it takes its request message (or what converts into it:
+/// an event, a list of events, a product id, a date, see [`ranking_proto`]'s `From` impls)
+/// and answers its response message, whose enum fields read typed through prost's
+/// accessors (`response.outcome()`). Calls take `&self`: each attempt runs on a clone of
+/// the shared channel. Requests over the service's bounds are split: more than
+/// [`MAX_BATCH`] events or catalog entries, more than [`MAX_PRODUCT_IDS`] ids.
+#[derive(Clone)]
+pub struct RankingClient {
+    pub(crate) inner: Inner,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl RankingClient {
+    pub(crate) fn new(inner: Inner, retry: RetryPolicy) -> Self {
+        Self { inner, retry }
+    }
+
+    /// The retry policy of every call.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// The generated client, for calls without the retry policy.
+    pub fn raw(&self) -> Inner {
+        self.inner.clone()
+    }
+
+    /// Starts building a client for `endpoint` (`http://host:port` or `https://…`).
+    pub fn builder(endpoint: impl Into<String>) -> RankingClientBuilder {
+        RankingClientBuilder::new(endpoint.into())
+    }
+}
+
 /// Settings of a [`RankingClient`].
 #[derive(Debug, Clone)]
 pub struct RankingClientBuilder {
@@ -82,7 +118,7 @@ pub struct RankingClientBuilder {
     request_timeout: Duration,
     token: Option<String>,
     tls: Option<ClientTlsConfig>,
-    retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
 }
 
 impl RankingClientBuilder {

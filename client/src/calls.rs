@@ -5,23 +5,8 @@
 use std::future::Future;
 use tonic::Status;
 
-use crate::builder::RankingClientBuilder;
 use crate::retry::next_wait;
-use crate::{Inner, RetryPolicy, v1};
-
-/// The ranking service client. Cheap to clone: clones share the connection.
-///
-/// Every unary call has one shape: it takes its request message (or what converts into it:
-/// an event, a list of events, a product id, a date, see [`ranking_proto`]'s `From` impls)
-/// and answers its response message, whose enum fields read typed through prost's
-/// accessors (`response.outcome()`). Calls take `&self`: each attempt runs on a clone of
-/// the shared channel. Requests over the service's bounds are split: more than
-/// [`MAX_BATCH`] events or catalog entries, more than [`MAX_PRODUCT_IDS`] ids.
-#[derive(Clone)]
-pub struct RankingClient {
-    inner: Inner,
-    retry: RetryPolicy,
-}
+use crate::{Inner, RankingClient, v1};
 
 /// Most events (and catalog entries) the service takes in one call.
 pub const MAX_BATCH: usize = 10_000;
@@ -29,25 +14,6 @@ pub const MAX_BATCH: usize = 10_000;
 pub const MAX_PRODUCT_IDS: usize = 1_000;
 
 impl RankingClient {
-    pub(crate) fn new(inner: Inner, retry: RetryPolicy) -> Self {
-        Self { inner, retry }
-    }
-
-    /// The retry policy of every call.
-    pub(crate) fn retry_policy(&self) -> RetryPolicy {
-        self.retry
-    }
-
-    /// Starts building a client for `endpoint` (`http://host:port` or `https://…`).
-    pub fn builder(endpoint: impl Into<String>) -> RankingClientBuilder {
-        RankingClientBuilder::new(endpoint.into())
-    }
-
-    /// The generated client, for calls without the retry policy.
-    pub fn raw(&self) -> Inner {
-        self.inner.clone()
-    }
-
     /// Runs `call` until it succeeds, fails with a status that is not worth retrying
     /// ([`crate::retryable`]), the attempts run out, or the next wait would end past the policy's
     /// overall deadline.

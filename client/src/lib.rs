@@ -43,8 +43,8 @@ pub mod events;
 mod retry;
 mod streams;
 
-pub use builder::{BuildError, CallMetadata, RankingClientBuilder};
-pub use calls::{MAX_BATCH, MAX_PRODUCT_IDS, RankingClient};
+pub use builder::{BuildError, CallMetadata, RankingClient, RankingClientBuilder};
+pub use calls::{MAX_BATCH, MAX_PRODUCT_IDS};
 pub use ranking_proto::v1;
 pub use ranking_proto::v1::ranking_service_client::RankingServiceClient;
 pub use retry::{RetryPolicy, retry_after, retryable};

@@ -9,8 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 
-use super::actors::CapReport;
-use super::write::{Attempt, BatchWrite};
+use super::write::{Attempt, BatchWrite, CapReport};
 use super::{SqlMetricsStore, partitions};
 use crate::domain::profile::ScoringProfile;
 use crate::domain::retraction::Fate;

@@ -15,14 +15,11 @@
 //! - [`session`]: the limits every session runs under, so that a frozen replica's open
 //!   transaction holds the others for a bounded time.
 
-mod actors;
 pub mod catalog;
 pub mod changes;
-mod deltas;
 pub mod dialect;
 mod ledger;
 pub mod partitions;
-mod retractions;
 pub mod rows;
 pub mod runs;
 pub mod session;

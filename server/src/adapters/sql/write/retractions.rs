@@ -1,21 +1,35 @@
-//! The write path's part in retractions (steps 2 and 6 of [`super::write`]): the stored
-//! events a batch's retractions name, the stored retractions that name the batch's events
-//! (`retractions`, one row per event taken back, found by its key), the fates brought up
-//! to date once the rows are locked, and the batch's own retractions stored.
+//! The write path's part in retractions (steps 2 and 6 of [`super`]): the stored events a
+//! batch's retractions name, the stored retractions that name the batch's events
+//! (`retractions`, one row per event taken back, found by its key), the fates brought up to
+//! date once the rows are locked, and the batch's own retractions stored. What each event
+//! does is the domain's decision ([`retraction::resolve`], [`retraction::refusal`]); this
+//! module reads and writes what it needs.
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::ConnectionTrait;
+use chrono::{DateTime, Utc};
 
-use super::rows::{Column, Rows};
-use super::write::{Attempt, BatchWrite};
+use super::events;
+use super::tx::{Attempt, Tx};
+use crate::adapters::sql::rows::{Column, Rows};
+use crate::domain::profile::ScoringProfile;
 use crate::domain::retraction::{self, Fate, Original};
 use crate::domain::vocabulary::EventKind;
-use crate::ports::StoreError;
+use crate::ports::{DatedEvent, StoreError};
 
-impl BatchWrite<'_> {
+/// The retractions of one attempt of a batch.
+pub struct Retractions<'a> {
+    pub tx: Tx<'a>,
+    pub batch: &'a [DatedEvent],
+    /// The kind of each custom signal (a retracted SIGNAL event's).
+    pub profile: &'a ScoringProfile,
+    /// The oldest an original may be and still be retracted.
+    pub retractable_since: DateTime<Utc>,
+}
+
+impl Retractions<'_> {
     /// What each of `fresh` (batch indexes, in batch order) does.
-    pub(super) async fn fates(&self, fresh: &[usize]) -> Result<Vec<Fate>, Attempt> {
+    pub async fn fates(&self, fresh: &[usize]) -> Result<Vec<Fate>, Attempt> {
         let batch = self.batch;
         let mut targets: Vec<String> = fresh
             .iter()
@@ -47,7 +61,7 @@ impl BatchWrite<'_> {
     /// event that a retraction now names is Retracted, a waiting retraction whose original
     /// is now stored Withdraws it — and the batch's retractions are stored. Returns the
     /// places of the fates that changed, whose rows the caller corrects.
-    pub(super) async fn settle_retractions(&self, fresh: &[usize], fates: &mut [Fate]) -> Result<Vec<usize>, Attempt> {
+    pub async fn settle(&self, fresh: &[usize], fates: &mut [Fate]) -> Result<Vec<usize>, Attempt> {
         let batch = self.batch;
         let mut changed = Vec::new();
         let own: HashSet<&str> = fresh.iter().map(|i| batch[*i].event.event_id.as_str()).collect();
@@ -104,15 +118,16 @@ impl BatchWrite<'_> {
                 Column::Text(claims().map(|e| e.event.event_id.clone()).collect()),
                 Column::Int(claims().map(|e| e.event.product_id).collect()),
                 Column::Date(claims().map(|e| e.date).collect()),
-                Column::Int(vec![self.now_us; by_target.len()]),
+                Column::Int(vec![self.tx.now_us; by_target.len()]),
             ],
         };
         let mut values = Vec::new();
-        let source = self.dialect.row_source(&rows, &mut values);
+        let source = self.tx.source(&rows, &mut values);
         let sql = self
+            .tx
             .dialect
             .insert_or_ignore("retractions (target_id, event_id, product_id, metric_date, recorded_at)", &source);
-        let inserted = self.txn.execute_raw(self.statement(sql, values)).await?.rows_affected();
+        let inserted = self.tx.execute(sql, values).await?;
         if inserted != by_target.len() as u64 {
             return Err(Attempt::Retry("another retraction of the same event committed meanwhile".into()));
         }
@@ -122,7 +137,7 @@ impl BatchWrite<'_> {
     /// The stored events of `ids`, as retractions need them.
     async fn originals(&self, ids: &[String]) -> Result<HashMap<String, Original>, Attempt> {
         let mut originals = HashMap::new();
-        for (id, (stored, signal, date, actor_id)) in self.stored_events_of(ids.to_vec()).await? {
+        for (id, (stored, signal, date, actor_id)) in events::stored(self.tx, ids.to_vec()).await? {
             let signal_kind = self.profile.custom_signal(&signal).map(|(_, kind)| kind);
             let Some(kind) = EventKind::from_code(stored.event_type, signal_kind) else {
                 // A signal the profile no longer has: its column is not the profile's to take
@@ -150,9 +165,9 @@ impl BatchWrite<'_> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let (sql, values) = self.dialect.retraction_claims(ids);
+        let (sql, values) = self.tx.dialect.retraction_claims(ids);
         let mut claims = HashMap::new();
-        for row in self.txn.query_all_raw(self.statement(sql, values)).await? {
+        for row in self.tx.query(sql, values).await? {
             claims.insert(row.try_get_by_index::<String>(0)?, row.try_get_by_index::<i64>(1)?);
         }
         Ok(claims)

@@ -18,9 +18,9 @@ use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query, SelectStatement};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement, StreamTrait, TransactionTrait};
 
+use super::metrics_row::{self, COUNTERS};
 use super::signals::column;
 use crate::domain::live::ProductRow;
-use crate::domain::vocabulary::DailyMetrics;
 use crate::ports::{ChangedRow, StoreError};
 
 /// Products per query of [`product_rows`].
@@ -55,7 +55,8 @@ pub async fn advance(db: &DatabaseConnection) -> Result<Option<i64>, DbErr> {
 /// without a column, read as 0), then `metric_date` and `updated_at`.
 fn metrics_select(signals: &[Option<u8>]) -> SelectStatement {
     let mut select = Query::select()
-        .columns(["product_id", "views", "likes", "orders", "order_amount", "last_event_at"].map(Alias::new))
+        .column(Alias::new("product_id"))
+        .columns(COUNTERS.map(Alias::new))
         .from(Alias::new("product_daily_metrics"))
         .to_owned();
     for slot in signals {
@@ -68,19 +69,16 @@ fn metrics_select(signals: &[Option<u8>]) -> SelectStatement {
 }
 
 fn changed_row(row: &QueryResult, signals: usize) -> Result<ChangedRow, StoreError> {
-    let int = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
-    let mut metrics = DailyMetrics::counts(int(1)?, int(2)?, int(3)?, int(4)?);
-    for (slot, value) in metrics.custom.iter_mut().enumerate().take(signals) {
-        *value = int(6 + slot)?;
-    }
+    let (metrics, last_event_us) = metrics_row::read(row, 1, signals).map_err(StoreError::database)?;
+    let next = metrics_row::after(1, signals);
     Ok(ChangedRow {
         row: ProductRow {
-            date: row.try_get_by_index::<NaiveDate>(6 + signals).map_err(StoreError::database)?,
-            product_id: int(0)?,
+            date: row.try_get_by_index::<NaiveDate>(next).map_err(StoreError::database)?,
+            product_id: row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
             metrics,
-            last_event_us: int(5)?,
+            last_event_us,
         },
-        updated_us: int(7 + signals)?,
+        updated_us: row.try_get_by_index::<i64>(next + 1).map_err(StoreError::database)?,
     })
 }
 

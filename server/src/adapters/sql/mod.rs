@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod changes;
 pub mod dialect;
 mod ledger;
+mod metrics_row;
 pub mod partitions;
 pub mod rows;
 pub mod runs;
@@ -41,7 +42,6 @@ use tokio::sync::Mutex;
 
 use self::dialect::{Dialect, Read};
 use crate::domain::catalog::CatalogEntry;
-use crate::domain::vocabulary::DailyMetrics;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::metrics::SqlLimitLabels;
 use crate::ports::{
@@ -185,12 +185,9 @@ impl SqlMetricsStore {
         let mut rows = std::pin::pin!(rows);
         let mut count = 0;
         while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
-            let get = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
-            let mut metrics = DailyMetrics::counts(get(1)?, get(2)?, get(3)?, get(4)?);
-            for (slot, value) in metrics.custom.iter_mut().enumerate().take(row_signals) {
-                *value = get(6 + slot)?;
-            }
-            visit(DailyRow { product_id: get(0)?, metrics, last_event_us: get(5)? });
+            let product_id = row.try_get_by_index::<i64>(0).map_err(StoreError::database)?;
+            let (metrics, last_event_us) = metrics_row::read(&row, 1, row_signals).map_err(StoreError::database)?;
+            visit(DailyRow { product_id, metrics, last_event_us });
             count += 1;
             // A driver with rows buffered hands them over without ever returning Pending: a
             // million of them would hold this worker (and the tasks queued behind it) for

@@ -6,9 +6,11 @@ use chrono::NaiveDate;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Order, Query};
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult, TransactionTrait};
 
+use super::metrics_row::{self, COUNTERS};
+use super::signals;
 use crate::domain::normalize::AxisStats;
 use crate::domain::ranking::PopulationStats;
-use crate::domain::vocabulary::{DailyMetrics, Retracted};
+use crate::domain::vocabulary::Retracted;
 use crate::ports::{ProductDay, RankingRun, RecencyClock, StoreError};
 
 const RUN_COLUMNS: [&str; 14] = [
@@ -166,49 +168,35 @@ pub async fn product_days(
         return Ok(Vec::new());
     }
     let mut select = Query::select()
-        .columns(columns([
-            "metric_date",
-            "views",
-            "likes",
-            "order_amount",
-            "orders",
-            "last_event_at",
-            "retracted_views",
-            "retracted_likes",
-            "retracted_orders",
-            "retracted_order_amount",
-        ]))
+        .column(Alias::new("metric_date"))
+        .columns(COUNTERS.map(Alias::new))
         .from(Alias::new("product_daily_metrics"))
         .and_where(Expr::col(Alias::new("metric_date")).is_in(days.iter().copied()))
         .and_where(Expr::col(Alias::new("product_id")).eq(product_id))
         .order_by(Alias::new("metric_date"), Order::Asc)
         .to_owned();
-    for slot in signals.iter().flatten() {
-        let column = Expr::col(Alias::new(super::signals::column(*slot)));
-        select.expr(Func::coalesce([column, Expr::val(0i64)]));
+    for slot in signals {
+        match slot {
+            Some(slot) => select.expr(Func::coalesce([Expr::col(Alias::new(signals::column(*slot))), Expr::val(0i64)])),
+            None => select.expr(Expr::val(0i64)),
+        };
     }
+    select.columns(RETRACTED.map(Alias::new));
     let rows = db.query_all(&select).await.map_err(StoreError::database)?;
-    rows.iter()
-        .map(|row| {
-            let mut day = product_day(row)?;
-            let mut next = 10;
-            for (value, slot) in day.metrics.custom.iter_mut().zip(signals) {
-                if slot.is_some() {
-                    *value = row.try_get_by_index::<i64>(next).map_err(StoreError::database)?;
-                    next += 1;
-                }
-            }
-            Ok(day)
-        })
-        .collect()
+    rows.iter().map(|row| product_day(row, signals.len()).map_err(StoreError::database)).collect()
 }
 
-fn product_day(row: &QueryResult) -> Result<ProductDay, StoreError> {
-    let int = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
+/// What retractions took from a day, selected after its counters and custom signals.
+const RETRACTED: [&str; 4] = ["retracted_views", "retracted_likes", "retracted_orders", "retracted_order_amount"];
+
+fn product_day(row: &QueryResult, signals: usize) -> Result<ProductDay, sea_orm::DbErr> {
+    let (metrics, last_event_us) = metrics_row::read(row, 1, signals)?;
+    let next = metrics_row::after(1, signals);
+    let int = |i| row.try_get_by_index::<i64>(next + i);
     Ok(ProductDay {
-        date: row.try_get_by_index::<NaiveDate>(0).map_err(StoreError::database)?,
-        metrics: DailyMetrics::counts(int(1)?, int(2)?, int(4)?, int(3)?),
-        last_event_us: int(5)?,
-        retracted: Retracted { views: int(6)?, likes: int(7)?, orders: int(8)?, order_amount: int(9)? },
+        date: row.try_get_by_index::<NaiveDate>(0)?,
+        metrics,
+        last_event_us,
+        retracted: Retracted { views: int(0)?, likes: int(1)?, orders: int(2)?, order_amount: int(3)? },
     })
 }

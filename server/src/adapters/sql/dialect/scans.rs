@@ -4,6 +4,7 @@
 use sea_orm::Value;
 
 use super::{Dialect, Read};
+use crate::adapters::sql::metrics_row::COUNTERS;
 
 impl Dialect {
     /// The day's metrics rows in ascending product order: `product_id, views, likes, orders,
@@ -11,8 +12,8 @@ impl Dialect {
     /// (`None`: a signal no row has, read as 0).
     pub fn scan_day(self, date: chrono::NaiveDate, signals: &[Option<u8>]) -> Read {
         let sql = format!(
-            "SELECT product_id, views, likes, orders, order_amount, last_event_at{} \
-             FROM product_daily_metrics WHERE metric_date = {} ORDER BY product_id",
+            "SELECT product_id, {}{} FROM product_daily_metrics WHERE metric_date = {} ORDER BY product_id",
+            COUNTERS.join(", "),
             signal_columns(self, signals, |c| format!("COALESCE({c}, 0)")),
             self.param(1)
         );
@@ -36,12 +37,11 @@ impl Dialect {
             Self::MySql => format!("CAST(LEAST(SUM({column}), 9223372036854775807) AS SIGNED)"),
             Self::Sqlite => format!("SUM({column})"),
         };
+        // Counters add up over the days; the latest event is the latest of them.
+        let counters = COUNTERS.map(|c| if c == "last_event_at" { format!("MAX({c})") } else { sum(c) });
         let sums = format!(
-            "{}, {}, {}, {}, MAX(last_event_at){}",
-            sum("views"),
-            sum("likes"),
-            sum("orders"),
-            sum("order_amount"),
+            "{}{}",
+            counters.join(", "),
             // PostgreSQL's days are read with their NULLs made 0 already (below).
             signal_columns(self, signals, |c| if self == Self::Postgres {
                 sum(c)
@@ -56,8 +56,9 @@ impl Dialect {
                 let ranges: Vec<String> = (1..=days.len())
                     .map(|n| {
                         format!(
-                            "(SELECT product_id, views, likes, orders, order_amount, last_event_at{picks} \
-                             FROM product_daily_metrics WHERE metric_date = ${n} ORDER BY product_id)"
+                            "(SELECT product_id, {}{picks} FROM product_daily_metrics WHERE metric_date = ${n} \
+                             ORDER BY product_id)",
+                            COUNTERS.join(", ")
                         )
                     })
                     .collect();

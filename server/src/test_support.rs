@@ -198,9 +198,18 @@ impl ChangeFeed for NoEvents {
 pub const EVENTUALLY: Duration = Duration::from_secs(120);
 
 /// Polls `check` until it holds, for at most [`EVENTUALLY`]; panics naming `what` otherwise.
-pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    eventually_some(what, async || check().await.then_some(())).await
+}
+
+/// Polls `check` until it gives a value, for at most [`EVENTUALLY`]; panics naming `what`
+/// otherwise.
+pub async fn eventually_some<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    while !check().await {
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
         assert!(tokio::time::Instant::now() < deadline, "{what}: not reached within {EVENTUALLY:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

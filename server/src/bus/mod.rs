@@ -83,7 +83,13 @@ impl Sink {
                 None => Err(Invalid::field("record", "has no payload")),
             })
             .collect();
-        let results = self.ingest.record_independent(decoded).await?;
+        let results = match self.ingest.record_independent(decoded).await {
+            Ok(results) => results,
+            Err(e) => {
+                self.metrics.bus.count(self.source, "unavailable", payloads.len() as u64);
+                return Err(e);
+            }
+        };
         let mut counts = [0u64; 3];
         let dispositions: Vec<Disposition> = results
             .into_iter()

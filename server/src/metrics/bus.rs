@@ -13,7 +13,8 @@ use prometheus_client::registry::Registry;
 pub struct RecordLabels {
     /// `kafka` or `jetstream`.
     pub source: &'static str,
-    /// `accepted`, `duplicate` or `invalid`.
+    /// `accepted`, `duplicate` or `invalid`; `unavailable`: in a batch the store could not
+    /// take, to be tried again (counted once per attempt).
     pub outcome: &'static str,
 }
 

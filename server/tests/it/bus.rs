@@ -344,13 +344,17 @@ async fn database_outage_loses_and_doubles_nothing(bus: TestBus) {
     eventually("the first 500 in SQL", || async { count_events(&pg.url()).await == 500 }).await;
     pg.stop();
     bus.publish(&batch(500)).await;
-    // Let the source fail against the stopped database a few times before it comes back.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // The source fails against the stopped database (and will try again) before it comes back.
+    let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
+    let unavailable = format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"unavailable\"}}");
+    eventually("the source finds the database down", async || {
+        crate::helpers::metric_sample(&app.scrape_metrics().await, &unavailable).is_some_and(|n| n > 0.0)
+    })
+    .await;
     pg.restart();
     eventually("all 1,000 in SQL", || async { count_events(&pg.url()).await >= 1_000 }).await;
     assert_eq!(count_events(&pg.url()).await, 1_000);
     let metrics = app.scrape_metrics().await;
-    let source = if matches!(bus, TestBus::Kafka { .. }) { "kafka" } else { "jetstream" };
     let accepted =
         metric_value(&metrics, &format!("ranking_bus_records_total{{source=\"{source}\",outcome=\"accepted\"}}"));
     assert_eq!(accepted, 1_000.0, "nothing counted twice");

@@ -2,15 +2,13 @@
 //! replica, and stay out of later recomputes (the others renormalised without them) until
 //! shown again; validation refuses a whole call and writes nothing.
 
-use std::time::Duration;
-
 use chrono::{Duration as Age, Timelike, Utc};
 use ranking_client::tonic::Code;
 use ranking_client::{RankingClient, v1};
 
-use crate::helpers::process::EVENTUALLY;
 use crate::helpers::{TestApp, TestDb, rand_u64, views};
 use crate::redis_store::redis_settings;
+use ranking_server::test_support::eventually;
 
 fn entry(product_id: i64, segments: &[&str], hidden: bool) -> v1::CatalogEntry {
     v1::CatalogEntry { product_id, segments: segments.iter().map(|s| s.to_string()).collect(), hidden }
@@ -59,11 +57,10 @@ async fn hidden_products_leave_every_ranking_at_once_and_come_back_at_a_recomput
     }
     assert_eq!(a.rank(4, "").await.expect_err("hidden").code(), Code::NotFound);
     // The other replica loads the new versions on the announcement or its poll.
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while ids(&mut b, v1::Window::Daily).await.contains(&4) || ids(&mut b, v1::Window::Weekly).await.contains(&4) {
-        assert!(std::time::Instant::now() < deadline, "replica b still serves product 4");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("replica b stops serving product 4", async || {
+        !ids(&mut b, v1::Window::Daily).await.contains(&4) && !ids(&mut b, v1::Window::Weekly).await.contains(&4)
+    })
+    .await;
     assert_eq!(ids(&mut b, v1::Window::Hourly).await, vec![5, 3, 2, 1]);
     // Until the next recompute the others keep their scores; the hidden product's new
     // events are recorded but reach no ranking.

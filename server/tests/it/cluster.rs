@@ -12,9 +12,10 @@ use chrono::Utc;
 use ranking_client::v1::{self, EventType};
 use ranking_client::{RankingClient, tonic::Code};
 
-use crate::helpers::process::{EVENTUALLY, ServerProcess};
+use crate::helpers::process::ServerProcess;
 use crate::helpers::throwaway_cluster::ThrowawayCluster;
 use crate::helpers::{TestApp, TestDb, event, rand_u64, settings, test_redis_mode};
+use ranking_server::test_support::{eventually, eventually_some};
 
 /// These tests need the Redis Cluster of `make test`'s cluster pass, and fail without it.
 fn assert_cluster_pass() {
@@ -103,26 +104,18 @@ impl OnCluster {
 
 /// Retries a Recompute until it succeeds (the cluster heals within a few node timeouts).
 async fn recompute_until_ok(client: &RankingClient) -> u64 {
-    let client = client.clone();
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    loop {
-        match client.recompute("").await {
-            Ok(r) => return r.version,
-            Err(e) if std::time::Instant::now() < deadline => {
-                tracing::debug!(code = ?e.code(), "recompute during failover: {}", e.message());
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("recompute never succeeded after the failover: {e}"),
+    eventually_some("a recompute succeeds after the failover", async || match client.recompute("").await {
+        Ok(r) => Some(r.version),
+        Err(e) => {
+            tracing::debug!(code = ?e.code(), "recompute during failover: {}", e.message());
+            None
         }
-    }
+    })
+    .await
 }
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "{what} never happened");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    eventually(what, async || done()).await
 }
 
 /// Readers of today's top page and of ranks, asserting each answer equals `expected` (the
@@ -339,16 +332,13 @@ async fn another_replica_takes_over_from_one_killed_mid_recompute() {
     };
     assert_eq!(expected.len(), 3_000);
     for client in &clients[1..] {
-        let deadline = std::time::Instant::now() + EVENTUALLY;
-        loop {
+        let what = format!("the replica loads version {}", took_over.version);
+        let entries = eventually_some(&what, async || {
             let (entries, version) = walk(client).await;
-            if version >= took_over.version {
-                assert_eq!(entries, expected, "equal to the single-process result");
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "replica never loaded version {}", took_over.version);
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+            (version >= took_over.version).then_some(entries)
+        })
+        .await;
+        assert_eq!(entries, expected, "equal to the single-process result");
     }
     let _ = victim;
     for r in replicas {

@@ -127,11 +127,10 @@ async fn replicas_hold_segment_rankings_in_memory() {
     a.recompute("").await;
     let published = a.client.get_top_n(top(v1::Window::Daily, "brand:acme")).await.expect("a").into_inner();
     // b loads four new versions: daily, weekly, and the segment's daily and weekly.
-    let deadline = std::time::Instant::now() + crate::helpers::process::EVENTUALLY;
-    while loads(&b.scrape_metrics().await) < before + 4.0 {
-        assert!(std::time::Instant::now() < deadline, "replica b never loaded the segment rankings");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    ranking_server::test_support::eventually("replica b loads the segment rankings", async || {
+        loads(&b.scrape_metrics().await) >= before + 4.0
+    })
+    .await;
     let mut conn = crate::redis_store::redis().await;
     let keys: Vec<String> = conn.keys(format!("{prefix}:{{daily:*}}:dseg:*")).await.expect("KEYS");
     assert!(!keys.is_empty());

@@ -4,7 +4,6 @@
 //! the memory bound; expired and garbled tokens.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::TryStreamExt;
@@ -12,23 +11,19 @@ use ranking_client::tonic::Code;
 use ranking_client::v1::{self, EventType};
 use redis::AsyncCommands;
 
-use crate::helpers::process::EVENTUALLY;
 use crate::helpers::throwaway_redis::ThrowawayRedis;
 use crate::helpers::{TestApp, TestDb, event, free_port, metric_value, rand_u64, settings, views};
 use crate::redis_store::{redis, redis_settings};
+use ranking_server::test_support::eventually;
 
 /// Waits (under a generous deadline) until `app` serves `version` of today's ranking.
 async fn wait_for_version(app: &mut TestApp, version: u64) {
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    loop {
+    eventually(&format!("the replica serves version {version}"), async || {
         let served = app.top("", 1).await.version;
         assert!(served <= version, "served {served}, newer than {version}");
-        if served == version {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "replica still serves version {served}, not {version}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        served == version
+    })
+    .await;
 }
 
 /// `n` products whose view counts give a ranking with ties, shifted by `round`.
@@ -93,16 +88,12 @@ async fn a_replica_that_missed_an_announcement_catches_up_by_its_poll() {
         .await
         .expect("throwaway redis");
     // Both replicas subscribe shortly after they start.
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    loop {
+    eventually("both replicas subscribe", async || {
         let clients: String =
             redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("pubsub").query_async(&mut conn).await.expect("LIST");
-        if clients.lines().count() >= 2 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "replicas never subscribed: {clients}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        clients.lines().count() >= 2
+    })
+    .await;
     // Cut both subscriptions: the next announcement reaches nobody.
     let killed: u64 =
         redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut conn).await.expect("KILL");

@@ -3,6 +3,7 @@
 //! `YYYY-MM-DD`, a timestamp in range); the rules live in the application.
 
 use chrono::NaiveDate;
+use prost::Message;
 use ranking_proto::v1 as pb;
 
 use crate::app::explain::ExplainAnswer;
@@ -103,6 +104,13 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
 }
 
 /// A page on the wire.
+/// `answer` on the wire, encoded once however many callers it is sent to: the hot pages of
+/// held copies are kept answers, sent to thousands of callers between two versions, each a
+/// copy of the same bytes.
+pub fn encoded_top(answer: &TopAnswer) -> ranking_proto::Encoded<pb::GetTopNResponse> {
+    ranking_proto::Encoded::from_encoding(answer.encoding.get_or_init(|| top_response(answer).encode_to_vec().into()))
+}
+
 pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
     pb::GetTopNResponse {
         products: a.entries.iter().map(ranked).collect(),
@@ -237,6 +245,25 @@ mod tests {
             let e = date(bad).expect_err(bad);
             assert_eq!(e.path.0, vec![crate::app::invalid::PathSegment::Field("date")], "{bad}");
         }
+    }
+
+    #[test]
+    fn an_answer_is_encoded_once_for_all_its_callers() {
+        let answer = TopAnswer {
+            entries: Vec::new(),
+            total: 3,
+            date: "2026-12-01".parse().expect("date"),
+            version: Some(7),
+            next_page_token: Some("next".into()),
+            encoding: Default::default(),
+        };
+        let first = encoded_top(&answer);
+        let second = encoded_top(&answer);
+        assert_eq!(first.bytes().as_ptr(), second.bytes().as_ptr(), "the second caller copies the kept bytes");
+        assert_eq!(pb::GetTopNResponse::decode(first.bytes().clone()).expect("decodes"), top_response(&answer));
+        // An answer built anew is encoded anew.
+        let again = TopAnswer { encoding: Default::default(), ..answer.clone() };
+        assert_ne!(encoded_top(&again).bytes().as_ptr(), first.bytes().as_ptr());
     }
 
     #[test]

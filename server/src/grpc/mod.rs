@@ -6,7 +6,6 @@
 pub mod auth;
 pub mod connections;
 pub mod convert;
-pub mod encoded_pages;
 pub mod error;
 pub mod layers;
 pub mod rpcs;

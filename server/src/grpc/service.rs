@@ -27,8 +27,6 @@ pub struct RankingApi {
     catalog: Arc<Catalog>,
     watch: Arc<WatchHub>,
     recompute: Arc<Recompute>,
-    /// GetTopN answers encoded once for all their callers.
-    pages: Arc<super::encoded_pages::EncodedPages>,
 }
 
 impl RankingApi {
@@ -41,7 +39,7 @@ impl RankingApi {
         watch: Arc<WatchHub>,
         recompute: Arc<Recompute>,
     ) -> Self {
-        Self { ingest, queries, explainer, catalog, watch, recompute, pages: Default::default() }
+        Self { ingest, queries, explainer, catalog, watch, recompute }
     }
 }
 
@@ -83,7 +81,7 @@ impl RankingService for RankingApi {
             limit: req.limit,
             page_token: Some(req.page_token).filter(|t| !t.is_empty()),
         };
-        Ok(Response::new(self.pages.encode(&self.queries.top(query).await?)))
+        Ok(Response::new(convert::encoded_top(&*self.queries.top(query).await?)))
     }
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {

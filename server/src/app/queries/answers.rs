@@ -1,8 +1,11 @@
 //! The answers of the most asked pages (the home page's top 20 …) of held copies, so that
-//! the thousands of identical reads between two versions cost a lookup and a copy.
+//! the thousands of identical reads between two versions cost a lookup and a copy. Kept in
+//! one bounded cache (moka's: what is asked least goes first when it is full), together
+//! with their encoding once the transport has made it ([`super::types::Encoding`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use moka::sync::Cache;
 
 use super::resolve::previous_period;
 use super::types::TopAnswer;
@@ -21,12 +24,18 @@ pub(super) struct AnswerKey {
     limit: u32,
 }
 
-/// Most answers kept; when full, all are dropped (the hot pages come back at once).
-pub(super) const MAX_ANSWERS: usize = 1_024;
+/// Most answers kept.
+pub(super) const MAX_ANSWERS: u64 = 1_024;
 
-/// Kept answers, at most [`MAX_ANSWERS`]; an answer never outlives the versions in its key.
-#[derive(Default)]
-pub(super) struct Answers(Mutex<HashMap<AnswerKey, Arc<TopAnswer>>>);
+/// Kept answers, at most [`MAX_ANSWERS`]; an answer never outlives the versions in its key
+/// as far as a reader can tell: a newer version is a new key.
+pub(super) struct Answers(Cache<AnswerKey, Arc<TopAnswer>>);
+
+impl Default for Answers {
+    fn default() -> Self {
+        Self(Cache::new(MAX_ANSWERS))
+    }
+}
 
 impl Answers {
     /// The key of a page when the ranking, and the previous period's when there is one, are
@@ -42,14 +51,10 @@ impl Answers {
     }
 
     pub(super) fn get(&self, key: &AnswerKey) -> Option<Arc<TopAnswer>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+        self.0.get(key)
     }
 
     pub(super) fn put(&self, key: AnswerKey, answer: &Arc<TopAnswer>) {
-        let mut answers = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if answers.len() >= MAX_ANSWERS {
-            answers.clear();
-        }
-        answers.insert(key, answer.clone());
+        self.0.insert(key, answer.clone());
     }
 }

@@ -112,7 +112,15 @@ impl Queries {
             .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
         let mut entries = consecutive(&self.policy.profile, resolved, offset, &page);
         self.annotate(resolved, page.version, page.total, &mut entries, Ties::Consecutive).await?;
-        Ok(TopAnswer { entries, total: page.total, date: resolved.date(), version: page.version, next_page_token })
+        let date = resolved.date();
+        Ok(TopAnswer {
+            entries,
+            total: page.total,
+            date,
+            version: page.version,
+            next_page_token,
+            encoding: Default::default(),
+        })
     }
 
     /// One product's entry, its neighbours and the size of the ranking, from one version.

@@ -2,45 +2,44 @@
 //! pointer is gone (Redis restarted empty or was flushed) is recomputed at once, under the
 //! day's lease, and the read answers from the rebuilt ranking, so an empty store is never
 //! served as an empty home page until the next scheduler tick. Concurrent reads of one day
-//! share one rebuild.
+//! share one rebuild, and its failure (moka's single-flight initialisation).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::NaiveDate;
-use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
+use moka::future::Cache;
 
 use super::Queries;
 use super::types::{QueryError, Resolved};
 use crate::app::recompute::{Recompute, RecomputeError};
 use crate::ports::RankingKey;
 
-/// A rebuild under way, shared by the reads waiting for it.
-type Rebuild = Shared<BoxFuture<'static, Result<(), RecomputeError>>>;
+/// Most days rebuilt at once: the retained days, with room to spare.
+const MAX_REBUILDS: u64 = 64;
 
-/// Rebuilds under way, by day; an entry lives while its rebuild runs.
-#[derive(Default, Clone)]
-pub(super) struct Rebuilds(Arc<Mutex<HashMap<NaiveDate, Rebuild>>>);
+/// Rebuilds under way, by day; an entry is dropped by the reads it served once it ends, so
+/// that a ranking lost again is rebuilt again.
+#[derive(Clone)]
+pub(super) struct Rebuilds(Cache<NaiveDate, ()>);
+
+impl Default for Rebuilds {
+    fn default() -> Self {
+        Self(Cache::new(MAX_REBUILDS))
+    }
+}
 
 impl Rebuilds {
-    /// The rebuild of `date` under way, or a new one by `recompute`.
-    fn of(&self, date: NaiveDate, recompute: &Arc<Recompute>) -> Rebuild {
-        let mut rebuilds = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        rebuilds
-            .entry(date)
-            .or_insert_with(|| {
-                let (recompute, rebuilds) = (recompute.clone(), self.clone());
-                async move {
-                    tracing::warn!(%date, "daily ranking missing from the ranking store; rebuilding it now");
-                    let result = recompute.run(date).await.map(drop);
-                    rebuilds.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&date);
-                    result
-                }
-                .boxed()
-                .shared()
+    /// Waits for the rebuild of `date` under way, or runs one by `recompute`.
+    async fn of(&self, date: NaiveDate, recompute: &Arc<Recompute>) -> Result<(), Arc<RecomputeError>> {
+        let rebuilt = self
+            .0
+            .try_get_with(date, async {
+                tracing::warn!(%date, "daily ranking missing from the ranking store; rebuilding it now");
+                recompute.run(date).await.map(drop)
             })
-            .clone()
+            .await;
+        self.0.invalidate(&date).await;
+        rebuilt
     }
 }
 
@@ -61,7 +60,7 @@ impl Queries {
         {
             return Ok(false);
         }
-        self.rebuilds.of(date, &self.recompute).await?;
+        self.rebuilds.of(date, &self.recompute).await.map_err(|e| QueryError::from((*e).clone()))?;
         Ok(true)
     }
 }

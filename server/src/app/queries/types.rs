@@ -158,6 +158,33 @@ pub struct TopAnswer {
     pub version: Option<u64>,
     /// Where the next page starts; `None` on the last page.
     pub next_page_token: Option<String>,
+    /// The answer as the transport encoded it, once it has.
+    pub encoding: Encoding,
+}
+
+/// An answer's encoding on the wire, made by the first caller that sends it and kept with
+/// the answer: a kept answer is encoded once however many callers it is sent to, and its
+/// encoding goes when it does. Says nothing about the answer: any two compare equal.
+#[derive(Clone, Default)]
+pub struct Encoding(std::sync::OnceLock<bytes::Bytes>);
+
+impl Encoding {
+    /// The kept encoding, or `encode`'s, kept now.
+    pub fn get_or_init(&self, encode: impl FnOnce() -> bytes::Bytes) -> bytes::Bytes {
+        self.0.get_or_init(encode).clone()
+    }
+}
+
+impl PartialEq for Encoding {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Encoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "Encoding(kept)" } else { "Encoding(none)" })
+    }
 }
 
 /// One product's entry.

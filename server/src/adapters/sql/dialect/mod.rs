@@ -222,6 +222,11 @@ impl Dialect {
     }
 
     /// `ON CONFLICT … DO UPDATE SET` / `ON DUPLICATE KEY UPDATE` with `col = expr(old, new)`.
+    ///
+    /// Written here rather than by sea-query's `OnConflict`: every merge but a plain
+    /// replacement is an engine's own expression (`VALUES(c)` or `excluded.c`, `GREATEST` or
+    /// `MAX`, the saturating sums), so it would render only the frame around them, and its
+    /// insert statements cannot take the row sources above (`UNNEST` of arrays, `JSON_TABLE`).
     pub fn upsert_tail(self, table: &str, key: &str, sets: &[(&str, UpsertOp)]) -> String {
         let mysql = self == Self::MySql;
         let old = |c: &str| if mysql { c.to_string() } else { format!("{table}.{c}") };
@@ -252,7 +257,10 @@ impl Dialect {
         matches!(self, Self::Postgres)
     }
 
-    /// An insert that skips rows whose key exists.
+    /// An insert that skips rows whose key exists. Its affected-row count is the rows it
+    /// inserted, which the write path checks; sea-query's `do_nothing` on MySQL is an
+    /// `ON DUPLICATE KEY UPDATE c = c`, whose count includes the duplicates (the driver asks
+    /// for found rows), hence `INSERT IGNORE` here.
     pub fn insert_or_ignore(self, table_and_cols: &str, source: &str) -> String {
         match self {
             Self::MySql => format!("INSERT IGNORE INTO {table_and_cols} {source}"),

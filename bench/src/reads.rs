@@ -389,10 +389,9 @@ pub async fn bench_read_path() {
     let n = 200_000;
     let started = Instant::now();
     let mut bytes = 0;
-    let pages = ranking_server::grpc::encoded_pages::EncodedPages::default();
     for _ in 0..n {
         let answer = queries.top(TopQuery { limit: 20, ..Default::default() }).await.expect("top");
-        bytes += pages.encode(&answer).bytes().len();
+        bytes += convert::encoded_top(&answer).bytes().len();
     }
     let top = started.elapsed().as_secs_f64() * 1e6 / n as f64;
     let started = Instant::now();

@@ -30,7 +30,7 @@ use crate::app::catalog::Catalog;
 use crate::app::explain::Explainer;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
-use crate::app::recompute::Recompute;
+use crate::app::recompute::{LivePasses, Recompute};
 use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
@@ -59,6 +59,7 @@ pub struct Application {
     bus: BusSources,
     ingest_workers: usize,
     scheduler: Arc<Scheduler>,
+    live: Arc<LivePasses>,
     snapshots: Arc<Snapshots>,
     watch: Arc<WatchHub>,
     metrics: Arc<Metrics>,
@@ -104,7 +105,8 @@ impl Application {
             }
         };
 
-        let (ingest, group_commit) = Ingest::new(store.clone(), rankings.clone(), policy.clone(), metrics.clone());
+        let (ingest, group_commit) =
+            Ingest::new(store.clone(), store.clone(), rankings.clone(), policy.clone(), metrics.clone());
         let snapshots = Arc::new(Snapshots::new(
             rankings.clone(),
             policy.clone(),
@@ -122,8 +124,9 @@ impl Application {
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
-        let explainer = Arc::new(Explainer::new(store.clone(), queries.clone(), policy.clone()));
-        let catalog = Arc::new(Catalog::new(store, recompute.clone(), policy));
+        let explainer = Arc::new(Explainer::new(store.clone(), store.clone(), queries.clone(), policy.clone()));
+        let catalog = Arc::new(Catalog::new(store, recompute.withdrawals(), policy));
+        let live = recompute.live_passes();
         let watch = Arc::new(WatchHub::new(
             queries.clone(),
             snapshots.clone(),
@@ -163,6 +166,7 @@ impl Application {
             bus,
             ingest_workers: settings.database.ingest_workers.get(),
             scheduler,
+            live,
             snapshots,
             watch,
             metrics,
@@ -196,7 +200,7 @@ impl Application {
         let stop_tasks = CancellationToken::new();
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
-        tasks.spawn(self.scheduler.recompute().clone().live(stop_tasks.clone()));
+        tasks.spawn(self.live.run(stop_tasks.clone()));
         tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::invalid::{Invalid, quote};
 use super::policy::Policy;
-use super::recompute::{Recompute, RecomputeError};
+use super::recompute::{RecomputeError, Withdrawals};
 use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, segment_problem};
 use crate::ports::{CatalogRows, StoreError};
 
@@ -32,14 +32,14 @@ pub enum CatalogError {
 /// The catalog service.
 pub struct Catalog {
     store: Arc<dyn CatalogRows>,
-    recompute: Arc<Recompute>,
+    withdrawals: Arc<Withdrawals>,
     policy: Arc<Policy>,
 }
 
 impl Catalog {
-    /// Stores in `store`; hidden products leave today's rankings through `recompute`.
-    pub fn new(store: Arc<dyn CatalogRows>, recompute: Arc<Recompute>, policy: Arc<Policy>) -> Self {
-        Self { store, recompute, policy }
+    /// Stores in `store`; hidden products leave today's rankings through `withdrawals`.
+    pub fn new(store: Arc<dyn CatalogRows>, withdrawals: Arc<Withdrawals>, policy: Arc<Policy>) -> Self {
+        Self { store, withdrawals, policy }
     }
 
     /// Validates every entry (nothing is written when one is refused), stores them in one
@@ -49,7 +49,7 @@ impl Catalog {
         let entries = validated(entries)?;
         self.store.update_catalog(&entries).await?;
         let hidden: HashSet<i64> = entries.iter().filter(|e| e.hidden).map(|e| e.product_id).collect();
-        self.recompute.withdraw(self.policy.today(self.policy.now()), &hidden).await?;
+        self.withdrawals.withdraw(self.policy.today(self.policy.now()), &hidden).await?;
         Ok(entries.len() as u32)
     }
 }

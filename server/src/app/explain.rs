@@ -11,7 +11,7 @@ use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Wind
 use crate::domain::explain::{Explanation, explain};
 use crate::domain::profile::{ScoringProfile, SignalRef};
 use crate::domain::vocabulary::Retracted;
-use crate::ports::{MetricsStore, Segment, StoreError};
+use crate::ports::{DayScans, RunLog, Segment, StoreError};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -68,15 +68,18 @@ pub struct CapFigures {
 
 /// The explain service.
 pub struct Explainer {
-    store: Arc<dyn MetricsStore>,
+    /// One product's rows by key.
+    scans: Arc<dyn DayScans>,
+    /// What a version's norms were computed from, and the profile it was ranked by.
+    runs: Arc<dyn RunLog>,
     queries: Arc<Queries>,
     policy: Arc<Policy>,
 }
 
 impl Explainer {
-    /// Explains from `store` (SQL) what `queries` serve.
-    pub fn new(store: Arc<dyn MetricsStore>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
-        Self { store, queries, policy }
+    /// Explains from SQL (`scans`, `runs`) what `queries` serve.
+    pub fn new(scans: Arc<dyn DayScans>, runs: Arc<dyn RunLog>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
+        Self { scans, runs, queries, policy }
     }
 
     /// Explains one product's entry in the daily ranking of the query's day.
@@ -99,7 +102,7 @@ impl Explainer {
                 }
             }
             .unwrap_or_default();
-            let run = self.store.ranking_run(date).await?;
+            let run = self.runs.ranking_run(date).await?;
             match run {
                 Some(run) if run.version == version => {
                     let first = self.policy.carry_start(date);
@@ -107,7 +110,7 @@ impl Explainer {
                         .filter_map(|n| first.checked_add_days(Days::new(n)))
                         .collect();
                     let profile = self.profile_of(&run.profile).await?;
-                    let history = self.store.product_days(query.product_id, &days, profile.custom_names()).await?;
+                    let history = self.scans.product_days(query.product_id, &days, profile.custom_names()).await?;
                     let capped = self.capped(&profile, query.product_id, date).await?;
                     let explanation =
                         explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
@@ -149,7 +152,7 @@ impl Explainer {
             return Ok(Vec::new());
         }
         let named: Vec<(String, u32)> = caps.iter().map(|(s, n)| (profile.signal_name(*s).to_string(), *n)).collect();
-        let over = self.store.over_caps(product_id, date, &named).await?;
+        let over = self.scans.over_caps(product_id, date, &named).await?;
         Ok(caps
             .into_iter()
             .zip(over)
@@ -166,7 +169,7 @@ impl Explainer {
         if fingerprint.is_empty() || fingerprint == current.fingerprint() {
             return Ok(Arc::clone(current));
         }
-        let text = self.store.stored_profile(fingerprint).await?;
+        let text = self.runs.stored_profile(fingerprint).await?;
         match text.map(|t| crate::domain::profile::text::parse(&t)) {
             Some(Ok(profile)) => Ok(Arc::new(profile)),
             other => {

@@ -20,7 +20,7 @@ use crate::domain::event::{AcceptWindow, RawEvent};
 use crate::metrics::Metrics;
 use crate::metrics::shoppers::SignalLabels;
 use crate::ports::{
-    DatedEvent, HourlyIncrement, MetricsStore, Outcome, RankingStore, RecordRules, Recorded, StoreError,
+    CatalogRows, DatedEvent, EventLedger, HourlyIncrement, Outcome, RankingStore, RecordRules, Recorded, StoreError,
 };
 
 /// Largest `RecordEvents` batch.
@@ -52,7 +52,8 @@ struct Pending {
 
 /// The ingest path.
 pub struct Ingest {
-    store: Arc<dyn MetricsStore>,
+    ledger: Arc<dyn EventLedger>,
+    catalog: Arc<dyn CatalogRows>,
     rankings: Arc<dyn RankingStore>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
@@ -70,13 +71,14 @@ impl Ingest {
     /// The ingest path and its group commit, whose workers are started separately (so that
     /// building the application spawns nothing).
     pub fn new(
-        store: Arc<dyn MetricsStore>,
+        ledger: Arc<dyn EventLedger>,
+        catalog: Arc<dyn CatalogRows>,
         rankings: Arc<dyn RankingStore>,
         policy: Arc<Policy>,
         metrics: Arc<Metrics>,
     ) -> (Arc<Self>, GroupCommit) {
         let (queue, rx) = mpsc::channel(MAX_GROUP * 4);
-        let ingest = Arc::new(Self { store, rankings, policy, metrics, queue });
+        let ingest = Arc::new(Self { ledger, catalog, rankings, policy, metrics, queue });
         let group_commit = GroupCommit { ingest: Arc::downgrade(&ingest), rx };
         (ingest, group_commit)
     }
@@ -189,7 +191,7 @@ impl Ingest {
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         let retractable_since = self.window().oldest();
         let rules = RecordRules { profile: &self.policy.profile, retractable_since };
-        let Recorded { outcomes, withdrawn, uncounted, capped } = self.store.record(batch, rules).await?;
+        let Recorded { outcomes, withdrawn, uncounted, capped } = self.ledger.record(batch, rules).await?;
         let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();
         self.metrics.events_accepted.inc_by((outcomes.len() - duplicates) as u64);
         self.metrics.events_duplicate.inc_by(duplicates as u64);
@@ -225,7 +227,7 @@ impl Ingest {
         let mut products: Vec<i64> = points.iter().map(|(product, _, _)| *product).collect();
         products.sort_unstable();
         products.dedup();
-        let hidden: HashSet<i64> = match self.store.hidden_among(&products).await {
+        let hidden: HashSet<i64> = match self.catalog.hidden_among(&products).await {
             Ok(hidden) => hidden.into_iter().collect(),
             Err(e) => {
                 self.metrics.hourly_increment_failures.inc_by(points.len() as u64);

@@ -8,7 +8,9 @@
 //! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
 //! - [`catalog`]: UpdateCatalog (segments, hidden products; hiding takes effect at once).
 //! - [`explain`]: ExplainRank, the one read that consults SQL (a product's rows only).
-//! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; retention.
+//! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; live passes,
+//!   withdrawals, retention.
+//! - [`lease`]: the day's lease every change of its rankings holds, and the fence it carries.
 //! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
 //! - [`page_token`]: the opaque position of a page in one version of a ranking.
 //! - [`watch`]: WatchTopN's feeds, one per distinct watched top, shared by its watchers.
@@ -18,6 +20,7 @@ pub mod catalog;
 pub mod explain;
 pub mod ingest;
 pub mod invalid;
+pub mod lease;
 pub mod page_token;
 pub mod policy;
 pub mod queries;

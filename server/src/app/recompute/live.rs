@@ -26,14 +26,30 @@ use std::sync::Arc;
 
 use chrono::{NaiveDate, Utc};
 use tokio::time::Instant;
-
-use crate::metrics::phases::Phases;
 use tokio_util::sync::CancellationToken;
 
-use super::Recompute;
+use super::build::{Rebuild, rank_apart};
+use super::publish::Publisher;
+use crate::app::lease::DayLeases;
+use crate::app::policy::Policy;
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
-use crate::ports::{ChangedRow, Fence, Lease, StoreError, day_lease};
+use crate::metrics::Metrics;
+use crate::metrics::phases::Phases;
+use crate::ports::{CatalogRows, ChangeFeed, ChangedRow, DayScans, Fence, Lease, StoreError, day_lease};
+
+/// Runs the live passes of today on this replica while it holds today's live lease.
+pub struct LivePasses {
+    pub(super) changes: Arc<dyn ChangeFeed>,
+    pub(super) scans: Arc<dyn DayScans>,
+    pub(super) catalog: Arc<dyn CatalogRows>,
+    pub(super) leases: Arc<DayLeases>,
+    /// The recompute's own reading of the carry-over chain.
+    pub(super) rebuild: Arc<Rebuild>,
+    pub(super) publisher: Arc<Publisher>,
+    pub(super) policy: Arc<Policy>,
+    pub(super) metrics: Arc<Metrics>,
+}
 
 /// What the holder of today's live lease keeps between passes.
 struct Held {
@@ -65,10 +81,10 @@ enum Pass {
     Stalled(StoreError),
 }
 
-impl Recompute {
+impl LivePasses {
     /// Runs live passes of today every `RANKING_LIVE_INTERVAL` (none when it is zero) until
     /// `stop` is cancelled; the live lease is given back at the end.
-    pub async fn live(self: Arc<Self>, stop: CancellationToken) {
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let interval = self.policy.live_interval;
         if interval.is_zero() {
             return;
@@ -96,20 +112,19 @@ impl Recompute {
             }
         }
         if let Some(holder) = holder {
-            self.release(&holder.lease, holder.date).await;
+            self.leases.release(&holder.lease).await;
         }
     }
 
     /// One tick: keep (or take) today's live lease, then run a pass under the day's lease.
     async fn live_turn(&self, today: NaiveDate, holder: &mut Option<Holder>) {
-        let ttl = self.policy.recompute_lease;
         if let Some(old) = holder.take_if(|h| h.date != today) {
             // Midnight: yesterday is the scheduler's again.
-            self.release(&old.lease, old.date).await;
+            self.leases.release(&old.lease).await;
         }
         let kept = match holder {
-            Some(h) => self.leases.renew(&h.lease, ttl).await,
-            None => match self.leases.try_acquire(&format!("live:{today}"), ttl).await {
+            Some(h) => self.leases.renew(&h.lease).await,
+            None => match self.leases.try_take(&format!("live:{today}")).await {
                 Ok(Some(lease)) => {
                     *holder = Some(Holder { date: today, lease, held: None });
                     Ok(true)
@@ -135,7 +150,7 @@ impl Recompute {
                 return;
             }
         }
-        let day_lease = match self.leases.try_acquire(&day_lease(today), ttl).await {
+        let day_lease = match self.leases.try_take(&day_lease(today)).await {
             Ok(Some(lease)) => lease,
             Ok(None) => {
                 // A recompute or a withdrawal of the day is under way: the next tick.
@@ -149,8 +164,8 @@ impl Recompute {
         };
         let started = Instant::now();
         let fence = Fence::of(&day_lease);
-        let result = self.holding(&day_lease, "live_pass", self.live_pass(today, &mut h.held, &fence)).await;
-        self.release(&day_lease, today).await;
+        let result = self.leases.holding(&day_lease, "live_pass", self.live_pass(today, &mut h.held, &fence)).await;
+        self.leases.release(&day_lease).await;
         match result {
             Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),
             Ok(Pass::Stalled(e)) => {
@@ -178,22 +193,22 @@ impl Recompute {
     /// catalog. The epoch is advanced first: every row of an earlier epoch is committed and
     /// read here; a later one is read by the next pass.
     async fn live_load(&self, date: NaiveDate) -> Result<Held, StoreError> {
-        let from = self.store.advance_epoch().await?;
+        let from = self.changes.advance_epoch().await?;
         let days = self.live_days(date);
         let profile = &self.policy.profile;
         let signals = profile.custom_names();
-        let ledger = self.carry_ledger(date).await?;
+        let ledger = self.rebuild.carry_ledger(date).await?;
         let mut today = DayRows::new(signals.len());
-        self.store.scan_day(date, signals, &mut |r| today.push(r.product_id, &r.metrics, r.last_event_us)).await?;
+        self.scans.scan_day(date, signals, &mut |r| today.push(r.product_id, &r.metrics, r.last_event_us)).await?;
         let mut before = DayRows::new(signals.len());
         if let Some(yesterday) = date.pred_opt().filter(|y| *y >= days.week_start) {
-            self.store
+            self.scans
                 .scan_days(days.week_start, yesterday, signals, &mut |r| {
                     before.push(r.product_id, &r.metrics, r.last_event_us)
                 })
                 .await?;
         }
-        let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
+        let (membership, hidden) = tokio::try_join!(self.publisher.membership(), self.catalog.hidden_products())?;
         let day = LiveDay::new(Arc::clone(profile), days, ledger, today, before);
         Ok(Held { day, from, membership, hidden: hidden.into() })
     }
@@ -207,7 +222,7 @@ impl Recompute {
             None => held.insert(self.live_load(date).await?),
         };
         let mut phases = Phases::start();
-        let to = match self.store.advance_epoch().await {
+        let to = match self.changes.advance_epoch().await {
             Ok(to) => to,
             // Nothing read yet: the held population is still whole, kept for the next pass.
             Err(e) if !loaded => return Ok(Pass::Stalled(e)),
@@ -221,7 +236,7 @@ impl Recompute {
         let mut earlier = Vec::new();
         let mut newest_us: Option<i64> = None;
         let mut read = self
-            .store
+            .changes
             .scan_changes(epochs.clone(), days.first(), date, signals, &mut |ChangedRow { row, updated_us }| {
                 newest_us = newest_us.max(Some(updated_us));
                 if row.date == date {
@@ -237,13 +252,14 @@ impl Recompute {
             earlier.sort_unstable();
             earlier.dedup();
             let mut rows = Vec::new();
-            read += self.store.scan_products(&earlier, days.first(), date, signals, &mut |c| rows.push(c.row)).await?;
+            read +=
+                self.changes.scan_products(&earlier, days.first(), date, signals, &mut |c| rows.push(c.row)).await?;
             h.day.refresh(&earlier, rows);
         }
         self.metrics.live.rows_read.inc_by(read);
-        let catalog = self.store.catalog_changed(epochs).await?;
+        let catalog = self.changes.catalog_changed(epochs).await?;
         if catalog {
-            let (membership, hidden) = tokio::try_join!(self.membership(), self.store.hidden_products())?;
+            let (membership, hidden) = tokio::try_join!(self.publisher.membership(), self.catalog.hidden_products())?;
             (h.membership, h.hidden) = (membership, hidden.into());
         }
         h.from = to;
@@ -255,12 +271,12 @@ impl Recompute {
         phases.lap("read");
         let mut contenders = Vec::new();
         h.day.daily_contenders(&mut contenders);
-        let (daily, mut contenders) = self.rank_apart(date, contenders, &h.hidden).await?;
+        let (daily, mut contenders) = rank_apart(&self.policy, date, contenders, &h.hidden).await?;
         phases.lap("rank");
         h.day.weekly_contenders(&mut contenders);
-        let weekly = self.rank_apart(date, contenders, &h.hidden);
+        let weekly = rank_apart(&self.policy, date, contenders, &h.hidden);
         let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-        let version = self.publish_computed(date, daily, weekly, &h.membership, fence).await?;
+        let version = self.publisher.publish_computed(date, daily, weekly, &h.membership, fence).await?;
         phases.lap("publish");
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {

@@ -1,20 +1,22 @@
-//! One recompute of a day: the daily ranking published (and installed, and its statistics
-//! recorded), the weekly ranking, and every segment's ranking of both, with the SQL and
-//! Redis work overlapped.
+//! Publication of a day's ranked populations, for a recompute and a live pass alike: the
+//! daily ranking published (and installed in this replica's copies, and its statistics
+//! recorded), the weekly ranking, and every segment's ranking of both, fanned out by the
+//! catalog's memberships.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
 use futures_util::{StreamExt, TryStreamExt};
-use tokio::time::Instant;
 
-use crate::metrics::phases::Phases;
-
-use super::{Computed, Recompute, RecomputeReport};
+use super::Computed;
+use super::faults::FaultPoints;
+use crate::app::policy::Policy;
+use crate::app::snapshots::Snapshots;
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{Fence, Form, RankingKey, RankingRun, StoreError, VersionLife};
+use crate::metrics::Metrics;
+use crate::ports::{CatalogRows, Fence, Form, RankingKey, RankingRun, RankingStore, RunLog, StoreError, VersionLife};
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
 /// published, this replica's copy, and the index its segments are found in), with what
@@ -38,56 +40,22 @@ impl RankedCopy {
 /// Segment rankings being published at once by one recompute.
 const SEGMENT_PUBLICATIONS: usize = 32;
 
-impl Recompute {
-    /// Computes and stores the ranking of `date` without taking the lock.
-    ///
-    /// SQL-bound and Redis-bound work overlap: the hidden products are read while the day's
-    /// rows are; the catalog's segments and the week's rows are read while the daily ranking
-    /// is published (the catalog is needed only to fan rankings out, so its million rows are
-    /// off the day's critical path). One population buffer serves the day, then the week: the
-    /// week's rows stream into the pages the day's population already occupies rather than
-    /// into new ones while the day's are still resident.
-    pub(super) async fn rebuild(&self, date: NaiveDate, fence: &Fence) -> Result<RecomputeReport, StoreError> {
-        let started = Instant::now();
-        let (hidden, population) = tokio::try_join!(self.store.hidden_products(), self.gather(date))?;
-        let hidden: Arc<[i64]> = hidden.into();
-        // Ranked on a blocking thread: renewals, health checks and reads keep their workers.
-        let (RankedCopy { whole, clamped, stats, clock }, population) =
-            self.rank_apart(date, population, &hidden).await?;
-        let day_population = whole.len();
-        let key = RankingKey::Daily(date);
-        let life = self.life(date);
-        let publish_daily = async {
-            let publication = async {
-                let version = self.publish_whole(key, &whole, clamped, life, false, fence).await?;
-                self.record(date, version, stats, clock).await?;
-                Ok(version)
-            };
-            let (version, catalog) = tokio::try_join!(publication, self.membership())?;
-            let daily = started.elapsed();
-            self.publish_segments(key, &whole, &catalog, life, fence).await?;
-            Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
-        };
-        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
-        let (version, catalog, daily, in_segments) = published?;
-        drop(whole);
-        let mut phases = Phases::start();
-        phases.add("daily", daily);
-        phases.add("segments", in_segments);
+/// Publishes ranked populations and installs their copies: the ranking store, this replica's
+/// copies, the run log (what ExplainRank reproduces norms from) and the catalog (segments).
+pub(super) struct Publisher {
+    pub rankings: Arc<dyn RankingStore>,
+    pub snapshots: Arc<Snapshots>,
+    pub runs: Arc<dyn RunLog>,
+    pub catalog: Arc<dyn CatalogRows>,
+    pub policy: Arc<Policy>,
+    pub metrics: Arc<Metrics>,
+    /// Where a test holds the work before it writes.
+    pub faults: FaultPoints,
+}
 
-        let (RankedCopy { whole: week, clamped, .. }, population) = self.rank_apart(date, week?, &hidden).await?;
-        drop(population);
-        let weekly = RankingKey::Weekly(date);
-        self.publish_whole(weekly, &week, clamped, life, false, fence).await?;
-        phases.lap("weekly");
-        self.publish_segments(weekly, &week, &catalog, life, fence).await?;
-        phases.lap("segments");
-        self.metrics.recompute_phases(&phases.seconds());
-        Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
-    }
-
+impl Publisher {
     /// How long the versions of `date`'s rankings live.
-    fn life(&self, date: NaiveDate) -> VersionLife {
+    pub(super) fn life(&self, date: NaiveDate) -> VersionLife {
         VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl }
     }
 
@@ -95,7 +63,7 @@ impl Recompute {
     /// by this replica before the call returns; the others load it on the announcement or
     /// their next poll. A live pass's publication (`live`) is in the form replicas load only
     /// (the daily ranking's sorted set waits for the next recompute).
-    async fn publish_whole(
+    pub(super) async fn publish_whole(
         &self,
         key: RankingKey,
         whole: &Arc<Snapshot>,
@@ -115,7 +83,7 @@ impl Recompute {
     /// Records what ExplainRank reproduces the norms of `version` from. Written after the
     /// publication, so a reader may briefly see the new version with the previous record; it
     /// checks the version.
-    async fn record(
+    pub(super) async fn record(
         &self,
         date: NaiveDate,
         version: u64,
@@ -130,7 +98,7 @@ impl Recompute {
             computed_at_us: self.policy.now().timestamp_micros(),
             profile: self.policy.profile.fingerprint(),
         };
-        self.store.record_run(&run).await
+        self.runs.record_run(&run).await
     }
 
     /// Publishes a live pass's rankings of `date`: the daily ranking, its record and
@@ -165,7 +133,7 @@ impl Recompute {
     /// The catalog's segment memberships now.
     pub(super) async fn membership(&self) -> Result<Membership, StoreError> {
         let mut membership = Membership::with_limit(self.policy.max_segments);
-        self.store.scan_catalog(&mut |e| membership.add(&e)).await?;
+        self.catalog.scan_catalog(&mut |e| membership.add(&e)).await?;
         self.metrics.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));
         if membership.dropped() > 0 {
             tracing::warn!(
@@ -181,7 +149,7 @@ impl Recompute {
     /// (that ranking's copy), in ranking order, with the whole ranking's scores. A segment
     /// published before that has no member now gets an empty version, so it reads as empty
     /// rather than as its old members.
-    async fn publish_segments(
+    pub(super) async fn publish_segments(
         &self,
         whole_key: RankingKey,
         whole: &Arc<Snapshot>,

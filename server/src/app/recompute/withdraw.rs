@@ -1,22 +1,49 @@
 //! Hidden products out of a day's exact rankings at once, under the day's
 //! lease, batched: the withdrawals of one day waiting for the lease are done in one rewrite.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDate;
+use tokio_util::task::TaskTracker;
 
-use super::{Recompute, RecomputeError};
+use super::RecomputeError;
+use crate::app::lease::DayLeases;
+use crate::app::policy::Policy;
+use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
-use crate::ports::{Fence, RankingKey, Scored, StoreError, VersionLife};
+use crate::ports::{Fence, RankingKey, RankingStore, Scored, StoreError, VersionLife};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
-pub(super) struct Withdrawal {
+struct Withdrawal {
     ids: HashSet<i64>,
     done: tokio::sync::watch::Sender<Option<Result<(), RecomputeError>>>,
 }
 
-impl Recompute {
+/// Withdrawals of hidden products: the rankings and this replica's copies rewritten under
+/// the day's lease.
+pub struct Withdrawals {
+    rankings: Arc<dyn RankingStore>,
+    snapshots: Arc<Snapshots>,
+    leases: Arc<DayLeases>,
+    policy: Arc<Policy>,
+    /// Withdrawals waiting for their day's lease, by day.
+    pending: Mutex<HashMap<NaiveDate, Withdrawal>>,
+    /// Where withdrawal tasks run: the service's tracker, joined at shutdown.
+    tasks: TaskTracker,
+}
+
+impl Withdrawals {
+    pub(super) fn new(
+        rankings: Arc<dyn RankingStore>,
+        snapshots: Arc<Snapshots>,
+        leases: Arc<DayLeases>,
+        policy: Arc<Policy>,
+        tasks: TaskTracker,
+    ) -> Self {
+        Self { rankings, snapshots, leases, policy, pending: Mutex::default(), tasks }
+    }
+
     /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
     /// version of each current one without them (the other entries and their scores as they
     /// were; the next recompute renormalises without them), and out of the day's hourly
@@ -31,7 +58,7 @@ impl Recompute {
             return Ok(());
         }
         let mut done = {
-            let mut pending = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             match pending.get_mut(&date) {
                 Some(batch) => {
                     batch.ids.extend(ids);
@@ -52,16 +79,18 @@ impl Recompute {
     /// Takes the day's lease, then the day's pending withdrawals (sealed: callers arriving
     /// later start the next batch), and rewrites the rankings once for all of them.
     async fn withdraw_batch(self: Arc<Self>, date: NaiveDate) {
-        let lease = self.lease(date).await;
-        let Some(batch) = self.withdrawals.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
+        let lease = self.leases.wait_for(date).await;
+        let Some(batch) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&date) else { return };
         let result = match lease {
-            Ok(lease) => {
+            Ok(Some(lease)) => {
                 let fence = Fence::of(&lease);
-                let result = self.holding(&lease, "withdrawal", self.withdraw_locked(date, &batch.ids, &fence)).await;
-                self.release(&lease, date).await;
+                let work = self.withdraw_locked(date, &batch.ids, &fence);
+                let result = self.leases.holding(&lease, "withdrawal", work).await;
+                self.leases.release(&lease).await;
                 result.map_err(RecomputeError::Store)
             }
-            Err(e) => Err(e),
+            Ok(None) => Err(RecomputeError::Busy(date)),
+            Err(e) => Err(RecomputeError::Store(e)),
         };
         batch.done.send_replace(Some(result));
     }

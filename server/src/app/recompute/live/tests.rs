@@ -11,6 +11,7 @@ use chrono::{Days, NaiveDate};
 use super::*;
 use crate::adapters::memory::MemoryRankingStore;
 use crate::app::policy::{Policy, PolicySettings};
+use crate::app::recompute::Recompute;
 use crate::app::snapshots::Snapshots;
 use crate::domain::live::ProductRow;
 use crate::domain::vocabulary::DailyMetrics;
@@ -254,21 +255,21 @@ async fn at_midnight_the_holder_lets_the_old_day_go_and_late_rows_of_it_reach_th
     f.rows.put(day, 1, 5);
     f.rows.put(day, 2, 60);
     let mut holder = None;
-    f.recompute.live_turn(day, &mut holder).await;
+    f.recompute.live_passes().live_turn(day, &mut holder).await;
     assert_eq!(holder.as_ref().map(|h| h.date), Some(day));
     assert!(holder.as_ref().is_some_and(|h| h.held.is_some()), "read whole and published");
     equal_to_a_recompute(&f, day).await;
 
     // Today changes; a pass publishes it.
     f.rows.put(day, 3, 90);
-    f.recompute.live_turn(day, &mut holder).await;
+    f.recompute.live_passes().live_turn(day, &mut holder).await;
     equal_to_a_recompute(&f, day).await;
 
     // Midnight, with a row of the old day arriving late (it carries into the new day) and
     // the new day's first rows: the old day's live lease is given back, the new day read whole.
     f.rows.put(day, 4, 300);
     f.rows.put(next, 2, 3);
-    f.recompute.live_turn(next, &mut holder).await;
+    f.recompute.live_passes().live_turn(next, &mut holder).await;
     assert_eq!(holder.as_ref().map(|h| h.date), Some(next));
     let ttl = Duration::from_secs(30);
     let freed = f.ranking.try_acquire(&format!("live:{day}"), ttl).await.expect("lease store");
@@ -279,6 +280,6 @@ async fn at_midnight_the_holder_lets_the_old_day_go_and_late_rows_of_it_reach_th
 
     // Later still, another late row of the old day: the pass reads that product's days again.
     f.rows.put(day, 1, 500);
-    f.recompute.live_turn(next, &mut holder).await;
+    f.recompute.live_passes().live_turn(next, &mut holder).await;
     equal_to_a_recompute(&f, next).await;
 }

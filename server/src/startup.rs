@@ -78,7 +78,7 @@ impl Application {
         let policy = Arc::new(settings.ranking.policy().map_err(anyhow::Error::msg)?);
         let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         let mut sql_options = settings.database.options();
-        sql_options.limits = metrics.sql_limits.clone();
+        sql_options.limits = metrics.stores.sql_limits.clone();
         let sql = SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?;
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
         // Every version records its profile's fingerprint; the profile itself is kept once
@@ -97,7 +97,7 @@ impl Application {
             Some(mut options) => {
                 options.staging_ttl = policy.staging_ttl;
                 let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
-                (Arc::new(CoalescingStore::new(redis.clone(), metrics.top_fetches.clone())), redis)
+                (Arc::new(CoalescingStore::new(redis.clone(), metrics.stores.top_fetches.clone())), redis)
             }
             None => {
                 let memory = Arc::new(MemoryRankingStore::new());
@@ -228,10 +228,10 @@ impl Application {
                 idle_timeout: settings.idle_timeout,
             },
             ConnectionMetrics {
-                open: self.metrics.connections_open.clone(),
-                refused: self.metrics.connections_refused.clone(),
-                timed_out: self.metrics.connections_timed_out.clone(),
-                evicted: self.metrics.connections_evicted.clone(),
+                open: self.metrics.connections.open.clone(),
+                refused: self.metrics.connections.refused.clone(),
+                timed_out: self.metrics.connections.timed_out.clone(),
+                evicted: self.metrics.connections.evicted.clone(),
             },
             close_all.clone(),
         );
@@ -270,7 +270,7 @@ impl Application {
             .layer(AdmissionLayer::new(
                 settings.max_concurrent_calls.get(),
                 settings.max_public_streams.get(),
-                self.metrics.calls_in_flight.clone(),
+                self.metrics.connections.calls_in_flight.clone(),
                 stopping.clone(),
             ))
             .add_routes(self.routes)

@@ -97,7 +97,7 @@ impl Ingest {
     /// Records one event through the group commit.
     pub async fn record_one(&self, raw: RawEvent) -> Result<Outcome, IngestError> {
         let event = self.validate(raw).map_err(|e| {
-            self.metrics.events_rejected.inc();
+            self.metrics.ingest.rejected.inc();
             e.within("event")
         })?;
         let (reply, answer) = oneshot::channel();
@@ -110,7 +110,7 @@ impl Ingest {
     /// rejects the whole batch.
     pub async fn record_batch(&self, raw: Vec<RawEvent>) -> Result<Vec<Outcome>, IngestError> {
         let refuse = |e: Invalid| {
-            self.metrics.events_rejected.inc();
+            self.metrics.ingest.rejected.inc();
             IngestError::Invalid(e)
         };
         if raw.is_empty() {
@@ -178,7 +178,7 @@ impl Ingest {
                         .collect());
                 }
                 Err(StoreError::Refused { index, field, reason }) => {
-                    self.metrics.events_rejected.inc();
+                    self.metrics.ingest.rejected.inc();
                     refused[live[index]] = Some(Invalid::field(field, reason));
                 }
                 Err(e) => return Err(e),
@@ -193,8 +193,8 @@ impl Ingest {
         let rules = RecordRules { profile: &self.policy.profile, retractable_since };
         let Recorded { outcomes, withdrawn, uncounted, capped } = self.ledger.record(batch, rules).await?;
         let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();
-        self.metrics.events_accepted.inc_by((outcomes.len() - duplicates) as u64);
-        self.metrics.events_duplicate.inc_by(duplicates as u64);
+        self.metrics.ingest.accepted.inc_by((outcomes.len() - duplicates) as u64);
+        self.metrics.ingest.duplicate.inc_by(duplicates as u64);
         for (signal, n) in capped {
             self.metrics.shoppers.capped.get_or_create(&SignalLabels { signal }).inc_by(n);
         }
@@ -230,7 +230,7 @@ impl Ingest {
         let hidden: HashSet<i64> = match self.catalog.hidden_among(&products).await {
             Ok(hidden) => hidden.into_iter().collect(),
             Err(e) => {
-                self.metrics.hourly_increment_failures.inc_by(points.len() as u64);
+                self.metrics.ingest.hourly_increment_failures.inc_by(points.len() as u64);
                 tracing::warn!(error = %e, "could not read hidden products; hourly increments skipped");
                 return;
             }
@@ -250,7 +250,7 @@ impl Ingest {
             })
             .collect();
         if let Err(e) = self.rankings.increment_hourly(&increments).await {
-            self.metrics.hourly_increment_failures.inc_by(increments.len() as u64);
+            self.metrics.ingest.hourly_increment_failures.inc_by(increments.len() as u64);
             tracing::warn!(error = %e, increments = increments.len(), "hourly increment failed; the daily ranking is unaffected");
         }
     }

@@ -86,7 +86,7 @@ impl Rebuild {
         phases.lap("weekly");
         self.publisher.publish_segments(weekly, &week, &catalog, life, fence).await?;
         phases.lap("segments");
-        self.publisher.metrics.recompute_phases(&phases.seconds());
+        self.publisher.metrics.recompute.phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
     }
 

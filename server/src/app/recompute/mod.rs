@@ -182,11 +182,11 @@ impl Recompute {
         self.leases.release(&lease).await;
         match &result {
             Ok(r) => {
-                self.metrics.recompute_succeeded(r.elapsed.as_secs_f64(), r.products);
+                self.metrics.recompute.succeeded(r.elapsed.as_secs_f64(), r.products);
                 tracing::info!(%date, products = r.products, elapsed_ms = r.elapsed.as_millis() as u64, "recomputed");
             }
             Err(e) => {
-                self.metrics.recompute_failures.inc();
+                self.metrics.recompute.failures.inc();
                 tracing::warn!(%date, error = %e, "recompute failed");
             }
         }

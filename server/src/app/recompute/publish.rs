@@ -75,7 +75,7 @@ impl Publisher {
         let form = if live { Form::Loadable } else { Form::Full };
         self.faults.before_publish().await;
         let version = self.rankings.publish_copy(key, whole, life, form, fence).await?;
-        self.metrics.scores_clamped.inc_by(clamped as u64);
+        self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
         self.snapshots.install_copy(key, version, whole.clone()).await;
         Ok(version)
     }
@@ -134,7 +134,7 @@ impl Publisher {
     pub(super) async fn membership(&self) -> Result<Membership, StoreError> {
         let mut membership = Membership::with_limit(self.policy.max_segments);
         self.catalog.scan_catalog(&mut |e| membership.add(&e)).await?;
-        self.metrics.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));
+        self.metrics.recompute.segment_memberships_dropped.set(i64::try_from(membership.dropped()).unwrap_or(i64::MAX));
         if membership.dropped() > 0 {
             tracing::warn!(
                 limit = self.policy.max_segments,

@@ -1,7 +1,7 @@
 //! How copies get in: installed by this replica's recompute, loaded from the store in
 //! chunks on an announcement or at the poll, and the loop that keeps them current.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl Snapshots {
     /// Installs a version a recompute of this replica just published, from its entries in
     /// ranking order, when the ranking is one this replica keeps.
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
-        self.present(key);
+        self.wanted.present(key);
         if !self.is_wanted(key, self.policy.now()) {
             return;
         }
@@ -93,7 +93,7 @@ impl Snapshots {
     pub async fn install_copies(&self, copies: Vec<(RankingKey, u64, Arc<Snapshot>)>) {
         let now = self.policy.now();
         for (key, ..) in &copies {
-            self.present(*key);
+            self.wanted.present(*key);
         }
         let copies = copies
             .into_iter()
@@ -147,17 +147,17 @@ impl Snapshots {
         let wholes = self.wholes(now);
         let whole_versions = self.rankings.versions(&wholes).await?;
         let due = self.segments_due(&wholes, &whole_versions);
-        let mut known = HashMap::clone(&self.segments.load());
+        let mut known = HashMap::clone(&self.wanted.segments());
         known.retain(|k, _| wholes.contains(k));
         for whole in &due {
             known.insert(*whole, self.rankings.published_segments(*whole).await?);
         }
-        self.segments.store(Arc::new(known));
+        self.wanted.set_segments(known);
         self.forget_unwanted(now);
         self.report(now);
 
         let segment_keys: Vec<RankingKey> = {
-            let known = self.segments.load();
+            let known = self.wanted.segments();
             due.iter()
                 .flat_map(|whole| known.get(whole).into_iter().flatten().filter_map(|s| whole.restricted(Some(*s))))
                 .collect()
@@ -169,12 +169,7 @@ impl Snapshots {
         }
         keys.extend(segment_keys);
         let wanted = self.wanted(now);
-        self.absent.rcu(|absent| {
-            let mut absent: HashSet<RankingKey> =
-                absent.iter().filter(|k| wanted.contains(k) && !keys.contains(k)).copied().collect();
-            absent.extend(keys.iter().zip(&versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k));
-            absent
-        });
+        self.wanted.polled(&keys, &versions, &wanted);
         for (key, version) in keys.into_iter().zip(versions) {
             if let Some(version) = version {
                 self.load(key, version).await?;
@@ -184,7 +179,7 @@ impl Snapshots {
     }
 
     async fn announced(&self, a: Announcement) -> Result<(), StoreError> {
-        self.present(a.key);
+        self.wanted.present(a.key);
         // This replica's own publications come back announced: held already.
         if self.holds(a.key, a.version) {
             return Ok(());
@@ -238,7 +233,7 @@ impl Snapshots {
                 },
             };
             let reachable = i64::from(result.is_ok());
-            self.metrics.store_reachable.get_or_create(&StoreLabels { store: "ranking" }).set(reachable);
+            self.metrics.stores.reachable.get_or_create(&StoreLabels { store: "ranking" }).set(reachable);
             match result {
                 Ok(()) if failing => {
                     failing = false;

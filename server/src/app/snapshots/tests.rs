@@ -64,9 +64,9 @@ async fn the_bound_counts_every_copy_and_a_version_too_large_is_read_from_the_st
     snapshots.install(today, v2, ranking(41)).await;
     assert!(snapshots.get(today).is_none(), "over the bound: no stale copy either");
     assert!(snapshots.entries() <= 100);
-    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+    assert_eq!(snapshots.metrics.stores.snapshot_oversize.get(), 1);
     snapshots.refresh().await.expect("refresh");
-    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1, "not fetched again");
+    assert_eq!(snapshots.metrics.stores.snapshot_oversize.get(), 1, "not fetched again");
 }
 
 #[tokio::test]
@@ -160,7 +160,7 @@ async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
     assert_eq!(snapshots.get(key(b)).map(|h| (h.version, h.ranking.len())), Some((9, 2)));
     assert!(snapshots.get(key(c)).is_none());
     assert!(snapshots.get(key(unknown)).is_none());
-    assert_eq!(snapshots.metrics.snapshot_oversize.get(), 1);
+    assert_eq!(snapshots.metrics.stores.snapshot_oversize.get(), 1);
     assert_eq!(snapshots.entries(), 40 + 30 + 2);
     assert!(
         snapshots.is_wanted(key(c), snapshots.policy.now())

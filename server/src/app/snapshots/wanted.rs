@@ -2,9 +2,11 @@
 //! rankings, then the segment rankings published with them; and when the versions of those
 //! segments are polled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
@@ -31,13 +33,67 @@ pub(super) struct SegmentPoll {
     polled: Option<Instant>,
 }
 
+/// What a replica knows of the rankings it wants beyond the whole ones.
+#[derive(Default)]
+pub(super) struct Wanted {
+    /// The segments published with each whole ranking a replica keeps (their rankings are
+    /// kept too, after the whole ones, within the same bound).
+    segments: ArcSwap<HashMap<RankingKey, Vec<Segment>>>,
+    /// Wanted rankings the store had no version of at the last poll (yesterday's, on a
+    /// service's first day): reads that annotate with them need not ask the store.
+    absent: ArcSwap<HashSet<RankingKey>>,
+    /// When each whole ranking's segment versions were last polled, and when its own version
+    /// last moved.
+    segment_polls: Mutex<HashMap<RankingKey, SegmentPoll>>,
+}
+
+impl Wanted {
+    /// Whether the store had no version of this wanted ranking at the last poll (and none
+    /// was announced since).
+    pub fn absent(&self, key: RankingKey) -> bool {
+        self.absent.load().contains(&key)
+    }
+
+    /// `key` has a version now.
+    pub fn present(&self, key: RankingKey) {
+        if self.absent(key) {
+            self.absent.rcu(|absent| {
+                let mut absent = HashSet::clone(absent);
+                absent.remove(&key);
+                absent
+            });
+        }
+    }
+
+    /// After a poll of `keys` at `versions`: the absent ones are those without a version,
+    /// and those still wanted (`wanted`) that were absent before and not polled now.
+    pub fn polled(&self, keys: &[RankingKey], versions: &[Option<u64>], wanted: &[RankingKey]) {
+        self.absent.rcu(|absent| {
+            let mut absent: HashSet<RankingKey> =
+                absent.iter().filter(|k| wanted.contains(k) && !keys.contains(k)).copied().collect();
+            absent.extend(keys.iter().zip(versions).filter(|(_, v)| v.is_none()).map(|(k, _)| *k));
+            absent
+        });
+    }
+
+    /// The segments known of each whole ranking.
+    pub fn segments(&self) -> Arc<HashMap<RankingKey, Vec<Segment>>> {
+        self.segments.load_full()
+    }
+
+    /// Replaces what is known of the segments.
+    pub fn set_segments(&self, known: HashMap<RankingKey, Vec<Segment>>) {
+        self.segments.store(Arc::new(known));
+    }
+}
+
 impl Snapshots {
     /// The rankings a replica keeps copies of at `now`: today's and yesterday's daily and
     /// weekly rankings, then the segment rankings published with them (whole rankings come
     /// first, so they are the last to be left out by the bound).
     pub fn wanted(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
         let mut keys = self.wholes(now);
-        let segments = self.segments.load();
+        let segments = self.wanted.segments();
         let restricted: Vec<RankingKey> = keys
             .iter()
             .flat_map(|whole| segments.get(whole).into_iter().flatten().filter_map(|s| whole.restricted(Some(*s))))
@@ -53,7 +109,7 @@ impl Snapshots {
         self.wholes(now).contains(&whole)
             && key
                 .segment()
-                .is_none_or(|s| self.segments.load().get(&whole).is_some_and(|k| k.binary_search(&s).is_ok()))
+                .is_none_or(|s| self.wanted.segments.load().get(&whole).is_some_and(|k| k.binary_search(&s).is_ok()))
     }
 
     /// The whole rankings wanted at `now`.
@@ -74,7 +130,7 @@ impl Snapshots {
         let mut segments = segments.to_vec();
         segments.sort_unstable();
         segments.dedup();
-        self.segments.rcu(|known| {
+        self.wanted.segments.rcu(|known| {
             let mut known = HashMap::clone(known);
             known.insert(whole, segments.clone());
             known
@@ -85,15 +141,7 @@ impl Snapshots {
     /// Drops copies of rankings no longer wanted.
     pub(super) fn forget_unwanted(&self, now: DateTime<Utc>) {
         let wanted = self.wanted(now);
-        if self.held.load().keys().any(|k| !wanted.contains(k)) {
-            self.held.rcu(|held| {
-                let mut held = HashMap::clone(held);
-                held.retain(|k, _| wanted.contains(k));
-                held
-            });
-            self.oversize.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
-        }
-        self.served_from_store.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains(k));
+        self.held.retain(|k| wanted.contains(k));
     }
 
     /// The whole rankings (of `wholes`, at `versions`) whose segments' versions are due to be
@@ -102,7 +150,7 @@ impl Snapshots {
     /// whole ranking (a recompute or a withdrawal publishes the whole one first), so
     /// thousands of segments do not cost thousands of reads a poll.
     pub(super) fn segments_due(&self, wholes: &[RankingKey], versions: &[Option<u64>]) -> Vec<RankingKey> {
-        let mut polls = self.segment_polls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut polls = self.wanted.segment_polls.lock().unwrap_or_else(|e| e.into_inner());
         polls.retain(|k, _| wholes.contains(k));
         let at = Instant::now();
         wholes

@@ -45,12 +45,12 @@ impl Snapshots {
         let too_large = |total: u64| {
             StoreError::Exceeds(format!(
                 "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",
-                self.max_entries
+                self.held.max_entries()
             ))
         };
         let mut entries: Vec<Scored> = Vec::new();
         let version = if let Some(version) = stored {
-            entries = match self.read_version(key, version, self.max_entries as u64).await? {
+            entries = match self.read_version(key, version, self.held.max_entries() as u64).await? {
                 Read::Gone => return Ok(None),
                 Read::TooLarge(total) => return Err(too_large(total)),
                 Read::Entries(entries) => entries,
@@ -59,7 +59,7 @@ impl Snapshots {
         } else {
             loop {
                 let page = self.rankings.top(key, entries.len() as u64, LOAD_CHUNK).await?;
-                if page.total > self.max_entries as u64 {
+                if page.total > self.held.max_entries() as u64 {
                     return Err(too_large(page.total));
                 }
                 let done = page.entries.len() < LOAD_CHUNK as usize;

@@ -101,10 +101,10 @@ impl Watcher {
                     }
                     let Some(frame) = self.frames.borrow_and_update().clone() else { continue };
                     if self.last_seq > 0 && frame.seq > self.last_seq + 1 {
-                        self.metrics.watch_skipped.inc_by(frame.seq - self.last_seq - 1);
+                        self.metrics.watch.skipped.inc_by(frame.seq - self.last_seq - 1);
                     }
                     self.last_seq = frame.seq;
-                    self.metrics.watch_messages.inc();
+                    self.metrics.watch.messages.inc();
                     return Some(Ok(frame));
                 }
             }
@@ -120,9 +120,9 @@ impl Drop for Watcher {
         // that stopped reading): skipped too, or a stalled peer's backlog would never show.
         let newest = self.frames.borrow().as_ref().map_or(0, |f| f.seq);
         if self.last_seq > 0 && newest > self.last_seq {
-            self.metrics.watch_skipped.inc_by(newest - self.last_seq);
+            self.metrics.watch.skipped.inc_by(newest - self.last_seq);
         }
-        self.metrics.watch_streams.dec();
+        self.metrics.watch.streams.dec();
     }
 }
 
@@ -195,7 +195,7 @@ impl WatchHub {
         };
         // The current frame, if the feed has one, is the watcher's first message.
         frames.mark_changed();
-        self.metrics.watch_streams.inc();
+        self.metrics.watch.streams.inc();
         Ok(Watcher {
             frames,
             closing: self.closing.clone(),

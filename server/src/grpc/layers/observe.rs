@@ -152,7 +152,7 @@ where
                 span.record("rpc.code", code_name(code));
                 span.record("latency_ms", seconds * 1e3);
                 tracing::debug!(code = code_name(code), latency_ms = seconds * 1e3, "rpc finished");
-                metrics.rpc_finished(method, code_name(code), seconds);
+                metrics.rpc.finished(method, code_name(code), seconds);
                 result.map(|response| standard::ResponseTap::wrap(response, call))
             }
             .instrument(span),

@@ -203,10 +203,15 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(Duration::ZERO)
+}
+
+/// The fixture with live passes every `live_interval`.
+fn fixture_with(live_interval: Duration) -> Fixture {
     let rows = Arc::new(EpochRows::default());
     let ranking = Arc::new(MemoryRankingStore::new());
-    let policy =
-        Arc::new(Policy::new(PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() }));
+    let settings = PolicySettings { recompute_interval: Duration::ZERO, ..PolicySettings::default() };
+    let policy = Arc::new(Policy::new(settings).with_live_interval(live_interval));
     let metrics = Arc::new(Metrics::new());
     let snapshots = Arc::new(Snapshots::new(ranking.clone(), policy.clone(), metrics.clone(), 10_000));
     let recompute = Arc::new(Recompute::new(
@@ -241,6 +246,21 @@ async fn equal_to_a_recompute(f: &Fixture, date: NaiveDate) {
         assert!(r.0 > l.0, "a newer version: {:?} then {:?}", l.0, r.0);
         assert_eq!(l.1, r.1, "live entries are the recompute's");
     }
+}
+
+/// Without an interval the live passes' task ends at once: nothing but a recompute moves
+/// the rankings. With one, it runs until it is stopped.
+#[tokio::test(start_paused = true)]
+async fn without_an_interval_no_live_pass_runs() {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let off = fixture().recompute.live_passes().run(stop.clone());
+    tokio::time::timeout(Duration::from_secs(3_600), off).await.expect("ended without being stopped");
+
+    let on = tokio::spawn(fixture_with(Duration::from_secs(1)).recompute.live_passes().run(stop.clone()));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!on.is_finished(), "live passes run until stopped");
+    stop.cancel();
+    on.await.expect("stopped");
 }
 
 #[tokio::test]

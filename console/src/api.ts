@@ -64,16 +64,11 @@ export function isAborted(error: unknown): boolean {
   return ConnectError.from(error).code === Code.Canceled;
 }
 
-/**
- * Whether this tab's token may change the catalog: an empty UpdateCatalog is refused as
- * INVALID_ARGUMENT once the token is accepted, and as UNAUTHENTICATED before; nothing is
- * written either way.
- */
-export async function mayEditCatalog(): Promise<boolean> {
+/** What this tab's token opens, as the service says (GetAccess); nothing when it cannot be asked. */
+export async function access(): Promise<{ read: boolean; write: boolean; catalog: boolean; admin: boolean }> {
   try {
-    await api.updateCatalog({ products: [] });
-    return true;
-  } catch (error) {
-    return ConnectError.from(error).code === Code.InvalidArgument;
+    return await api.getAccess({});
+  } catch {
+    return { read: false, write: false, catalog: false, admin: false };
   }
 }

@@ -4,10 +4,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { Window } from "./gen/ranking/v1/ranking_pb";
-import { api, describe, isAborted, isUnauthenticated } from "./api";
-import { age, clock, field, fill, h, num, say, statusLine } from "./dom";
+import { api, isAborted, isUnauthenticated } from "./api";
+import { age, clock, field, fill, h, num, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector, type Choice } from "./selector";
-import type { Page } from "./main";
+import { report, type Page } from "./page";
 
 const SIZES = [20, 50, 100];
 
@@ -54,6 +54,9 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
   const ticker = setInterval(showVersion, 1000);
 
   const draw = (products: RankedProduct[], moving: boolean) => {
+    // A reader on a product link keeps it across a redraw (a WatchTopN update every few
+    // seconds must not throw keyboard focus back to the page).
+    const focused = table.contains(document.activeElement) ? document.activeElement?.closest("tr")?.dataset.product : undefined;
     const rows = products.map((p) => {
       const was = before.get(p.productId);
       const moved = moving && was !== undefined && was !== p.rank ? (was > p.rank ? "moved-up" : "moved-down") : moving && was === undefined && before.size > 0 ? "entered" : "";
@@ -78,6 +81,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
     );
     if (products.length === 0) table.append(h("tbody", {}, h("tr", {}, h("td", { colspan: 4 }, "Nothing is ranked here yet."))));
     before = new Map(products.map((p) => [p.productId, p.rank]));
+    if (focused) table.querySelector<HTMLAnchorElement>(`tr[data-product="${focused}"] a`)?.focus();
   };
 
   const watch = async () => {
@@ -102,19 +106,27 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
         }
       } catch (error) {
         if (stop.signal.aborted || isAborted(error)) return;
-        say(status, describe(error));
-        if (isUnauthenticated(error)) return askToken();
-        if (ConnectError.from(error).code === Code.InvalidArgument) return;
+        report(status, error, askToken);
+        if (isUnauthenticated(error) || ConnectError.from(error).code === Code.InvalidArgument) return;
       }
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 5000);
     }
   };
 
+  // The turn under way: a new one (a second click on Next) cancels it, so that only the
+  // last one asked for draws; `wanted` is the page the clicks so far ask for.
+  let turning = new AbortController();
+  let wanted = 1;
   const turn = async (to: number) => {
+    turning.abort();
+    const mine = new AbortController();
+    turning = mine;
+    const signal = AbortSignal.any([mine.signal, stop.signal]);
     try {
       if (to === 1) {
         page = 1;
+        wanted = 1;
         tokens = [];
         pageLabel.textContent = "Page 1 (live)";
         if (live) {
@@ -128,12 +140,13 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
         while (tokens.length < to - 1) {
           const last = tokens[tokens.length - 1];
           const answer = last
-            ? await api.getTopN({ pageToken: last, limit: size })
-            : await api.getTopN({ window: choice.window, date: choice.date, segment: choice.segment, limit: size });
+            ? await api.getTopN({ pageToken: last, limit: size }, { signal })
+            : await api.getTopN({ window: choice.window, date: choice.date, segment: choice.segment, limit: size }, { signal });
           if (!answer.nextPageToken) break;
           tokens.push(answer.nextPageToken);
         }
-        const answer = await api.getTopN({ pageToken: tokens[to - 2], limit: size });
+        const answer = await api.getTopN({ pageToken: tokens[to - 2], limit: size }, { signal });
+        if (signal.aborted) return;
         page = to;
         before = new Map();
         draw(answer.products, false);
@@ -145,17 +158,20 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
       previous.disabled = page === 1;
       fill(status);
     } catch (error) {
-      say(status, ConnectError.from(error).code === Code.FailedPrecondition ? "That version is no longer kept: back to the live page." : describe(error));
-      if (ConnectError.from(error).code === Code.FailedPrecondition) void turn(1);
-      if (isUnauthenticated(error)) askToken();
+      if (signal.aborted || isAborted(error)) return;
+      wanted = page;
+      const gone = ConnectError.from(error).code === Code.FailedPrecondition;
+      report(status, error, askToken, gone ? "That version is no longer kept: back to the live page." : undefined);
+      if (gone) void turn(1);
     }
   };
-  previous.addEventListener("click", () => void turn(page - 1));
-  next.addEventListener("click", () => void turn(page + 1));
+  previous.addEventListener("click", () => void turn((wanted = Math.max(1, wanted - 1))));
+  next.addEventListener("click", () => void turn((wanted += 1)));
 
   void watch();
   return () => {
     stop.abort();
+    turning.abort();
     clearInterval(ticker);
   };
 };

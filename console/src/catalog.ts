@@ -1,9 +1,9 @@
 // The catalog: hide or show a product, set its segments. Shown only to a token that may
 // change the catalog; an entry replaces the product's whole segment set.
 
-import { api, describe, isUnauthenticated } from "./api";
+import { api } from "./api";
 import { field, fill, h, say, statusLine } from "./dom";
-import type { Page } from "./main";
+import { report, type Page } from "./page";
 
 export const catalog: Page = ({ main, params, askToken }) => {
   const id = h("input", { type: "text", inputmode: "numeric", name: "id", required: true, pattern: "-?[0-9]{1,19}", value: params.get("id") ?? "", autocomplete: "off" });
@@ -44,10 +44,7 @@ export const catalog: Page = ({ main, params, askToken }) => {
     void api
       .updateCatalog({ products: [{ productId, segments: names, hidden: hidden.checked }] })
       .then(() => say(status, `Saved: product ${productId} is ${hidden.checked ? "hidden" : "shown"}${names.length ? `, in ${names.join(", ")}` : ", in no segment"}.`, "info"))
-      .catch((error) => {
-        say(status, describe(error));
-        if (isUnauthenticated(error)) askToken();
-      });
+      .catch((error) => report(status, error, askToken));
   });
   return () => {};
 };

@@ -2,21 +2,13 @@
 // the token panel.
 
 import "./style.css";
-import { mayEditCatalog, setToken, token } from "./api";
+import { access, setToken, token } from "./api";
 import { board } from "./board";
 import { catalog } from "./catalog";
 import { h } from "./dom";
 import { movers } from "./movers";
+import type { Page } from "./page";
 import { product } from "./product";
-
-/** What a page is given; it returns what stops it (streams, timers) when the user leaves. */
-export interface PageContext {
-  main: HTMLElement;
-  params: URLSearchParams;
-  navigate: (page: string, params: URLSearchParams) => void;
-  askToken: () => void;
-}
-export type Page = (context: PageContext) => () => void;
 
 const PAGES: Record<string, Page> = { board, product, movers, catalog };
 const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", catalog: "Catalog" };
@@ -38,7 +30,13 @@ function navigate(page: string, params: URLSearchParams): void {
   location.hash = `#/${page}${query ? `?${query}` : ""}`;
 }
 
+/** Whether the address names a page (`#/…`), rather than a place in this one (the skip link's `#main`). */
+function namesAPage(): boolean {
+  return location.hash === "" || location.hash.startsWith("#/");
+}
+
 function show(): void {
+  if (!namesAPage()) return;
   leave();
   const { name, params } = route();
   if (name === "catalog" && catalogLink.hidden) {
@@ -92,9 +90,14 @@ function closePanel(): void {
 }
 
 async function refreshAccess(): Promise<void> {
-  catalogLink.hidden = !(await mayEditCatalog());
+  catalogLink.hidden = !(await access()).catalog;
 }
 
 tokenButton.addEventListener("click", openPanel);
 window.addEventListener("hashchange", show);
+// The skip link moves the reader to the page's content without leaving the page.
+document.querySelector<HTMLAnchorElement>("a.skip")!.addEventListener("click", (event) => {
+  event.preventDefault();
+  main.focus();
+});
 void refreshAccess().finally(show);

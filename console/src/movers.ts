@@ -1,10 +1,10 @@
 // Movers: the products that climbed and fell most since the previous period, within a top.
 
 import { MoverDirection, type RankedProduct } from "./gen/ranking/v1/ranking_pb";
-import { api, describe, isUnauthenticated } from "./api";
-import { field, fill, h, num, say, statusLine } from "./dom";
+import { api } from "./api";
+import { field, fill, h, num, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
-import type { Page } from "./main";
+import { report, type Page } from "./page";
 
 export const movers: Page = ({ main, params, navigate, askToken }) => {
   const choice = choiceOf(params);
@@ -41,9 +41,7 @@ export const movers: Page = ({ main, params, navigate, askToken }) => {
     list(MoverDirection.RISING, rising, "Rising", "rising-title"),
     list(MoverDirection.FALLING, falling, "Falling", "falling-title"),
   ]).catch((error) => {
-    if (stop.signal.aborted) return;
-    say(status, describe(error));
-    if (isUnauthenticated(error)) askToken();
+    if (!stop.signal.aborted) report(status, error, askToken);
   });
   return () => stop.abort();
 };

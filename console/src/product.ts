@@ -4,10 +4,10 @@
 
 import type { AxisExplanation, ExplainRankResponse, GetRankResponse, RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { Window } from "./gen/ranking/v1/ranking_pb";
-import { api, describe, isNotFound, isUnauthenticated } from "./api";
+import { api, isNotFound } from "./api";
 import { field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
-import type { Page } from "./main";
+import { report, type Page } from "./page";
 
 /** Colours of the score's parts, in order; chosen to stay apart for colour-blind readers. */
 const PALETTE = ["#1f5fa8", "#b35900", "#2e7d32", "#7b3fa0", "#00838f", "#8d6e00", "#ad1457"];
@@ -50,8 +50,9 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
       drawAxes(axes, explained.axes);
     } catch (error) {
       if (stop.signal.aborted) return;
-      say(status, isNotFound(error) ? `Product ${idText} is not ranked ${choice.date ? `on ${choice.date}` : "today"}${choice.segment ? ` in ${choice.segment}` : ""}.` : describe(error), isNotFound(error) ? "info" : "error");
-      if (isUnauthenticated(error)) askToken();
+      const notRanked = `Product ${idText} is not ranked ${choice.date ? `on ${choice.date}` : "today"}${choice.segment ? ` in ${choice.segment}` : ""}.`;
+      if (isNotFound(error)) report(status, error, askToken, notRanked, "info");
+      else report(status, error, askToken);
     }
   })();
   return () => stop.abort();

@@ -143,11 +143,63 @@ test("hiding a product on the catalog page takes it off the open board", async (
   await context.close();
 });
 
-test("the catalog page is offered only to a token that may change the catalog", async () => {
-  const { context, page } = await open(TOKENS.read);
-  await page.locator("#board tbody tr[data-product]").first().waitFor();
-  assert.equal(await page.locator('a[data-page="catalog"]').isVisible(), false);
+test("repeated clicks on Next draw the page asked for last", async () => {
+  const { context, page } = await open(TOKENS.read, "#/board?window=daily&size=20");
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  // Two clicks in one task: the second comes while the first page is still being read.
+  await page.evaluate(() => {
+    const next = [...document.querySelectorAll("button")].find((b) => b.textContent === "Next page")!;
+    next.click();
+    next.click();
+  });
+  await page.getByText("Page 3", { exact: true }).waitFor();
+  const third = await server.client(TOKENS.read).getTopN({ window: Window.DAILY, offset: 40, limit: 20 });
+  await page.waitForFunction((id) => document.querySelector("#board tbody tr[data-product]")?.getAttribute("data-product") === id, String(third.products[0].productId));
+  assert.deepEqual((await boardRows(page)).map((r) => r.id), third.products.map((p) => String(p.productId)));
+  assert.equal(await page.textContent(".page-label"), "Page 3");
   await context.close();
+});
+
+test("a product link keeps keyboard focus while the live board redraws", async () => {
+  const { context, page } = await open(TOKENS.read);
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  const rows = await boardRows(page);
+  const held = rows[4].id;
+  await page.locator(`#board tr[data-product="${held}"] a`).focus();
+  const climber = rows[12].id;
+  await server.client(TOKENS.write).recordEvent({
+    event: { eventId: `focus-${climber}`, productId: BigInt(climber), type: EventType.ORDER, amount: 100_000_000n, occurredAt: timestampFromMs(Date.now()) },
+  });
+  await page.waitForFunction((id) => document.querySelector("#board tbody tr[data-product]")?.getAttribute("data-product") === id, climber, { timeout: 60_000 });
+  const focused = await page.evaluate(() => document.activeElement?.closest("tr")?.getAttribute("data-product"));
+  assert.equal(focused, held, "the link the reader was on still has focus after the redraw");
+  await context.close();
+});
+
+test("the skip link moves to the content and stays on the page", async () => {
+  const { context, page } = await open(TOKENS.read, "#/movers?window=daily&within=100");
+  await page.locator("h1", { hasText: "Movers" }).waitFor();
+  await page.locator("a.skip").focus();
+  await page.keyboard.press("Enter");
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
+  assert.match(page.url(), /#\/movers/);
+  assert.equal(await page.textContent("h1"), "Movers");
+  await context.close();
+});
+
+test("the catalog page is offered only to a token that may change the catalog", async () => {
+  for (const [token, offered] of [[TOKENS.read, false], [TOKENS.write, true], [TOKENS.admin, true]] as const) {
+    const { context, page } = await open(token);
+    const access = await server.client(token).getAccess({});
+    assert.equal(access.catalog, offered, "as GetAccess says");
+    const link = page.locator('a[data-page="catalog"]');
+    // The board is drawn after the access is known (a write token reads nothing: it waits
+    // for the link instead).
+    if (offered) await link.waitFor();
+    else await page.locator("#board tbody tr[data-product]").first().waitFor();
+    assert.equal(await link.isVisible(), offered);
+    await context.close();
+  }
 });
 
 test("a wrong token is refused in words", async () => {

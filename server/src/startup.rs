@@ -141,7 +141,9 @@ impl Application {
             metrics.clone(),
         )
         .context("invalid event-bus settings")?;
-        let api = RankingApi::new(ingest, queries, explainer, catalog, watch.clone(), recompute);
+        let access = access_policy(&settings.access);
+        let api =
+            RankingApi::new(ingest, queries, explainer, catalog, watch.clone(), recompute, Arc::new(access.clone()));
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;
@@ -161,7 +163,7 @@ impl Application {
             server,
             routes,
             health,
-            access: access_policy(&settings.access),
+            access,
             group_commit,
             bus,
             ingest_workers: settings.database.ingest_workers.get(),

@@ -7,7 +7,8 @@
 //! token also opens the reads and UpdateCatalog, so one token serves an operator (or the web
 //! console) for looking, correcting the catalog and recomputing; recording events stays with
 //! the write token. Health and
-//! reflection are always open, so probes and grpcurl keep working; so is a path that is no
+//! reflection are always open, so probes and grpcurl keep working; so is GetAccess, which
+//! tells a caller what its own token opens ([`AccessPolicy::opens`]), and a path that is no
 //! RPC of this server (the router answers UNIMPLEMENTED). A missing or wrong token is
 //! UNAUTHENTICATED before any work is done.
 
@@ -32,25 +33,39 @@ pub struct AccessPolicy {
 }
 
 impl AccessPolicy {
-    /// The token an RPC needs, if any, and whether the admin token opens it as well.
-    fn required(&self, rpc: Option<&'static rpcs::Rpc>) -> Option<(&Secret, bool)> {
-        match rpc?.class {
+    /// The token a class of calls needs, if any, and whether the admin token opens it too.
+    fn required(&self, class: Class) -> Option<(&Secret, bool)> {
+        match class {
             Class::Write => self.write.as_ref().map(|s| (s, false)),
             Class::Catalog => self.write.as_ref().map(|s| (s, true)),
             Class::Admin => self.admin.as_ref().map(|s| (s, true)),
             Class::Read => self.read.as_ref().map(|s| (s, true)),
-            Class::Health | Class::Reflection => None,
+            Class::Health | Class::Reflection | Class::Access => None,
         }
+    }
+
+    /// Whether `token` (the bearer token of a call, if it has one) opens calls of `class`.
+    pub fn opens(&self, class: Class, token: Option<&[u8]>) -> bool {
+        let Some((secret, admin_too)) = self.required(class) else { return true };
+        let Some(token) = token else { return false };
+        secret.matches(token) || (admin_too && self.admin.as_ref().is_some_and(|admin| admin.matches(token)))
     }
 
     /// Whether the policy lets the request through.
     fn admits<B>(&self, request: &http::Request<B>) -> Result<(), &'static str> {
-        let Some((secret, admin_too)) = self.required(rpcs::called(request)) else { return Ok(()) };
+        let Some(rpc) = rpcs::called(request) else { return Ok(()) };
+        if self.required(rpc.class).is_none() {
+            return Ok(());
+        }
         let header = request.headers().get(http::header::AUTHORIZATION).ok_or("missing bearer token")?;
-        let token = header.as_bytes().strip_prefix(b"Bearer ").ok_or("authorization must be 'Bearer <token>'")?;
-        let admin = admin_too && self.admin.as_ref().is_some_and(|admin| admin.matches(token));
-        if admin || secret.matches(token) { Ok(()) } else { Err("invalid bearer token") }
+        let token = bearer(header.as_bytes())?;
+        if self.opens(rpc.class, Some(token)) { Ok(()) } else { Err("invalid bearer token") }
     }
+}
+
+/// The token of an authorization header's value, which must be `Bearer <token>`.
+pub fn bearer(header: &[u8]) -> Result<&[u8], &'static str> {
+    header.strip_prefix(b"Bearer ").ok_or("authorization must be 'Bearer <token>'")
 }
 
 /// Applies an [`AccessPolicy`].

@@ -32,6 +32,8 @@ pub enum Class {
     Health,
     /// Server reflection: always open.
     Reflection,
+    /// GetAccess: always open (it says what the caller's own token opens), admitted like a read.
+    Access,
 }
 
 /// One RPC of the table.
@@ -83,6 +85,7 @@ pub const RPCS: &[Rpc] = &[
     rpc(RANKING, "ListMovers", Kind::Unary, Class::Read),
     rpc(RANKING, "ExplainRank", Kind::Unary, Class::Read),
     rpc(RANKING, "WatchTopN", Kind::ServerStream, Class::Read),
+    rpc(RANKING, "GetAccess", Kind::Unary, Class::Access),
     rpc(HEALTH, "Check", Kind::Unary, Class::Health),
     rpc(HEALTH, "Watch", Kind::ServerStream, Class::Health),
     rpc(REFLECTION_V1, "ServerReflectionInfo", Kind::BidiStream, Class::Reflection),

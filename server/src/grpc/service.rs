@@ -8,7 +8,9 @@ use ranking_proto::server::ranking_service_server::RankingService;
 use ranking_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
+use super::auth::{self, AccessPolicy};
 use super::convert;
+use super::rpcs::Class;
 use crate::app::catalog::Catalog;
 use crate::app::explain::{ExplainQuery, Explainer};
 use crate::app::ingest::Ingest;
@@ -27,6 +29,8 @@ pub struct RankingApi {
     catalog: Arc<Catalog>,
     watch: Arc<WatchHub>,
     recompute: Arc<Recompute>,
+    /// Which token opens which calls, for GetAccess.
+    access: Arc<AccessPolicy>,
 }
 
 impl RankingApi {
@@ -38,8 +42,9 @@ impl RankingApi {
         catalog: Arc<Catalog>,
         watch: Arc<WatchHub>,
         recompute: Arc<Recompute>,
+        access: Arc<AccessPolicy>,
     ) -> Self {
-        Self { ingest, queries, explainer, catalog, watch, recompute }
+        Self { ingest, queries, explainer, catalog, watch, recompute, access }
     }
 }
 
@@ -115,6 +120,21 @@ impl RankingService for RankingApi {
             within_top: req.within_top,
         };
         Ok(Response::new(convert::movers_response(self.queries.movers(query).await?)))
+    }
+
+    async fn get_access(
+        &self,
+        request: Request<pb::GetAccessRequest>,
+    ) -> Result<Response<pb::GetAccessResponse>, Status> {
+        // A malformed authorization header is no token: it opens what is open.
+        let token = request.metadata().get("authorization").and_then(|v| auth::bearer(v.as_bytes()).ok());
+        let opens = |class| self.access.opens(class, token);
+        Ok(Response::new(pb::GetAccessResponse {
+            read: opens(Class::Read),
+            write: opens(Class::Write),
+            catalog: opens(Class::Catalog),
+            admin: opens(Class::Admin),
+        }))
     }
 
     async fn explain_rank(

@@ -102,6 +102,9 @@ impl RankingService for Scripted {
     ) -> Result<Response<v1::ExplainRankResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn get_access(&self, _: Request<v1::GetAccessRequest>) -> Result<Response<v1::GetAccessResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

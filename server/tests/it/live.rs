@@ -6,8 +6,6 @@
 //! the live lease moves to the other replica when its holder is killed; with
 //! `RANKING_LIVE_INTERVAL=0` nothing moves between recomputes.
 
-use std::time::Duration;
-
 use chrono::{Duration as Age, Utc};
 use ranking_client::v1;
 use ranking_server::test_support::{eventually, noon};

@@ -82,6 +82,28 @@ async fn tokens_guard_writes_admin_and_reads_separately() {
     }
     let err = c.record_events(with_token(batch(), Some("a-secret"))).await.expect_err("events need the write token");
     assert_eq!(err.code(), Code::Unauthenticated);
+
+    // GetAccess needs no token and says what the call's own token opens, as the calls above
+    // found: (read, write, catalog, admin).
+    let access = |token: Option<&'static str>| {
+        let mut c = app.client.clone();
+        async move {
+            let a = c.get_access(with_token(v1::GetAccessRequest {}, token)).await.expect("GetAccess is open");
+            let a = a.into_inner();
+            (a.read, a.write, a.catalog, a.admin)
+        }
+    };
+    assert_eq!(access(None).await, (false, false, false, false));
+    assert_eq!(access(Some("r-secret")).await, (true, false, false, false));
+    assert_eq!(access(Some("w-secret")).await, (false, true, true, false));
+    assert_eq!(access(Some("a-secret")).await, (true, false, true, true));
+    assert_eq!(access(Some("wrong")).await, (false, false, false, false));
+    app.stop().await;
+
+    // A class without a token stays open to anyone.
+    let mut app = TestApp::spawn(&["--admin-token=a-secret"]).await;
+    let open = app.client.get_access(v1::GetAccessRequest {}).await.expect("GetAccess").into_inner();
+    assert_eq!((open.read, open.write, open.catalog, open.admin), (true, true, true, false));
     app.stop().await;
 }
 

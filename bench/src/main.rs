@@ -5,6 +5,7 @@
 //! binary beside this one as a process of its own, so its CPU is measured apart from the
 //! load. One module per scenario; the fixtures come from `ranking-test-kit`.
 
+mod bare;
 mod bus;
 mod cluster;
 mod cores;
@@ -242,6 +243,9 @@ enum Scenario {
     Hostile { addr: std::net::SocketAddr, pid: u32 },
     /// Reads while hostile peers hold connections (server pid, Redis pid).
     HostileReads { addr: std::net::SocketAddr, pid: u32, redis_pid: u32 },
+    /// A bare tonic server answering every GetTopN with the encoded message in a file (the
+    /// read benchmark starts it in a process of its own).
+    BareTop { answer: std::path::PathBuf },
 }
 
 #[tokio::main]
@@ -311,5 +315,6 @@ async fn run(scenario: Scenario) {
         Scenario::Hostile { addr, pid } => hostile::bench_hostile(addr, pid).await,
         Scenario::HostileWeb => hostile_web::bench_hostile_web().await,
         Scenario::HostileReads { addr, pid, redis_pid } => hostile::bench_hostile_reads(addr, pid, redis_pid).await,
+        Scenario::BareTop { answer } => bare::serve(&answer).await,
     }
 }

@@ -1,6 +1,8 @@
-//! `reads`: GetTopN(20) and GetRank against the same server's health check and raw
-//! `redis-benchmark`, driven by `h2load` (a separate process) in two shapes, 10 connections
-//! × 50 streams and 500 connections × 1 stream, on 100,000 and 1,000,000 ranked products.
+//! `reads`: GetTopN(20) and GetRank against the same server's health check, raw
+//! `redis-benchmark` and, for GetTopN, a bare tonic server answering the same bytes
+//! ([`crate::bare`]: the transport's own limit), driven by `h2load` (a separate process) in
+//! two shapes, 10 connections × 50 streams and 500 connections × 1 stream, on 100,000 and
+//! 1,000,000 ranked products.
 //! The server is the release binary in a process of its own, so its CPU time per call comes
 //! from `/proc/<pid>/stat` and the load generator cannot distort it. Also measured: how
 //! long a published version takes to be served from the server's in-memory copy, and the
@@ -20,8 +22,14 @@ use crate::hostile::rss_mb;
 use crate::percentile;
 
 /// A measured call: name, gRPC path, encoded request, answer size, the redis-benchmark
-/// command of the same shape.
-type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>);
+/// command of the same shape, the server answering it (address, pid).
+type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>, (SocketAddr, u32));
+
+/// The calls' places in the table: the health check (what every call is compared with),
+/// GetTopN(20) and the bare server's GetTopN (its limit on this stack).
+const HEALTH: usize = 0;
+const TOP: usize = 1;
+const BARE_TOP: usize = 5;
 
 /// The offered load (calls/s) of the fixed-rate CPU measurement, below every call's maximum.
 const FIXED_RATE: usize = 10_000;
@@ -170,8 +178,14 @@ async fn served_after(addr: SocketAddr, version: u64, published: Instant) -> Dur
 pub async fn bench_reads(redis: &str) {
     let shapes = [Shape { connections: 10, streams: 50 }, Shape { connections: 500, streams: 1 }];
     let mut rows = Vec::new();
+    let mut against_bare = Vec::new();
     let mut loads = Vec::new();
-    for n in [100_000i64, 1_000_000] {
+    // `RANKING_BENCH_READ_SIZES=100000` runs one size only (a quicker run).
+    let sizes: Vec<i64> = std::env::var("RANKING_BENCH_READ_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100_000, 1_000_000]);
+    for n in sizes {
         let prefix = format!("bench-{:x}", Utc::now().timestamp_micros());
         let server = ServerProcess::start(&[
             ("REDIS_URL", redis.to_string()),
@@ -212,14 +226,20 @@ pub async fn bench_reads(redis: &str) {
         let neighbors_request = v1::GetRankRequest { neighbors: 5, ..rank_request.clone() };
         let neighbors_len = c.get_rank(neighbors_request.clone()).await.expect("GetRank").into_inner().encoded_len();
         let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
-        let calls: [Call; 5] = [
-            ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"]),
+        // The same answer's bytes from a bare tonic server: the transport's limit for them.
+        let top_answer = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encode_to_vec();
+        let (bare, bare_addr) = crate::bare::start(&top_answer).await;
+        let served = (addr, pid);
+        let bare_served = (bare_addr, bare.id().expect("the bare server's pid"));
+        let calls: [Call; 6] = [
+            ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"], served),
             (
                 "GetTopN(20)",
                 "/ranking.v1.RankingService/GetTopN",
                 top_request.encode_to_vec(),
                 top_len,
                 vec!["ZREVRANGE", &redis_key, "0", "19", "WITHSCORES"],
+                served,
             ),
             (
                 "GetRank",
@@ -227,6 +247,7 @@ pub async fn bench_reads(redis: &str) {
                 rank_request.encode_to_vec(),
                 rank_len,
                 vec!["ZREVRANK", &redis_key, &member],
+                served,
             ),
             (
                 "GetRanks(48)",
@@ -234,6 +255,7 @@ pub async fn bench_reads(redis: &str) {
                 ranks_request.encode_to_vec(),
                 ranks_len,
                 vec!["ZREVRANK", &redis_key, &member],
+                served,
             ),
             (
                 "GetRank(neighbors 5)",
@@ -241,6 +263,15 @@ pub async fn bench_reads(redis: &str) {
                 neighbors_request.encode_to_vec(),
                 neighbors_len,
                 vec!["ZREVRANGE", &redis_key, "0", "10", "WITHSCORES"],
+                served,
+            ),
+            (
+                "GetTopN(20), bare tonic server",
+                "/ranking.v1.RankingService/GetTopN",
+                top_request.encode_to_vec(),
+                top_len,
+                vec!["ZREVRANGE", &redis_key, "0", "19", "WITHSCORES"],
+                bare_served,
             ),
         ];
         for shape in shapes {
@@ -250,7 +281,8 @@ pub async fn bench_reads(redis: &str) {
             let mut failures: Vec<Option<String>> = vec![None; calls.len()];
             let mut fixed: Vec<Vec<f64>> = vec![Vec::new(); calls.len()];
             for _ in 0..ROUNDS {
-                for (i, (_, path, body, answer_len, _)) in calls.iter().enumerate() {
+                for (i, (_, path, body, answer_len, _, (addr, pid))) in calls.iter().enumerate() {
+                    let (addr, pid) = (*addr, *pid);
                     let (cpu, generator) = (cpu_seconds(pid), children_cpu_seconds());
                     let measured = h2load(addr, path, body, *answer_len, shape, Duration::from_secs(4), None);
                     let (cpu, generator) = (cpu_seconds(pid) - cpu, children_cpu_seconds() - generator);
@@ -284,21 +316,9 @@ pub async fn bench_reads(redis: &str) {
             };
             // Each round's call against the health check of the same round (minutes apart at
             // most): the shared machine's drift between rounds cancels out of these ratios.
-            let paired: Vec<(f64, f64)> = figures
-                .iter()
-                .map(|runs| {
-                    let mut rps: Vec<f64> =
-                        runs.iter().zip(&figures[0]).map(|(r, health)| r.rps / health.rps).collect();
-                    let mut cpu: Vec<f64> =
-                        runs.iter().zip(&figures[0]).map(|(r, health)| r.server_us / health.server_us).collect();
-                    rps.sort_by(f64::total_cmp);
-                    cpu.sort_by(f64::total_cmp);
-                    (
-                        rps.get(rps.len() / 2).copied().unwrap_or(f64::NAN),
-                        cpu.get(cpu.len() / 2).copied().unwrap_or(f64::NAN),
-                    )
-                })
-                .collect();
+            let paired: Vec<(f64, f64)> = figures.iter().map(|runs| paired_ratios(runs, &figures[HEALTH])).collect();
+            let (rps, cpu) = paired_ratios(&figures[TOP], &figures[BARE_TOP]);
+            against_bare.push(format!("| {n} | {shape} | {:.0} % | {cpu:.2}× |", 100.0 * rps));
             let medians: Vec<_> = figures.iter_mut().map(median).collect();
             let fixed: Vec<f64> = fixed
                 .iter_mut()
@@ -307,7 +327,7 @@ pub async fn bench_reads(redis: &str) {
                     runs.get(runs.len() / 2).copied().unwrap_or(f64::NAN)
                 })
                 .collect();
-            for (i, (name, _, _, _, raw)) in calls.iter().enumerate() {
+            for (i, (name, _, _, _, raw, _)) in calls.iter().enumerate() {
                 let raw = redis_benchmark(redis, shape, raw);
                 let row = match (medians[i], medians[0], &failures[i]) {
                     (Some(r), Some(health), None) => format!(
@@ -331,6 +351,7 @@ pub async fn bench_reads(redis: &str) {
             }
         }
         drop(c);
+        drop(bare);
         server.terminate();
         server.wait().await;
         crate::helpers::delete_keys(&crate::helpers::redis_connection(redis, RedisMode::Single), &prefix).await;
@@ -341,6 +362,14 @@ pub async fn bench_reads(redis: &str) {
     );
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
+        println!("{row}");
+    }
+    println!("\n## GetTopN(20) against a bare tonic server answering the same bytes (no layers, no metrics)\n");
+    println!(
+        "| products | shape | calls/s, GetTopN / bare, paired by round (median) | server CPU per call, GetTopN / bare |"
+    );
+    println!("|---:|---|---:|---:|");
+    for row in &against_bare {
         println!("{row}");
     }
     println!("\n## Snapshot load of a published version\n");
@@ -359,6 +388,16 @@ pub async fn bench_reads(redis: &str) {
             heap as f64 / 1048576.0
         );
     }
+}
+
+/// Per round, `runs`' calls/s and server CPU per call against `base`'s of the same round
+/// (minutes apart at most, so the shared machine's drift cancels out): the medians.
+fn paired_ratios(runs: &[Round], base: &[Round]) -> (f64, f64) {
+    let mut rps: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r.rps / b.rps).collect();
+    let mut cpu: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r.server_us / b.server_us).collect();
+    rps.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    (rps.get(rps.len() / 2).copied().unwrap_or(f64::NAN), cpu.get(cpu.len() / 2).copied().unwrap_or(f64::NAN))
 }
 
 /// `read-path`: the service's own work for one GetTopN(20) and one GetRank answered from a

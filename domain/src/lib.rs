@@ -23,6 +23,7 @@
 pub mod calendar;
 pub mod cap;
 pub mod catalog;
+pub mod controls;
 pub mod delta;
 pub mod encoding;
 pub mod event;

@@ -1,0 +1,206 @@
+//! Merchandising controls: the served board derived from the organic one.
+//!
+//! A board's served ranking is a pure function of its organic ranking and the controls
+//! active at the version's publication, applied in this order:
+//!
+//! 1. **Exclude**: excluded products leave the board. Nothing else changes: the population
+//!    and every norm stay the organic ones (unlike a hidden product, an exclusion changes no
+//!    other product's score).
+//! 2. **Boost** (negative points bury): a boosted product's main score gets the sum of its
+//!    active boosts' points (added in ascending control id, so the sum is one double whatever
+//!    the order the controls came in) and is encoded again with its own tie-break norms; the
+//!    board is sorted again by the ranking's order (score descending, then product id
+//!    descending). A sum of exactly 0 leaves the score as it was.
+//! 3. **Pin**: each pinned product is taken from wherever it is, with its score as boosted
+//!    (also when it had no entry: organic rank 0, score 0), and placed at its position, the others moving down. A product
+//!    pinned twice takes its smallest position. Pins are placed in the order (position,
+//!    `active_from`, control id): each takes the first free position at or after its own, or,
+//!    when none is left (pins beyond the board's end), the last free one before it, so a
+//!    position beyond the end places it last.
+//!
+//! A product never appears twice; the served board's length is its `total`. Products no
+//! control touches keep their organic order among themselves.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::snapshot::{Scored, ranking_order};
+
+/// What a control does to a board.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Places `product_id` at `position` (1-based).
+    Pin { product_id: i64, position: u32 },
+    /// Adds `points` to the main score of each product (negative: buries).
+    Boost { product_ids: Vec<i64>, points: f64 },
+    /// Takes the products off the board.
+    Exclude { product_ids: Vec<i64> },
+}
+
+/// A control active on the board, as the derivation needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control {
+    /// Its id: the last tie-break between pins, and what a served entry names.
+    pub id: String,
+    /// When it became active, Unix microseconds: the first tie-break between pins.
+    pub active_from_us: i64,
+    pub action: Action,
+}
+
+/// An entry of the organic board: its encoded score and the exact main score it was encoded
+/// from (a boost adds to the exact main, not to its integer part).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OrganicEntry {
+    pub product_id: i64,
+    pub score: f64,
+    pub main: f64,
+}
+
+/// An entry of the served board.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedEntry {
+    pub product_id: i64,
+    /// The served score: the organic one, or re-encoded by a boost; 0 for a pinned product
+    /// without an organic entry.
+    pub score: f64,
+    /// Its rank in the organic board (1-based); 0 when it had none.
+    pub organic_rank: u64,
+    /// The controls that moved or placed it (boosts acting on it, the pin that placed it),
+    /// in ascending id.
+    pub control_ids: Vec<String>,
+}
+
+/// The served board of `organic` (in ranking order) under the active `controls`.
+/// `reencode(entry, main)` is the entry's score with its main score replaced by `main`,
+/// tie-break norms kept (the profile's layout).
+pub fn serve(
+    organic: &[OrganicEntry],
+    controls: &[Control],
+    reencode: impl Fn(&OrganicEntry, f64) -> f64,
+) -> Vec<ServedEntry> {
+    let mut sorted: Vec<&Control> = controls.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+
+    let excluded: HashSet<i64> = sorted
+        .iter()
+        .filter_map(|c| match &c.action {
+            Action::Exclude { product_ids } => Some(product_ids.iter().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+
+    // Each product's boosts, in ascending control id.
+    let mut boosts: HashMap<i64, (f64, Vec<&str>)> = HashMap::new();
+    for c in &sorted {
+        if let Action::Boost { product_ids, points } = &c.action {
+            let unique: HashSet<i64> = product_ids.iter().copied().collect();
+            for product_id in unique {
+                let (sum, ids) = boosts.entry(product_id).or_insert((0.0, Vec::new()));
+                *sum += *points;
+                ids.push(c.id.as_str());
+            }
+        }
+    }
+
+    let pins = placed_pins(&sorted, &excluded);
+    let pinned: HashSet<i64> = pins.iter().map(|p| p.product_id).collect();
+
+    // 1 and 2: the organic board without excluded products, boosts applied, sorted again.
+    let organic_rank: HashMap<i64, u64> =
+        organic.iter().enumerate().map(|(i, e)| (e.product_id, i as u64 + 1)).collect();
+    let mut boosted: Vec<ServedEntry> = organic
+        .iter()
+        .filter(|e| !excluded.contains(&e.product_id))
+        .map(|e| {
+            let (score, control_ids) = match boosts.get(&e.product_id) {
+                Some((sum, ids)) => {
+                    let score = if *sum != 0.0 { reencode(e, e.main + sum) } else { e.score };
+                    (score, ids.iter().map(|s| s.to_string()).collect())
+                }
+                None => (e.score, Vec::new()),
+            };
+            ServedEntry { product_id: e.product_id, score, organic_rank: organic_rank[&e.product_id], control_ids }
+        })
+        .collect();
+    if !boosts.is_empty() {
+        boosted.sort_by(|a, b| {
+            let (a, b) = (
+                Scored { product_id: a.product_id, score: a.score },
+                Scored { product_id: b.product_id, score: b.score },
+            );
+            ranking_order(&a, &b)
+        });
+    }
+
+    // 3: the pinned products out of the board, then each at the place it takes among all the
+    // served entries (with its score as boosted, or 0 without an organic entry).
+    let (mut placed, rest): (HashMap<i64, ServedEntry>, Vec<ServedEntry>) = {
+        let (pinned_entries, rest): (Vec<ServedEntry>, Vec<ServedEntry>) =
+            boosted.into_iter().partition(|e| pinned.contains(&e.product_id));
+        (pinned_entries.into_iter().map(|e| (e.product_id, e)).collect(), rest)
+    };
+    let total = rest.len() + pins.len();
+    let mut at: BTreeMap<usize, &PlacedPin> = BTreeMap::new();
+    for pin in &pins {
+        let wanted = (pin.position as usize).min(total) - 1;
+        let free =
+            (wanted..total).find(|i| !at.contains_key(i)).or_else(|| (0..wanted).rev().find(|i| !at.contains_key(i)));
+        if let Some(i) = free {
+            at.insert(i, pin);
+        }
+    }
+    let mut rest = rest.into_iter();
+    (0..total)
+        .filter_map(|i| match at.get(&i) {
+            Some(pin) => {
+                let mut entry = placed.remove(&pin.product_id).unwrap_or(ServedEntry {
+                    product_id: pin.product_id,
+                    score: 0.0,
+                    organic_rank: 0,
+                    control_ids: Vec::new(),
+                });
+                entry.control_ids.push(pin.control_id.to_string());
+                entry.control_ids.sort();
+                Some(entry)
+            }
+            None => rest.next(),
+        })
+        .collect()
+}
+
+/// A pin that places its product: the product's smallest position among its pins.
+#[derive(Debug)]
+struct PlacedPin<'a> {
+    product_id: i64,
+    position: u32,
+    active_from_us: i64,
+    control_id: &'a str,
+}
+
+/// One pin per pinned product that is not excluded (its smallest position; on a tie, the
+/// earlier, then the smaller id), in the order they are placed.
+fn placed_pins<'a>(controls: &[&'a Control], excluded: &HashSet<i64>) -> Vec<PlacedPin<'a>> {
+    let mut best: HashMap<i64, PlacedPin<'a>> = HashMap::new();
+    for c in controls {
+        let Action::Pin { product_id, position } = c.action else { continue };
+        if excluded.contains(&product_id) || position == 0 {
+            continue;
+        }
+        let pin = PlacedPin { product_id, position, active_from_us: c.active_from_us, control_id: &c.id };
+        match best.get(&product_id) {
+            Some(kept) if placing_order(kept, &pin).is_le() => {}
+            _ => drop(best.insert(product_id, pin)),
+        }
+    }
+    let mut pins: Vec<PlacedPin<'a>> = best.into_values().collect();
+    pins.sort_by(placing_order);
+    pins
+}
+
+fn placing_order(a: &PlacedPin<'_>, b: &PlacedPin<'_>) -> std::cmp::Ordering {
+    (a.position, a.active_from_us, a.control_id).cmp(&(b.position, b.active_from_us, b.control_id))
+}
+
+#[cfg(test)]
+#[path = "controls_tests.rs"]
+mod tests;

@@ -76,6 +76,27 @@ impl RankingService for Bare {
     async fn get_access(&self, _: Request<v1::GetAccessRequest>) -> Result<Response<v1::GetAccessResponse>, Status> {
         none()
     }
+    async fn put_control(&self, _: Request<v1::PutControlRequest>) -> Result<Response<v1::PutControlResponse>, Status> {
+        none()
+    }
+    async fn delete_control(
+        &self,
+        _: Request<v1::DeleteControlRequest>,
+    ) -> Result<Response<v1::DeleteControlResponse>, Status> {
+        none()
+    }
+    async fn list_controls(
+        &self,
+        _: Request<v1::ListControlsRequest>,
+    ) -> Result<Response<v1::ListControlsResponse>, Status> {
+        none()
+    }
+    async fn preview_top_n(
+        &self,
+        _: Request<v1::PreviewTopNRequest>,
+    ) -> Result<Response<Encoded<v1::GetTopNResponse>>, Status> {
+        none()
+    }
 }
 
 /// Serves the bare server on a free port of 127.0.0.1, answering GetTopN with the encoded

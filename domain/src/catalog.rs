@@ -18,7 +18,12 @@ pub struct CatalogEntry {
     pub segments: Vec<String>,
     /// Left out of every ranking while set.
     pub hidden: bool,
+    /// The product's name as people know it; empty when not given.
+    pub title: String,
 }
+
+/// Longest product title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
 
 /// A valid segment name, stored inline so that ranking keys holding one stay `Copy`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -230,6 +235,7 @@ mod tests {
     fn membership_fans_a_ranking_out_per_segment_in_its_order() {
         let mut m = Membership::default();
         let entry = |id: i64, segments: &[&str], hidden| CatalogEntry {
+            title: String::new(),
             product_id: id,
             segments: segments.iter().map(|s| s.to_string()).collect(),
             hidden,
@@ -274,7 +280,7 @@ mod tests {
                 segments.sort_unstable();
                 segments.dedup();
                 let names: Vec<String> = segments.iter().map(|s| format!("s{s}")).collect();
-                m.add(&CatalogEntry { product_id: *id, segments: names.clone(), hidden: false });
+                m.add(&CatalogEntry { product_id: *id, segments: names.clone(), hidden: false, title: String::new() });
                 if !names.is_empty() {
                     model.insert(*id, names);
                 }

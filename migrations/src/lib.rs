@@ -19,6 +19,7 @@ mod m20261201_000005_custom_signals;
 mod m20261202_000006_change_epochs;
 mod m20261204_000007_retractions;
 mod m20261204_000008_actor_counts;
+mod m20261205_000009_merchandising_controls;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000006_change_epochs::Migration),
             Box::new(m20261204_000007_retractions::Migration),
             Box::new(m20261204_000008_actor_counts::Migration),
+            Box::new(m20261205_000009_merchandising_controls::Migration),
         ]
     }
 }

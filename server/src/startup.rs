@@ -27,6 +27,7 @@ use crate::adapters::memory::MemoryRankingStore;
 use crate::adapters::redis::RedisRankingStore;
 use crate::adapters::sql::SqlMetricsStore;
 use crate::app::catalog::Catalog;
+use crate::app::controls::Controls;
 use crate::app::explain::Explainer;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
@@ -125,7 +126,8 @@ impl Application {
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
         let explainer = Arc::new(Explainer::new(store.clone(), store.clone(), queries.clone(), policy.clone()));
-        let catalog = Arc::new(Catalog::new(store, recompute.withdrawals(), policy));
+        let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
+        let controls = Arc::new(Controls::new(store, policy));
         let live = recompute.live_passes();
         let watch = Arc::new(WatchHub::new(
             queries.clone(),
@@ -142,8 +144,16 @@ impl Application {
         )
         .context("invalid event-bus settings")?;
         let access = access_policy(&settings.access);
-        let api =
-            RankingApi::new(ingest, queries, explainer, catalog, watch.clone(), recompute, Arc::new(access.clone()));
+        let api = RankingApi {
+            ingest,
+            queries,
+            explainer,
+            catalog,
+            controls,
+            watch: watch.clone(),
+            recompute,
+            access: Arc::new(access.clone()),
+        };
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;

@@ -77,6 +77,31 @@ impl EventLedger for NoEvents {
     }
 }
 
+/// No controls are ever stored: a put is refused as the database being down would be.
+#[async_trait::async_trait]
+impl crate::ports::ControlRows for NoEvents {
+    async fn put_control(
+        &self,
+        _: crate::domain::controls::Control,
+        _: u64,
+        _: i64,
+    ) -> Result<crate::ports::PutOutcome, crate::ports::StoreError> {
+        Err(crate::ports::StoreError::database("no controls in this fixture"))
+    }
+
+    async fn delete_control(&self, _: &str, _: u64) -> Result<crate::ports::DeleteOutcome, crate::ports::StoreError> {
+        Ok(crate::ports::DeleteOutcome::Deleted(false))
+    }
+
+    async fn controls(&self) -> Result<(u64, Vec<crate::domain::controls::Control>), crate::ports::StoreError> {
+        Ok((0, Vec::new()))
+    }
+
+    async fn control_revision(&self) -> Result<u64, crate::ports::StoreError> {
+        Ok(0)
+    }
+}
+
 #[async_trait::async_trait]
 impl DayScans for NoEvents {
     async fn scan_day(

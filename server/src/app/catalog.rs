@@ -1,4 +1,4 @@
-//! UpdateCatalog: each product's segments and hidden flag, stored in SQL. Hiding takes
+//! UpdateCatalog: each product's segments, hidden flag and title, stored in SQL. Hiding takes
 //! effect at once (today's rankings get a version without the product, on every replica
 //! within a poll); segment changes and un-hiding at the next recompute.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::invalid::{Invalid, quote};
 use super::policy::Policy;
 use super::recompute::{RecomputeError, Withdrawals};
-use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, segment_problem};
+use crate::domain::catalog::{CatalogEntry, MAX_SEGMENTS, MAX_TITLE_CHARS, segment_problem};
 use crate::ports::{CatalogRows, StoreError};
 
 /// Most entries of one UpdateCatalog.
@@ -79,6 +79,11 @@ fn validated(mut entries: Vec<CatalogEntry>) -> Result<Vec<CatalogEntry>, Invali
                 let reason = format!("{} {problem}", quote(name));
                 return Err(Invalid::element("segments", j, reason).within_element("products", i));
             }
+        }
+        let title = e.title.chars().count();
+        if title > MAX_TITLE_CHARS {
+            let reason = format!("must be at most {MAX_TITLE_CHARS} characters, got {title}");
+            return Err(Invalid::field("title", reason).within_element("products", i));
         }
         e.segments.sort_unstable();
         e.segments.dedup();

@@ -7,6 +7,7 @@
 //! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
 //! - [`queries`]: the read rules (which ranking, which page) over the ranking store.
 //! - [`catalog`]: UpdateCatalog (segments, hidden products; hiding takes effect at once).
+//! - [`controls`]: the merchandising controls (pins, boosts, exclusions on a schedule).
 //! - [`explain`]: ExplainRank, the one read that consults SQL (a product's rows only).
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; live passes,
 //!   withdrawals, retention.
@@ -17,6 +18,7 @@
 //! - [`scheduler`]: the periodic recompute and retention, one deterministic step at a time.
 
 pub mod catalog;
+pub mod controls;
 pub mod explain;
 pub mod ingest;
 pub mod invalid;

@@ -100,6 +100,10 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
         rank_change: e.rank_change,
         tied_rank: e.tied_rank,
         top_percent: e.top_percent,
+        // No control is applied to a board yet: every served entry is where the organic
+        // ranking put it.
+        organic_rank: e.rank,
+        control_ids: Vec::new(),
     }
 }
 
@@ -138,7 +142,7 @@ fn axis(name: &str, a: &Axis) -> pb::AxisExplanation {
 
 /// A wire catalog entry (its rules are checked by the catalog service).
 pub fn catalog_entry(e: pb::CatalogEntry) -> CatalogEntry {
-    CatalogEntry { product_id: e.product_id, segments: e.segments, hidden: e.hidden }
+    CatalogEntry { product_id: e.product_id, segments: e.segments, hidden: e.hidden, title: e.title }
 }
 
 /// An explanation on the wire.
@@ -190,6 +194,8 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         retracted_likes: a.retracted.likes.max(0) as u64,
         retracted_orders: a.retracted.orders.max(0) as u64,
         retracted_order_amount: a.retracted.order_amount,
+        organic_rank: a.entry.rank,
+        controls: Vec::new(),
     }
 }
 

@@ -4,6 +4,7 @@
 use tonic::Status;
 
 use crate::app::catalog::CatalogError;
+use crate::app::controls::ControlError;
 use crate::app::ingest::IngestError;
 use crate::app::invalid::Invalid;
 use crate::app::queries::QueryError;
@@ -45,6 +46,17 @@ pub fn store(e: &StoreError) -> Status {
 impl From<Invalid> for Status {
     fn from(e: Invalid) -> Self {
         Status::invalid_argument(e.message())
+    }
+}
+
+impl From<ControlError> for Status {
+    fn from(e: ControlError) -> Self {
+        match e {
+            ControlError::Invalid(invalid) => invalid.into(),
+            ControlError::Conflict { .. } => Status::failed_precondition(e.to_string()),
+            ControlError::Exceeded { .. } => Status::resource_exhausted(e.to_string()),
+            ControlError::Store(s) => store(&s),
+        }
     }
 }
 

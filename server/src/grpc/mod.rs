@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod connections;
+pub mod controls;
 pub mod convert;
 pub mod error;
 pub mod layers;

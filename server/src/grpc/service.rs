@@ -9,9 +9,10 @@ use ranking_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::auth::{self, AccessPolicy};
-use super::convert;
 use super::rpcs::Class;
+use super::{controls, convert};
 use crate::app::catalog::Catalog;
+use crate::app::controls::Controls;
 use crate::app::explain::{ExplainQuery, Explainer};
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
@@ -21,31 +22,17 @@ use crate::app::watch::{WatchHub, WatchQuery};
 use crate::ports::Outcome;
 use crate::wire;
 
-/// The service implementation.
+/// The service implementation: the application's services it delegates to.
 pub struct RankingApi {
-    ingest: Arc<Ingest>,
-    queries: Arc<Queries>,
-    explainer: Arc<Explainer>,
-    catalog: Arc<Catalog>,
-    watch: Arc<WatchHub>,
-    recompute: Arc<Recompute>,
+    pub ingest: Arc<Ingest>,
+    pub queries: Arc<Queries>,
+    pub explainer: Arc<Explainer>,
+    pub catalog: Arc<Catalog>,
+    pub controls: Arc<Controls>,
+    pub watch: Arc<WatchHub>,
+    pub recompute: Arc<Recompute>,
     /// Which token opens which calls, for GetAccess.
-    access: Arc<AccessPolicy>,
-}
-
-impl RankingApi {
-    /// Wires the handlers to the application.
-    pub fn new(
-        ingest: Arc<Ingest>,
-        queries: Arc<Queries>,
-        explainer: Arc<Explainer>,
-        catalog: Arc<Catalog>,
-        watch: Arc<WatchHub>,
-        recompute: Arc<Recompute>,
-        access: Arc<AccessPolicy>,
-    ) -> Self {
-        Self { ingest, queries, explainer, catalog, watch, recompute, access }
-    }
+    pub access: Arc<AccessPolicy>,
 }
 
 #[tonic::async_trait]
@@ -188,5 +175,41 @@ impl RankingService for RankingApi {
             elapsed_ms: report.elapsed.as_millis() as u64,
             version: report.version,
         }))
+    }
+
+    async fn put_control(
+        &self,
+        request: Request<pb::PutControlRequest>,
+    ) -> Result<Response<pb::PutControlResponse>, Status> {
+        let req = request.into_inner();
+        let control = req.control.ok_or_else(|| Invalid::field("control", "is required"))?;
+        let control = controls::control(control, self.controls.now_us()).map_err(|e| e.within("control"))?;
+        let stored = self.controls.put(control, req.expected_revision).await?;
+        Ok(Response::new(pb::PutControlResponse { control: Some(controls::wire_control(&stored)) }))
+    }
+
+    async fn delete_control(
+        &self,
+        request: Request<pb::DeleteControlRequest>,
+    ) -> Result<Response<pb::DeleteControlResponse>, Status> {
+        let req = request.into_inner();
+        let deleted = self.controls.delete(&req.control_id, req.expected_revision).await?;
+        Ok(Response::new(pb::DeleteControlResponse { deleted }))
+    }
+
+    async fn list_controls(
+        &self,
+        request: Request<pb::ListControlsRequest>,
+    ) -> Result<Response<pb::ListControlsResponse>, Status> {
+        let filter = controls::filter(request.get_ref(), self.controls.now_us())?;
+        let listed = self.controls.list(filter).await?;
+        Ok(Response::new(pb::ListControlsResponse { controls: listed.iter().map(controls::wire_control).collect() }))
+    }
+
+    async fn preview_top_n(
+        &self,
+        _request: Request<pb::PreviewTopNRequest>,
+    ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
+        Err(Status::unimplemented("PreviewTopN is not served yet: controls are stored but not yet applied to boards"))
     }
 }

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::{CatalogEntry, ProductDay, StoreError};
+use super::{CatalogEntry, ControlRows, ProductDay, StoreError};
 use crate::domain::explain::RecencyClock;
 use crate::domain::live::ProductRow;
 use crate::domain::profile::ScoringProfile;
@@ -228,6 +228,6 @@ pub trait ChangeFeed: Send + Sync + 'static {
 
 /// The SQL single source of truth: every port above, which one store serves. A component
 /// that needs one concern takes that port alone.
-pub trait MetricsStore: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed {}
+pub trait MetricsStore: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows {}
 
-impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed> MetricsStore for T {}
+impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows> MetricsStore for T {}

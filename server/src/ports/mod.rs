@@ -1,7 +1,8 @@
 //! The traits the application needs from the outside world, implemented by `adapters/`.
 //!
 //! - [`MetricsStore`] (`metrics_store.rs`): the SQL single source of truth, as one port per
-//!   concern: [`EventLedger`], [`DayScans`], [`CatalogRows`], [`RunLog`], [`ChangeFeed`].
+//!   concern: [`EventLedger`], [`DayScans`], [`CatalogRows`], [`RunLog`], [`ChangeFeed`];
+//!   [`ControlRows`] (`controls.rs`), the merchandising controls.
 //! - [`RankingStore`]: the derived rankings (Redis, or the embedded in-process store).
 //! - [`LeaseLock`] (`lease.rs`): mutual exclusion of a day's work across replicas, and the
 //!   [`Fence`] its writes carry.
@@ -21,8 +22,10 @@ pub use crate::domain::explain::{ProductDay, RecencyClock};
 pub use crate::domain::snapshot::Scored;
 use crate::domain::snapshot::Snapshot;
 
+mod controls;
 mod lease;
 mod metrics_store;
+pub use controls::{ControlRows, DeleteOutcome, PutOutcome};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use metrics_store::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,

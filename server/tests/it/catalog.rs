@@ -11,7 +11,12 @@ use crate::redis_store::redis_settings;
 use ranking_server::test_support::eventually;
 
 fn entry(product_id: i64, segments: &[&str], hidden: bool) -> v1::CatalogEntry {
-    v1::CatalogEntry { product_id, segments: segments.iter().map(|s| s.to_string()).collect(), hidden }
+    v1::CatalogEntry {
+        product_id,
+        segments: segments.iter().map(|s| s.to_string()).collect(),
+        hidden,
+        title: String::new(),
+    }
 }
 
 fn request(window: v1::Window) -> v1::GetTopNRequest {
@@ -98,7 +103,14 @@ async fn a_refused_catalog_call_names_the_field_and_writes_nothing() {
         (vec![entry(7, &[], true), entry(0, &[], false)], "products[1].product_id:"),
         (vec![entry(7, &[], true), entry(7, &[], false)], "products[1].product_id:"),
         (vec![entry(7, &["brand:acme", "Shoes"], true)], "products[0].segments[1]:"),
-        (vec![v1::CatalogEntry { product_id: 7, segments: many, hidden: true }], "products[0].segments:"),
+        (
+            vec![v1::CatalogEntry { product_id: 7, segments: many, hidden: true, ..Default::default() }],
+            "products[0].segments:",
+        ),
+        (
+            vec![v1::CatalogEntry { product_id: 7, hidden: true, title: "t".repeat(201), ..Default::default() }],
+            "products[0].title:",
+        ),
     ];
     for (products, field) in cases {
         let e = app.client.update_catalog(v1::UpdateCatalogRequest { products }).await.expect_err("refused");
@@ -106,7 +118,10 @@ async fn a_refused_catalog_call_names_the_field_and_writes_nothing() {
         assert!(e.message().starts_with(field), "{field}: {}", e.message());
     }
     assert_eq!(app.top("", 10).await.products.len(), 1, "product 7 was never hidden");
-    let ok = v1::UpdateCatalogRequest { products: vec![entry(7, &["brand:acme", "brand:acme", "category:x"], false)] };
+    // A title of 200 characters (400 bytes) is kept.
+    let mut titled = entry(7, &["brand:acme", "brand:acme", "category:x"], false);
+    titled.title = "é".repeat(200);
+    let ok = v1::UpdateCatalogRequest { products: vec![titled] };
     assert_eq!(app.client.update_catalog(ok).await.expect("valid").into_inner().updated, 1);
     app.stop().await;
 }

@@ -105,6 +105,31 @@ impl RankingService for Scripted {
     async fn get_access(&self, _: Request<v1::GetAccessRequest>) -> Result<Response<v1::GetAccessResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn put_control(&self, _: Request<v1::PutControlRequest>) -> Result<Response<v1::PutControlResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn delete_control(
+        &self,
+        _: Request<v1::DeleteControlRequest>,
+    ) -> Result<Response<v1::DeleteControlResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_controls(
+        &self,
+        _: Request<v1::ListControlsRequest>,
+    ) -> Result<Response<v1::ListControlsResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn preview_top_n(
+        &self,
+        _: Request<v1::PreviewTopNRequest>,
+    ) -> Result<Response<Encoded<v1::GetTopNResponse>>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

@@ -48,7 +48,8 @@ async fn every_rpc_answers_over_grpc_web_as_over_grpc_behind_the_same_tokens() {
     let recorded = h1_call(addr, "RecordEvents", &v1::RecordEventsRequest { events }, Some("w")).await;
     assert_eq!((recorded.status, recorded.code()), (200, Some(0)), "{recorded:?}");
     assert_eq!(recorded.message::<v1::RecordEventsResponse>(0).accepted, 8);
-    let entry = v1::CatalogEntry { product_id: 2, segments: vec!["brand:web".into()], hidden: false };
+    let entry =
+        v1::CatalogEntry { product_id: 2, segments: vec!["brand:web".into()], hidden: false, ..Default::default() };
     let catalog = h1_call(addr, "UpdateCatalog", &v1::UpdateCatalogRequest { products: vec![entry] }, Some("a")).await;
     assert_eq!(catalog.message::<v1::UpdateCatalogResponse>(0).updated, 1);
     let recomputed = h1_call(addr, "Recompute", &v1::RecomputeRequest::default(), Some("a")).await;

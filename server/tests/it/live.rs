@@ -103,7 +103,7 @@ async fn catalog(app: &mut TestApp, products: u64, hidden: &[i64]) {
             if p % 3 == 0 {
                 segments.push("category:x".into());
             }
-            v1::CatalogEntry { product_id: p, segments, hidden: hidden.contains(&p) }
+            v1::CatalogEntry { product_id: p, segments, hidden: hidden.contains(&p), title: String::new() }
         })
         .collect();
     app.client.update_catalog(v1::UpdateCatalogRequest { products }).await.expect("UpdateCatalog");

@@ -72,7 +72,12 @@ async fn tokens_guard_writes_admin_and_reads_separately() {
     // The admin token opens the reads and the catalog too, never the event writes.
     c.get_top_n(with_token(v1::GetTopNRequest::default(), Some("a-secret"))).await.expect("admin reads");
     let entry = || v1::UpdateCatalogRequest {
-        products: vec![v1::CatalogEntry { product_id: 7, segments: vec!["brand:acme".into()], hidden: false }],
+        products: vec![v1::CatalogEntry {
+            product_id: 7,
+            segments: vec!["brand:acme".into()],
+            hidden: false,
+            ..Default::default()
+        }],
     };
     c.update_catalog(with_token(entry(), Some("a-secret"))).await.expect("admin edits the catalog");
     c.update_catalog(with_token(entry(), Some("w-secret"))).await.expect("the write token edits the catalog");

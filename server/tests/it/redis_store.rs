@@ -103,8 +103,12 @@ async fn flushed_rankings_are_restored_bit_for_bit_from_sql() {
         app.record(events).await;
     }
     // Three segments over the 40 products, and one product hidden.
-    let products =
-        (1..=40i64).map(|p| v1::CatalogEntry { product_id: p, segments: vec![format!("s{}", p % 3)], hidden: p == 7 });
+    let products = (1..=40i64).map(|p| v1::CatalogEntry {
+        product_id: p,
+        segments: vec![format!("s{}", p % 3)],
+        hidden: p == 7,
+        title: String::new(),
+    });
     let request = v1::UpdateCatalogRequest { products: products.collect() };
     app.client.update_catalog(request).await.expect("UpdateCatalog");
     for n in [3u64, 2, 1, 0] {

@@ -10,7 +10,12 @@ use redis::AsyncCommands;
 use crate::helpers::{TestApp, views};
 
 fn entry(product_id: i64, segments: &[&str]) -> v1::CatalogEntry {
-    v1::CatalogEntry { product_id, segments: segments.iter().map(|s| s.to_string()).collect(), hidden: false }
+    v1::CatalogEntry {
+        product_id,
+        segments: segments.iter().map(|s| s.to_string()).collect(),
+        hidden: false,
+        title: String::new(),
+    }
 }
 
 fn top(window: v1::Window, segment: &str) -> v1::GetTopNRequest {
@@ -103,7 +108,11 @@ async fn segment_rankings_are_the_full_ranking_restricted_to_their_members() {
     assert_eq!(board(&mut app, v1::Window::Daily, "top").await, vec![], "a segment left empty reads empty");
 
     // Hiding takes a product out of its segments' rankings at once.
-    catalog(&mut app, vec![v1::CatalogEntry { product_id: 3, segments: vec!["odd".into()], hidden: true }]).await;
+    catalog(
+        &mut app,
+        vec![v1::CatalogEntry { product_id: 3, segments: vec!["odd".into()], hidden: true, title: String::new() }],
+    )
+    .await;
     assert_eq!(board(&mut app, v1::Window::Daily, "odd").await.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
     assert_eq!(board(&mut app, v1::Window::Weekly, "odd").await.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
     app.stop().await;

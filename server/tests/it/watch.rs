@@ -177,7 +177,7 @@ async fn a_hidden_product_leaves_open_streams() {
     app.recompute("").await;
     let mut watched = client(&app).await.watch_top_n(v1::WatchTopNRequest { limit: 3, ..Default::default() });
     assert_eq!(ids(&next(&mut watched).await), vec![3, 2, 1]);
-    let hide = v1::CatalogEntry { product_id: 3, segments: vec![], hidden: true };
+    let hide = v1::CatalogEntry { product_id: 3, segments: vec![], hidden: true, ..Default::default() };
     app.client.update_catalog(v1::UpdateCatalogRequest { products: vec![hide] }).await.expect("hidden");
     assert_eq!(ids(&next(&mut watched).await), vec![2, 1]);
     drop(watched);

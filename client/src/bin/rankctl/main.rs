@@ -152,7 +152,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum CatalogAction {
-    /// Replace a product's segment set and hidden flag (hiding takes it out of today's
+    /// Replace a product's segment set, hidden flag and title (hiding takes it out of today's
     /// rankings at once; segments count from the next recompute).
     Set {
         product_id: i64,
@@ -162,6 +162,9 @@ enum CatalogAction {
         /// Hide it (delisted, out of stock); without the flag it is shown.
         #[arg(long)]
         hidden: bool,
+        /// Its name as people know it (at most 200 characters).
+        #[arg(long, default_value = "")]
+        title: String,
     },
 }
 
@@ -348,8 +351,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&r.products);
             }
         }
-        Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden } } => {
-            let updated = client.update_catalog(vec![v1::CatalogEntry { product_id, segments, hidden }]).await?.updated;
+        Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden, title } } => {
+            let entry = v1::CatalogEntry { product_id, segments, hidden, title };
+            let updated = client.update_catalog(vec![entry]).await?.updated;
             if cli.json {
                 println!(r#"{{"updated":{updated}}}"#);
             } else {

@@ -10,7 +10,7 @@ use super::dialect::Dialect;
 use crate::domain::catalog::{CatalogEntry, joined, split};
 use crate::ports::StoreError;
 
-/// Rows per INSERT: 3 bind values each stays below every engine's parameter limit.
+/// Rows per INSERT: 5 bind values each stays below every engine's parameter limit.
 const CHUNK: usize = 2_000;
 
 fn table() -> Alias {
@@ -24,7 +24,7 @@ fn table() -> Alias {
 pub async fn update(db: &DatabaseConnection, dialect: Dialect, entries: &[CatalogEntry]) -> Result<(), StoreError> {
     let mut sorted: Vec<&CatalogEntry> = entries.iter().collect();
     sorted.sort_by_key(|e| e.product_id);
-    let columns = ["product_id", "hidden", "segments", "change_epoch"].map(Alias::new);
+    let columns = ["product_id", "hidden", "segments", "title", "change_epoch"].map(Alias::new);
     let txn = db.begin().await.map_err(StoreError::database)?;
     let epoch = changes::read_epoch(&txn, dialect.change_epoch_lock())
         .await
@@ -38,12 +38,13 @@ pub async fn update(db: &DatabaseConnection, dialect: Dialect, entries: &[Catalo
                 e.product_id.into(),
                 i16::from(e.hidden).into(),
                 joined(&e.segments).into(),
+                e.title.clone().into(),
                 epoch.into(),
             ]);
         }
         insert.on_conflict(
             OnConflict::column(Alias::new("product_id"))
-                .update_columns(["hidden", "segments", "change_epoch"].map(Alias::new))
+                .update_columns(["hidden", "segments", "title", "change_epoch"].map(Alias::new))
                 .to_owned(),
         );
         txn.execute(&insert).await.map_err(StoreError::database)?;
@@ -81,7 +82,7 @@ pub async fn hidden(db: &DatabaseConnection) -> Result<Vec<i64>, StoreError> {
 /// Visits every catalog row in ascending product order, streaming.
 pub async fn scan(db: &DatabaseConnection, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
     let select = Query::select()
-        .columns(["product_id", "hidden", "segments"].map(Alias::new))
+        .columns(["product_id", "hidden", "segments", "title"].map(Alias::new))
         .from(table())
         .order_by(Alias::new("product_id"), Order::Asc)
         .to_owned();
@@ -93,6 +94,7 @@ pub async fn scan(db: &DatabaseConnection, visit: &mut (dyn FnMut(CatalogEntry) 
             product_id: row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
             hidden: row.try_get_by_index::<i16>(1).map_err(StoreError::database)? != 0,
             segments: split(&row.try_get_by_index::<String>(2).map_err(StoreError::database)?),
+            title: row.try_get_by_index::<String>(3).map_err(StoreError::database)?,
         });
         count += 1;
     }

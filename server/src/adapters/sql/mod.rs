@@ -7,6 +7,7 @@
 //!   `actors` (the per-actor counts of capped signals);
 //! - [`dialect`]: every difference between the engines;
 //! - [`catalog`]: `product_catalog` (UpdateCatalog, and the recompute's scan of it);
+//! - [`controls`]: the merchandising controls and their revision;
 //! - [`partitions`]: the day partitions of `events` and `actor_counts` on PostgreSQL
 //!   (created ahead, dropped by retention);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
@@ -17,6 +18,7 @@
 
 pub mod catalog;
 pub mod changes;
+pub mod controls;
 pub mod dialect;
 mod ledger;
 mod metrics_row;
@@ -42,10 +44,12 @@ use tokio::sync::Mutex;
 
 use self::dialect::{Dialect, Read};
 use crate::domain::catalog::CatalogEntry;
+use crate::domain::controls::Control;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::metrics::SqlLimitLabels;
 use crate::ports::{
-    CatalogRows, ChangeFeed, ChangedRow, DailyRow, DayScans, ProductDay, RankingRun, RunLog, StoreError,
+    CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, ProductDay, PutOutcome,
+    RankingRun, RunLog, StoreError,
 };
 
 /// Connection settings of the SQL store.
@@ -309,6 +313,32 @@ impl CatalogRows for SqlMetricsStore {
 
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
         catalog::scan(&self.db, visit).await
+    }
+}
+
+#[async_trait]
+impl ControlRows for SqlMetricsStore {
+    async fn put_control(
+        &self,
+        control: Control,
+        expected_revision: u64,
+        updated_at_us: i64,
+    ) -> Result<PutOutcome, StoreError> {
+        let _gate = self.write_turn().await;
+        controls::put(&self.db, control, expected_revision, updated_at_us).await
+    }
+
+    async fn delete_control(&self, id: &str, expected_revision: u64) -> Result<DeleteOutcome, StoreError> {
+        let _gate = self.write_turn().await;
+        controls::delete(&self.db, id, expected_revision).await
+    }
+
+    async fn controls(&self) -> Result<(u64, Vec<Control>), StoreError> {
+        controls::all(&self.db).await
+    }
+
+    async fn control_revision(&self) -> Result<u64, StoreError> {
+        controls::current_revision(&self.db).await
     }
 }
 

@@ -5,7 +5,7 @@
 //! Offsets follow librdkafka's at-least-once pattern: `enable.auto.offset.store=false`, and
 //! after a batch's SQL commit (and its dead letters' delivery) the offset of each of its
 //! partitions is stored as *last processed + 1*; the auto-commit (every second) and the
-//! revocation commit send what is stored. The pitfalls this is built against:
+//! revocation commit send what is stored; a batch with dead letters commits at once. The pitfalls this is built against:
 //!
 //! - *an offset that is not last + 1*: one place computes it ([`next_offsets`]), tested;
 //! - *committing after a revoke*: every revocation bumps a generation and marks the partitions
@@ -349,6 +349,16 @@ impl Worker {
             && let Err(e) = consumer.store_offsets(&next_offsets(kept.into_iter()))
         {
             tracing::warn!(error = %e, "kafka offsets not stored; the batch's records come again as duplicates");
+        }
+        // A batch that dead-lettered commits its offsets now rather than at the next
+        // auto-commit: a replica killed in that second would leave its partitions' next owner
+        // to dead-letter the same records again (each carries its `ranking-source`, so a
+        // consumer can drop a repeat, but a repeat should be the exception).
+        if !invalid.is_empty()
+            && let Err(e) = consumer.commit_consumer_state(CommitMode::Async)
+            && !matches!(e, KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset))
+        {
+            tracing::warn!(error = %e, "kafka commit after dead letters failed; the auto-commit sends the same offsets");
         }
         if moved > 0 {
             tracing::info!(

@@ -123,6 +123,31 @@ impl DayScans for EpochRows {
     }
 }
 
+/// No controls, as in the fixture without events.
+#[async_trait::async_trait]
+impl crate::ports::ControlRows for EpochRows {
+    async fn put_control(
+        &self,
+        control: crate::domain::controls::Control,
+        expected: u64,
+        at: i64,
+    ) -> Result<crate::ports::PutOutcome, StoreError> {
+        crate::test_support::NoEvents.put_control(control, expected, at).await
+    }
+
+    async fn delete_control(&self, id: &str, expected: u64) -> Result<crate::ports::DeleteOutcome, StoreError> {
+        crate::test_support::NoEvents.delete_control(id, expected).await
+    }
+
+    async fn controls(&self) -> Result<(u64, Vec<crate::domain::controls::Control>), StoreError> {
+        crate::test_support::NoEvents.controls().await
+    }
+
+    async fn control_revision(&self) -> Result<u64, StoreError> {
+        crate::test_support::NoEvents.control_revision().await
+    }
+}
+
 #[async_trait::async_trait]
 impl CatalogRows for EpochRows {
     async fn update_catalog(&self, _: &[CatalogEntry]) -> Result<(), StoreError> {

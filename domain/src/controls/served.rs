@@ -1,4 +1,4 @@
-//! Merchandising controls: the served board derived from the organic one.
+//! The served board derived from the organic one under the controls active on it.
 //!
 //! A board's served ranking is a pure function of its organic ranking and the controls
 //! active at the version's publication, applied in this order:
@@ -10,7 +10,10 @@
 //!    active boosts' points (added in ascending control id, so the sum is one double whatever
 //!    the order the controls came in) and is encoded again with its own tie-break norms; the
 //!    board is sorted again by the ranking's order (score descending, then product id
-//!    descending). A sum of exactly 0 leaves the score as it was.
+//!    descending). A sum of exactly 0 leaves the score as it was. The main score a boost adds
+//!    to is the one the organic score carries, its integer part ([`boosted`]): a version keeps
+//!    nothing finer, so a board republished from it when a control changes, and a caller
+//!    checking the served board against the organic one it read, get the same double.
 //! 3. **Pin**: each pinned product is taken from wherever it is, with its score as boosted
 //!    (also when it had no entry: organic rank 0, score 0), and placed at its position, the others moving down. A product
 //!    pinned twice takes its smallest position. Pins are placed in the order (position,
@@ -23,37 +26,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::{Action, Control};
+use crate::layout::Layout;
 use crate::snapshot::{Scored, ranking_order};
-
-/// What a control does to a board.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Places `product_id` at `position` (1-based).
-    Pin { product_id: i64, position: u32 },
-    /// Adds `points` to the main score of each product (negative: buries).
-    Boost { product_ids: Vec<i64>, points: f64 },
-    /// Takes the products off the board.
-    Exclude { product_ids: Vec<i64> },
-}
-
-/// A control active on the board, as the derivation needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Control {
-    /// Its id: the last tie-break between pins, and what a served entry names.
-    pub id: String,
-    /// When it became active, Unix microseconds: the first tie-break between pins.
-    pub active_from_us: i64,
-    pub action: Action,
-}
-
-/// An entry of the organic board: its encoded score and the exact main score it was encoded
-/// from (a boost adds to the exact main, not to its integer part).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OrganicEntry {
-    pub product_id: i64,
-    pub score: f64,
-    pub main: f64,
-}
 
 /// An entry of the served board.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,15 +44,26 @@ pub struct ServedEntry {
     pub control_ids: Vec<String>,
 }
 
+/// `score` with `points` added to the main score it packs in `layout`, its norms kept: the
+/// new main's integer part is `floor(main_floor + points)`, clamped to the layout's range
+/// (a bury never goes below 0). A score the layout cannot decode is left as it is.
+pub fn boosted(layout: &Layout, score: f64, points: f64) -> f64 {
+    let Some(breakdown) = layout.decode(score) else { return score };
+    let floor = (breakdown.main_floor as f64 + points).floor();
+    // Beyond i64 either way, the clamp takes the sign: the float-to-int cast saturates.
+    let (floor, _) = layout.clamp(floor as i64);
+    layout.encode(floor, breakdown.norms())
+}
+
 /// The served board of `organic` (in ranking order) under the active `controls`.
-/// `reencode(entry, main)` is the entry's score with its main score replaced by `main`,
-/// tie-break norms kept (the profile's layout).
-pub fn serve(
-    organic: &[OrganicEntry],
-    controls: &[Control],
-    reencode: impl Fn(&OrganicEntry, f64) -> f64,
+/// `boost(score, points)` is a score with its main score raised by `points` ([`boosted`] in
+/// the board's layout).
+pub fn serve<'c>(
+    organic: &[Scored],
+    controls: impl IntoIterator<Item = &'c Control>,
+    boost: impl Fn(f64, f64) -> f64,
 ) -> Vec<ServedEntry> {
-    let mut sorted: Vec<&Control> = controls.iter().collect();
+    let mut sorted: Vec<&Control> = controls.into_iter().collect();
     sorted.sort_by(|a, b| a.id.cmp(&b.id));
 
     let excluded: HashSet<i64> = sorted
@@ -114,7 +100,7 @@ pub fn serve(
         .map(|e| {
             let (score, control_ids) = match boosts.get(&e.product_id) {
                 Some((sum, ids)) => {
-                    let score = if *sum != 0.0 { reencode(e, e.main + sum) } else { e.score };
+                    let score = if *sum != 0.0 { boost(e.score, *sum) } else { e.score };
                     (score, ids.iter().map(|s| s.to_string()).collect())
                 }
                 None => (e.score, Vec::new()),
@@ -202,5 +188,5 @@ fn placing_order(a: &PlacedPin<'_>, b: &PlacedPin<'_>) -> std::cmp::Ordering {
 }
 
 #[cfg(test)]
-#[path = "controls_tests.rs"]
+#[path = "served_tests.rs"]
 mod tests;

@@ -5,31 +5,46 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::controls::Windows;
 
-/// A layout of the tests' own: the integer part is the main score's floor (never below 0),
-/// the fraction the entry's norms, kept by a re-encoding.
-fn reencode(e: &OrganicEntry, main: f64) -> f64 {
-    main.floor().max(0.0) + (e.score - e.score.floor())
+/// The boost of the served boards: the built-in layout's.
+fn boost(score: f64, points: f64) -> f64 {
+    boosted(&Layout::built_in(), score, points)
 }
 
-fn entry(product_id: i64, main: f64, norms: u32) -> OrganicEntry {
-    OrganicEntry { product_id, score: main.floor() + f64::from(norms) / 1000.0, main }
+/// The boost written from the encoding's definition alone: the numerator's integer part
+/// raised by the points, floored, never below 0, over the same norms.
+fn boost_by_definition(score: f64, points: f64) -> f64 {
+    let n = (score * 1e9).round() as u64;
+    let floor = ((n / 1_000_000_000) as f64 + points).floor().max(0.0) as u64;
+    (floor * 1_000_000_000 + n % 1_000_000_000) as f64 / 1e9
+}
+
+/// An entry whose main score's integer part is `floor`, every norm `norm`.
+fn entry(product_id: i64, floor: u64, norm: u32) -> Scored {
+    Scored { product_id, score: Layout::built_in().encode(floor, &[norm, norm, norm]) }
 }
 
 /// An organic board in ranking order.
-fn board(entries: &[OrganicEntry]) -> Vec<OrganicEntry> {
+fn board(entries: &[Scored]) -> Vec<Scored> {
     let mut board = entries.to_vec();
-    board.sort_by(|a, b| {
-        ranking_order(
-            &Scored { product_id: a.product_id, score: a.score },
-            &Scored { product_id: b.product_id, score: b.score },
-        )
-    });
+    board.sort_by(ranking_order);
     board
 }
 
 fn control(id: &str, active_from_us: i64, action: Action) -> Control {
-    Control { id: id.into(), active_from_us, action }
+    Control {
+        id: id.into(),
+        segment: None,
+        windows: Windows::ALL,
+        profile: None,
+        active_from_us,
+        active_until_us: None,
+        action,
+        note: String::new(),
+        revision: 0,
+        updated_at_us: 0,
+    }
 }
 
 fn pin(id: &str, product_id: i64, position: u32) -> Control {
@@ -41,13 +56,13 @@ fn ids(served: &[ServedEntry]) -> Vec<i64> {
 }
 
 /// Ten products, 10 best … 1 worst.
-fn ten() -> Vec<OrganicEntry> {
-    board(&(1..=10).map(|p| entry(p, p as f64 * 2.5, 500)).collect::<Vec<_>>())
+fn ten() -> Vec<Scored> {
+    board(&(1..=10).map(|p| entry(p, p as u64 * 2, 500)).collect::<Vec<_>>())
 }
 
 #[test]
 fn without_controls_the_served_board_is_the_organic_one() {
-    let served = serve(&ten(), &[], reencode);
+    let served = serve(&ten(), &[], boost);
     assert_eq!(ids(&served), (1..=10).rev().collect::<Vec<_>>());
     assert!(served.iter().enumerate().all(|(i, e)| e.organic_rank == i as u64 + 1 && e.control_ids.is_empty()));
 }
@@ -55,7 +70,7 @@ fn without_controls_the_served_board_is_the_organic_one() {
 #[test]
 fn an_exclusion_takes_the_product_off_and_changes_no_other_score() {
     let organic = ten();
-    let served = serve(&organic, &[control("recall", 0, Action::Exclude { product_ids: vec![9, 42] })], reencode);
+    let served = serve(&organic, &[control("recall", 0, Action::Exclude { product_ids: vec![9, 42] })], boost);
     assert_eq!(ids(&served), vec![10, 8, 7, 6, 5, 4, 3, 2, 1]);
     for e in &served {
         assert_eq!(e.score, organic.iter().find(|o| o.product_id == e.product_id).expect("organic").score);
@@ -63,24 +78,39 @@ fn an_exclusion_takes_the_product_off_and_changes_no_other_score() {
 }
 
 #[test]
-fn a_boost_adds_to_the_exact_main_score_and_a_bury_sinks() {
-    // Product 3's main is 7.5: +2.6 makes 10.1, floor 10, above product 4 (10.0 → floor 10,
-    // same norms: the product id breaks the tie, 4 above 3).
-    let boost = control("b", 0, Action::Boost { product_ids: vec![3], points: 2.6 });
+fn a_boost_adds_to_the_main_score_the_board_carries_and_a_bury_sinks() {
+    // Product 3's main floor is 6: +2.6 makes 8.6, floor 8, level with product 4 (8, same
+    // norms): the product id breaks the tie, 4 above 3. +2.0 more lifts it above 5 (10).
+    let boost_3 = control("b", 0, Action::Boost { product_ids: vec![3], points: 2.6 });
     let bury = control("a", 0, Action::Boost { product_ids: vec![10], points: -100.0 });
-    let served = serve(&ten(), &[boost, bury], reencode);
+    let served = serve(&ten(), &[boost_3.clone(), bury], boost);
     assert_eq!(ids(&served), vec![9, 8, 7, 6, 5, 4, 3, 2, 1, 10]);
     let three = served.iter().find(|e| e.product_id == 3).expect("served");
-    assert_eq!((three.score, three.organic_rank, three.control_ids.clone()), (10.5, 8, vec!["b".to_string()]));
-    assert_eq!(served[9].score, 0.5, "buried to a main score of 0, its norms kept");
+    assert_eq!((three.score, three.organic_rank, three.control_ids.clone()), (8.5005005, 8, vec!["b".to_string()]));
+    assert_eq!(served[9].score, 0.5005005, "buried to a main score of 0, its norms kept");
+    let more = control("c", 0, Action::Boost { product_ids: vec![3], points: 4.6 });
+    assert_eq!(ids(&serve(&ten(), &[boost_3, more], boost))[..6], [10, 9, 8, 7, 3, 6], "6 + 7.2: 13, above 12");
+}
+
+#[test]
+fn boosted_keeps_the_norms_and_clamps_the_main_score_to_the_layout() {
+    let layout = Layout::built_in();
+    let score = layout.encode(5, &[700, 500, 800]);
+    assert_eq!(boosted(&layout, score, 0.4), score, "5.4 floors to 5");
+    assert_eq!(boosted(&layout, score, 0.99), score);
+    assert_eq!(boosted(&layout, score, 1.0), layout.encode(6, &[700, 500, 800]));
+    assert_eq!(boosted(&layout, score, -0.5), layout.encode(4, &[700, 500, 800]));
+    assert_eq!(boosted(&layout, score, -1e6), layout.encode(0, &[700, 500, 800]));
+    assert_eq!(boosted(&layout, score, 1e6), layout.encode(1_000_005, &[700, 500, 800]));
+    assert_eq!(boosted(&layout, score, 1e300), layout.encode(layout.bound() - 1, &[700, 500, 800]));
 }
 
 #[test]
 fn boosts_that_sum_to_nothing_change_no_score() {
     let up = control("up", 0, Action::Boost { product_ids: vec![5], points: 3.25 });
     let down = control("down", 0, Action::Boost { product_ids: vec![5], points: -3.25 });
-    let served = serve(&ten(), &[up, down], reencode);
-    assert_eq!(ids(&served), ids(&serve(&ten(), &[], reencode)));
+    let served = serve(&ten(), &[up, down], boost);
+    assert_eq!(ids(&served), ids(&serve(&ten(), &[], boost)));
     assert_eq!(served[5].control_ids, vec!["down".to_string(), "up".to_string()]);
 }
 
@@ -94,7 +124,7 @@ fn pins_take_their_positions_the_earlier_first_and_a_product_pinned_twice_its_sm
             pin("twice-a", 3, 9),
             pin("twice-b", 3, 1),
         ],
-        reencode,
+        boost,
     );
     // 3 at 1; 2 (earlier) at 2; 1 at the next free position, 3.
     assert_eq!(ids(&served), vec![3, 2, 1, 10, 9, 8, 7, 6, 5, 4]);
@@ -104,7 +134,7 @@ fn pins_take_their_positions_the_earlier_first_and_a_product_pinned_twice_its_sm
 
 #[test]
 fn a_pin_beyond_the_end_places_last_and_a_product_without_an_entry_is_placed_with_score_zero() {
-    let served = serve(&ten(), &[pin("far", 5, 1_000), pin("new", 77, 1), pin("far2", 6, 999)], reencode);
+    let served = serve(&ten(), &[pin("far", 5, 1_000), pin("new", 77, 1), pin("far2", 6, 999)], boost);
     // Both beyond the end: the smaller position (999, product 6) is placed first, so last;
     // the other takes the last free place before it.
     assert_eq!(ids(&served), vec![77, 10, 9, 8, 7, 4, 3, 2, 1, 5, 6]);
@@ -114,13 +144,13 @@ fn a_pin_beyond_the_end_places_last_and_a_product_without_an_entry_is_placed_wit
 
 #[test]
 fn an_excluded_product_is_not_placed_by_its_pin() {
-    let served = serve(&ten(), &[pin("p", 4, 1), control("x", 0, Action::Exclude { product_ids: vec![4] })], reencode);
+    let served = serve(&ten(), &[pin("p", 4, 1), control("x", 0, Action::Exclude { product_ids: vec![4] })], boost);
     assert!(!ids(&served).contains(&4));
     assert_eq!(served.len(), 9);
 }
 
 /// The rules, written out with a slot per served position.
-fn reference(organic: &[OrganicEntry], controls: &[Control]) -> Vec<(i64, f64, u64)> {
+fn reference(organic: &[Scored], controls: &[Control]) -> Vec<(i64, f64, u64)> {
     let mut by_id: Vec<&Control> = controls.iter().collect();
     by_id.sort_by(|a, b| a.id.cmp(&b.id));
     let excluded =
@@ -156,7 +186,7 @@ fn reference(organic: &[OrganicEntry], controls: &[Control]) -> Vec<(i64, f64, u
                 boosted = true;
             }
         }
-        let score = if boosted && sum != 0.0 { reencode(e, e.main + sum) } else { e.score };
+        let score = if boosted && sum != 0.0 { boost_by_definition(e.score, sum) } else { e.score };
         all.push((e.product_id, score, rank as u64 + 1));
     }
     let served_score = |p: i64| all.iter().find(|e| e.0 == p).copied().unwrap_or((p, 0.0, 0));
@@ -182,18 +212,9 @@ fn reference(organic: &[OrganicEntry], controls: &[Control]) -> Vec<(i64, f64, u
     slots.into_iter().map(|s| s.or_else(|| rest.next()).expect("a product for every slot")).collect()
 }
 
-fn arbitrary_case() -> impl Strategy<Value = (Vec<OrganicEntry>, Vec<Control>)> {
-    let entries = prop::collection::btree_map(1i64..60, (0u32..40, 0u32..1000, 0u32..100), 0..40).prop_map(|m| {
-        board(
-            &m.into_iter()
-                .map(|(p, (floor, norms, frac))| OrganicEntry {
-                    product_id: p,
-                    score: f64::from(floor) + f64::from(norms) / 1000.0,
-                    main: f64::from(floor) + f64::from(frac) / 100.0,
-                })
-                .collect::<Vec<_>>(),
-        )
-    });
+fn arbitrary_case() -> impl Strategy<Value = (Vec<Scored>, Vec<Control>)> {
+    let entries = prop::collection::btree_map(1i64..60, (0u64..40, 0u32..1000), 0..40)
+        .prop_map(|m| board(&m.into_iter().map(|(p, (floor, norm))| entry(p, floor, norm)).collect::<Vec<_>>()));
     let action = prop_oneof![
         (1i64..70, 1u32..50).prop_map(|(product_id, position)| Action::Pin { product_id, position }),
         (prop::collection::vec(1i64..70, 1..4), prop_oneof![Just(-5.5), Just(-1.0), Just(0.75), Just(3.0), Just(40.0)])
@@ -210,7 +231,7 @@ proptest! {
     #[test]
     fn the_served_board_is_the_references(case in arbitrary_case()) {
         let (organic, controls) = case;
-        let served = serve(&organic, &controls, reencode);
+        let served = serve(&organic, &controls, boost);
         let expected = reference(&organic, &controls);
         let got: Vec<(i64, f64, u64)> = served.iter().map(|e| (e.product_id, e.score, e.organic_rank)).collect();
         prop_assert_eq!(got, expected);
@@ -219,7 +240,7 @@ proptest! {
     #[test]
     fn no_product_twice_total_right_and_untouched_products_in_organic_order(case in arbitrary_case()) {
         let (organic, controls) = case;
-        let served = serve(&organic, &controls, reencode);
+        let served = serve(&organic, &controls, boost);
         let unique: HashSet<i64> = served.iter().map(|e| e.product_id).collect();
         prop_assert_eq!(unique.len(), served.len());
         let touched: HashSet<i64> = controls.iter().flat_map(|c| match &c.action {
@@ -252,6 +273,6 @@ proptest! {
         let mut with_zero = controls.clone();
         with_zero.push(control("zz-zero", 0, Action::Boost { product_ids: products, points: 0.0 }));
         let strip = |served: Vec<ServedEntry>| served.into_iter().map(|e| (e.product_id, e.score, e.organic_rank)).collect::<Vec<_>>();
-        prop_assert_eq!(strip(serve(&organic, &with_zero, reencode)), strip(serve(&organic, &controls, reencode)));
+        prop_assert_eq!(strip(serve(&organic, &with_zero, boost)), strip(serve(&organic, &controls, boost)));
     }
 }

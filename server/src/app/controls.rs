@@ -1,0 +1,100 @@
+//! PutControl, DeleteControl and ListControls: the merchandising controls, stored in SQL,
+//! checked here (the fields, then the revision and the bounds in the store's transaction).
+
+use std::sync::Arc;
+
+use super::invalid::Invalid;
+use super::policy::Policy;
+use crate::domain::catalog::Segment;
+use crate::domain::controls::{Control, validate};
+use crate::ports::{ControlRows, DeleteOutcome, PutOutcome, StoreError};
+
+/// Why a change of a control did not take effect; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// A field broke a rule.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// `expected_revision` is not the stored control's (two merchandisers editing one).
+    #[error("control {id:?} is at revision {}, not {expected}; read it again", stored.map_or("none (it is not stored)".to_string(), |r| r.to_string()))]
+    Conflict {
+        /// The control.
+        id: String,
+        /// The revision the caller expected.
+        expected: u64,
+        /// The stored one's; `None`: not stored.
+        stored: Option<u64>,
+    },
+    /// Storing it would pass a bound (named).
+    #[error("{bound}: control not stored")]
+    Exceeded {
+        /// The bound, in words.
+        bound: String,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Which stored controls ListControls lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ControlFilter {
+    /// Only one board's (`Some(None)`: the whole ranking's); `None`: every board's.
+    pub segment: Option<Option<Segment>>,
+    /// Only those active at this instant (Unix microseconds).
+    pub active_at_us: Option<i64>,
+}
+
+/// The controls service.
+pub struct Controls {
+    store: Arc<dyn ControlRows>,
+    policy: Arc<Policy>,
+}
+
+impl Controls {
+    /// Controls stored in `store`, timed by `policy`'s clock.
+    pub fn new(store: Arc<dyn ControlRows>, policy: Arc<Policy>) -> Self {
+        Self { store, policy }
+    }
+
+    /// The current instant, Unix microseconds: an unset `active_from`, an unset `at`.
+    pub fn now_us(&self) -> i64 {
+        self.policy.now().timestamp_micros()
+    }
+
+    /// Validates and stores `control` (its revision and update time set by the store).
+    pub async fn put(&self, control: Control, expected_revision: u64) -> Result<Control, ControlError> {
+        validate(&control).map_err(|r| Invalid::field(r.field, r.reason).within("control"))?;
+        let id = control.id.clone();
+        match self.store.put_control(control, expected_revision, self.now_us()).await? {
+            PutOutcome::Stored(stored) => Ok(stored),
+            PutOutcome::Conflict { stored } => Err(ControlError::Conflict { id, expected: expected_revision, stored }),
+            PutOutcome::Exceeded(e) => Err(ControlError::Exceeded { bound: e.bound }),
+        }
+    }
+
+    /// Deletes control `id`; whether there was one.
+    pub async fn delete(&self, id: &str, expected_revision: u64) -> Result<bool, ControlError> {
+        if let Some(problem) = crate::domain::controls::id_problem(id) {
+            return Err(Invalid::field("control_id", problem).into());
+        }
+        match self.store.delete_control(id, expected_revision).await? {
+            DeleteOutcome::Deleted(deleted) => Ok(deleted),
+            DeleteOutcome::Conflict { stored } => {
+                Err(ControlError::Conflict { id: id.to_string(), expected: expected_revision, stored })
+            }
+        }
+    }
+
+    /// The stored controls `filter` selects, by id.
+    pub async fn list(&self, filter: ControlFilter) -> Result<Vec<Control>, ControlError> {
+        let (_, mut controls) = self.store.controls().await?;
+        if let Some(segment) = filter.segment {
+            controls.retain(|c| c.segment == segment);
+        }
+        if let Some(at) = filter.active_at_us {
+            controls.retain(|c| c.active_at(at));
+        }
+        Ok(controls)
+    }
+}

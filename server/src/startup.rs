@@ -127,7 +127,7 @@ impl Application {
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
         let explainer = Arc::new(Explainer::new(store.clone(), store.clone(), queries.clone(), policy.clone()));
         let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
-        let controls = Arc::new(Controls::new(store, policy));
+        let controls = Arc::new(Controls::new(store, queries.clone(), policy));
         let live = recompute.live_passes();
         let watch = Arc::new(WatchHub::new(
             queries.clone(),

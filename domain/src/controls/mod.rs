@@ -6,7 +6,7 @@ pub mod served;
 
 use crate::catalog::{Segment, segment_problem};
 
-pub use served::{ServedEntry, boosted, serve};
+pub use served::{ServedEntry, boosted, serve, tied_ranks};
 
 /// Most controls stored.
 pub const MAX_STORED: usize = 10_000;

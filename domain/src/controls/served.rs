@@ -42,6 +42,8 @@ pub struct ServedEntry {
     /// The controls that moved or placed it (boosts acting on it, the pin that placed it),
     /// in ascending id.
     pub control_ids: Vec<String>,
+    /// Placed by a pin: its rank is its position, whatever its score.
+    pub pinned: bool,
 }
 
 /// `score` with `points` added to the main score it packs in `layout`, its norms kept: the
@@ -105,7 +107,13 @@ pub fn serve<'c>(
                 }
                 None => (e.score, Vec::new()),
             };
-            ServedEntry { product_id: e.product_id, score, organic_rank: organic_rank[&e.product_id], control_ids }
+            ServedEntry {
+                product_id: e.product_id,
+                score,
+                organic_rank: organic_rank[&e.product_id],
+                control_ids,
+                pinned: false,
+            }
         })
         .collect();
     if !boosts.is_empty() {
@@ -144,7 +152,9 @@ pub fn serve<'c>(
                     score: 0.0,
                     organic_rank: 0,
                     control_ids: Vec::new(),
+                    pinned: true,
                 });
+                entry.pinned = true;
                 entry.control_ids.push(pin.control_id.to_string());
                 entry.control_ids.sort();
                 Some(entry)
@@ -152,6 +162,18 @@ pub fn serve<'c>(
             None => rest.next(),
         })
         .collect()
+}
+
+/// The competition rank of each served entry: a pinned entry's is its own rank (its place is
+/// not its score's); the others' is the rank of the first of the consecutive unpinned entries
+/// of its score, so equal scores share it as they do on an organic board.
+pub fn tied_ranks(served: &[ServedEntry]) -> Vec<u64> {
+    let mut ranks = Vec::with_capacity(served.len());
+    for (i, e) in served.iter().enumerate() {
+        let shared = i > 0 && !e.pinned && !served[i - 1].pinned && served[i - 1].score.total_cmp(&e.score).is_eq();
+        ranks.push(if shared { ranks[i - 1] } else { i as u64 + 1 });
+    }
+    ranks
 }
 
 /// A pin that places its product: the product's smallest position among its pins.

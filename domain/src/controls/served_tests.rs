@@ -149,6 +149,16 @@ fn an_excluded_product_is_not_placed_by_its_pin() {
     assert_eq!(served.len(), 9);
 }
 
+#[test]
+fn equal_scores_share_a_tied_rank_and_a_pinned_entry_keeps_its_own() {
+    // 10 and 9 level at 20 after a boost; a pin placed between 8 and 7 at 16 each.
+    let organic = board(&[entry(10, 20, 1), entry(9, 18, 1), entry(8, 16, 1), entry(7, 16, 1), entry(6, 16, 1)]);
+    let served =
+        serve(&organic, &[control("b", 0, Action::Boost { product_ids: vec![9], points: 2.0 }), pin("p", 6, 4)], boost);
+    assert_eq!(ids(&served), vec![10, 9, 8, 6, 7]);
+    assert_eq!(tied_ranks(&served), vec![1, 1, 3, 4, 5]);
+}
+
 /// The rules, written out with a slot per served position.
 fn reference(organic: &[Scored], controls: &[Control]) -> Vec<(i64, f64, u64)> {
     let mut by_id: Vec<&Control> = controls.iter().collect();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::invalid::Invalid;
 use super::policy::Policy;
+use super::queries::{PreviewAnswer, PreviewQuery, Queries, QueryError, Selector};
 use crate::domain::catalog::Segment;
 use crate::domain::controls::{Control, validate};
 use crate::ports::{ControlRows, DeleteOutcome, PutOutcome, StoreError};
@@ -34,6 +35,9 @@ pub enum ControlError {
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A preview's read of the board failed.
+    #[error(transparent)]
+    Query(QueryError),
 }
 
 /// Which stored controls ListControls lists.
@@ -45,16 +49,36 @@ pub struct ControlFilter {
     pub active_at_us: Option<i64>,
 }
 
+/// PreviewTopN: a page of a board, and what to serve it under.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    /// The board and page.
+    pub selector: Selector,
+    pub offset: u32,
+    pub limit: u32,
+    /// The instant whose active controls count (Unix microseconds); `None`: now.
+    pub at_us: Option<i64>,
+    /// Controls as if put (replacing stored ones of the same id).
+    pub drafts: Vec<Control>,
+    /// Ids of controls as if deleted.
+    pub without: Vec<String>,
+}
+
+/// Most drafts and deletions of one preview.
+pub const MAX_PREVIEW_CHANGES: usize = 100;
+
 /// The controls service.
 pub struct Controls {
     store: Arc<dyn ControlRows>,
+    queries: Arc<Queries>,
     policy: Arc<Policy>,
 }
 
 impl Controls {
-    /// Controls stored in `store`, timed by `policy`'s clock.
-    pub fn new(store: Arc<dyn ControlRows>, policy: Arc<Policy>) -> Self {
-        Self { store, policy }
+    /// Controls stored in `store`, boards previewed through `queries`, timed by `policy`'s
+    /// clock.
+    pub fn new(store: Arc<dyn ControlRows>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
+        Self { store, queries, policy }
     }
 
     /// The current instant, Unix microseconds: an unset `active_from`, an unset `at`.
@@ -96,5 +120,39 @@ impl Controls {
             controls.retain(|c| c.active_at(at));
         }
         Ok(controls)
+    }
+
+    /// The page of a board as it would be served at `preview.at_us` with the drafts put and
+    /// the others deleted, from the board's current organic version. Writes nothing.
+    pub async fn preview(&self, preview: Preview) -> Result<PreviewAnswer, ControlError> {
+        for (field, n) in [("drafts", preview.drafts.len()), ("without", preview.without.len())] {
+            if n > MAX_PREVIEW_CHANGES {
+                return Err(Invalid::field(field, format!("must hold at most {MAX_PREVIEW_CHANGES}, got {n}")).into());
+            }
+        }
+        for (i, draft) in preview.drafts.iter().enumerate() {
+            validate(draft).map_err(|r| Invalid::field(r.field, r.reason).within_element("drafts", i))?;
+        }
+        for (i, id) in preview.without.iter().enumerate() {
+            if let Some(problem) = crate::domain::controls::id_problem(id) {
+                return Err(Invalid::element("without", i, problem).into());
+            }
+        }
+        let (_, mut controls) = self.store.controls().await?;
+        controls.retain(|c| !preview.without.contains(&c.id) && !preview.drafts.iter().any(|d| d.id == c.id));
+        // Of two drafts with one id, the later is the one put last.
+        for (i, draft) in preview.drafts.iter().enumerate() {
+            if !preview.drafts[i + 1..].iter().any(|d| d.id == draft.id) {
+                controls.push(draft.clone());
+            }
+        }
+        let query = PreviewQuery {
+            selector: preview.selector,
+            offset: preview.offset,
+            limit: preview.limit,
+            at_us: preview.at_us.unwrap_or_else(|| self.now_us()),
+            controls,
+        };
+        self.queries.preview(query).await.map_err(ControlError::Query)
     }
 }

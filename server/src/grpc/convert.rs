@@ -8,7 +8,9 @@ use ranking_proto::v1 as pb;
 
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
-use crate::app::queries::{Direction, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window};
+use crate::app::queries::{
+    Direction, MoversAnswer, PreviewAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window,
+};
 use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
 use crate::domain::explain::Axis;
@@ -100,9 +102,7 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
         rank_change: e.rank_change,
         tied_rank: e.tied_rank,
         top_percent: e.top_percent,
-        // No control is applied to a board yet: every served entry is where the organic
-        // ranking put it.
-        organic_rank: e.rank,
+        organic_rank: e.organic_rank,
         control_ids: Vec::new(),
     }
 }
@@ -123,6 +123,15 @@ pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
         next_page_token: a.next_page_token.clone().unwrap_or_default(),
         version: a.version.unwrap_or_default(),
     }
+}
+
+/// A previewed page on the wire: GetTopN's answer, each entry with its controls.
+pub fn preview_response(a: &PreviewAnswer) -> pb::GetTopNResponse {
+    let mut response = top_response(&a.top);
+    for (product, ids) in response.products.iter_mut().zip(&a.control_ids) {
+        product.control_ids = ids.clone();
+    }
+    response
 }
 
 /// One product's entry on the wire.
@@ -194,7 +203,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         retracted_likes: a.retracted.likes.max(0) as u64,
         retracted_orders: a.retracted.orders.max(0) as u64,
         retracted_order_amount: a.retracted.order_amount,
-        organic_rank: a.entry.rank,
+        organic_rank: a.entry.organic_rank,
         controls: Vec::new(),
     }
 }

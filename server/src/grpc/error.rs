@@ -56,6 +56,7 @@ impl From<ControlError> for Status {
             ControlError::Conflict { .. } => Status::failed_precondition(e.to_string()),
             ControlError::Exceeded { .. } => Status::resource_exhausted(e.to_string()),
             ControlError::Store(s) => store(&s),
+            ControlError::Query(q) => q.into(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use prost::Message;
 use ranking_proto::Encoded;
 use ranking_proto::server::ranking_service_server::RankingService;
 use ranking_proto::v1 as pb;
@@ -208,8 +209,10 @@ impl RankingService for RankingApi {
 
     async fn preview_top_n(
         &self,
-        _request: Request<pb::PreviewTopNRequest>,
+        request: Request<pb::PreviewTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
-        Err(Status::unimplemented("PreviewTopN is not served yet: controls are stored but not yet applied to boards"))
+        let preview = controls::preview(request.into_inner(), self.controls.now_us())?;
+        let answer = self.controls.preview(preview).await?;
+        Ok(Response::new(Encoded::from_encoding(convert::preview_response(&answer).encode_to_vec().into())))
     }
 }

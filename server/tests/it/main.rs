@@ -32,6 +32,7 @@ mod ledger;
 mod live;
 mod operations;
 mod otel;
+mod previews;
 mod profiles;
 mod rankctl;
 mod redis_store;

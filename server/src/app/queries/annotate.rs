@@ -23,7 +23,10 @@ impl RankedEntry {
     pub(super) fn against(&mut self, total: u64, previous_rank: u64) {
         self.top_percent = 100.0 * self.rank as f64 / total.max(1) as f64;
         self.previous_rank = previous_rank;
-        self.rank_change = if previous_rank > 0 { previous_rank as i64 - self.rank as i64 } else { 0 };
+        self.rank_change = match (previous_rank, self.organic_rank) {
+            (0, _) | (_, 0) => 0,
+            (previous, organic) => previous as i64 - organic as i64,
+        };
     }
 }
 
@@ -69,7 +72,7 @@ impl Queries {
     }
 
     /// The ranks of products in the final ranking one period before `key` (0: not ranked).
-    async fn previous_ranks(&self, key: RankingKey, ids: &[i64]) -> Result<Vec<u64>, StoreError> {
+    pub(super) async fn previous_ranks(&self, key: RankingKey, ids: &[i64]) -> Result<Vec<u64>, StoreError> {
         let Some(previous) = previous_period(key) else { return Ok(vec![0; ids.len()]) };
         if let Some(held) = self.snapshots.get(previous) {
             return Ok(ids.iter().map(|id| held.ranking.position(*id).map_or(0, |(i, _)| i as u64 + 1)).collect());

@@ -17,6 +17,7 @@
 //! - [`annotate`]: tied rank, top %, previous rank and change of every entry.
 //! - [`answers`]: kept answers of the hot pages of held copies.
 //! - [`movers`]: ListMovers, the products that moved most.
+//! - [`preview`]: PreviewTopN, a board as controls would serve it.
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use crate::ports::{Page, RankingStore, StoreError};
 mod annotate;
 mod answers;
 mod movers;
+mod preview;
 mod rebuild;
 mod resolve;
 mod source;
@@ -40,6 +42,7 @@ mod types;
 
 use annotate::Ties;
 use answers::Answers;
+pub use preview::{PreviewAnswer, PreviewQuery};
 use types::page_limit;
 pub use types::{
     DEFAULT_LIMIT, Direction, MAX_LIMIT, MAX_NEIGHBORS, MAX_PRODUCT_IDS, MoversAnswer, MoversQuery, QueryError,

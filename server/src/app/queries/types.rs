@@ -141,8 +141,12 @@ pub struct RankedEntry {
     /// Rank in the same window one period before (the previous day's final ranking, the
     /// previous hour); 0 when the product was not ranked then.
     pub previous_rank: u64,
-    /// `previous_rank - rank` when `previous_rank > 0`, else 0.
+    /// `previous_rank - organic_rank` when both are above 0, else 0: a control is not a
+    /// movement.
     pub rank_change: i64,
+    /// Its rank before merchandising controls; 0 when the organic ranking does not hold it
+    /// (a pinned product without events). The rank itself for every entry no control moved.
+    pub organic_rank: u64,
 }
 
 /// A page of a ranking.
@@ -287,6 +291,7 @@ impl Resolved {
             top_percent: 0.0,
             previous_rank: 0,
             rank_change: 0,
+            organic_rank: index + 1,
         }
     }
 }

@@ -1,0 +1,86 @@
+//! PreviewTopN's read: a board as it would be served under a set of controls, derived from its
+//! current organic version as a publication derives it, writing nothing.
+
+use super::Queries;
+use super::types::{QueryError, RankedEntry, Selector, TopAnswer, Window, page_limit};
+use crate::app::invalid::Invalid;
+use crate::domain::controls::{BoardOf, Control, Windows, boosted, serve, tied_ranks};
+
+/// A page of a board served under `controls` at `at_us`.
+#[derive(Debug, Clone)]
+pub struct PreviewQuery {
+    /// Which board (daily or weekly).
+    pub selector: Selector,
+    /// Entries skipped from the top.
+    pub offset: u32,
+    /// Page size (0: the default).
+    pub limit: u32,
+    /// The instant whose active controls count, Unix microseconds.
+    pub at_us: i64,
+    /// Every control to consider; those active at `at_us` on the board act.
+    pub controls: Vec<Control>,
+}
+
+/// A previewed page: the answer GetTopN would give, and the controls acting on each entry.
+#[derive(Debug, Clone)]
+pub struct PreviewAnswer {
+    /// The page (no next page token: a preview is not a version).
+    pub top: TopAnswer,
+    /// Each entry's controls, by id, in the order of `top.entries`.
+    pub control_ids: Vec<Vec<String>>,
+}
+
+impl Queries {
+    /// The page of the board `query` names as the controls active at its instant would serve
+    /// it from the board's current organic version.
+    pub async fn preview(&self, query: PreviewQuery) -> Result<PreviewAnswer, QueryError> {
+        let limit = page_limit(query.limit).map_err(|e| e.within("selector"))?;
+        let resolved = self.resolve(query.selector, self.policy.now()).map_err(|e| e.within("selector"))?;
+        let window = match resolved.window {
+            Window::Daily => Windows::DAILY,
+            Window::Weekly => Windows::WEEKLY,
+            Window::Hourly => {
+                return Err(Invalid::field(
+                    "window",
+                    "must be WINDOW_DAILY or WINDOW_WEEKLY: hourly rankings have no controls",
+                )
+                .within("selector")
+                .into());
+            }
+        };
+        let organic = self.current_page(&resolved, 0, u64::MAX).await?;
+        let board = BoardOf { segment: resolved.key.segment(), window, profile: None };
+        let acting = query.controls.iter().filter(|c| c.active_at(query.at_us) && c.acts_on(&board));
+        let layout = self.policy.profile.layout();
+        let served = serve(&organic.entries, acting, |score, points| boosted(layout, score, points));
+        let tied = tied_ranks(&served);
+        let total = served.len() as u64;
+        let start = (query.offset as usize).min(served.len());
+        let end = (start + limit as usize).min(served.len());
+        let mut entries: Vec<RankedEntry> = served[start..end]
+            .iter()
+            .zip(start..)
+            .map(|(e, i)| {
+                let mut entry = resolved.entry(&self.policy.profile, i as u64, e.product_id, e.score, tied[i] - 1);
+                entry.organic_rank = e.organic_rank;
+                entry
+            })
+            .collect();
+        let ids: Vec<i64> = entries.iter().map(|e| e.product_id).collect();
+        let previous = self.previous_ranks(resolved.key, &ids).await?;
+        for (e, previous_rank) in entries.iter_mut().zip(previous) {
+            e.against(total, previous_rank);
+        }
+        Ok(PreviewAnswer {
+            top: TopAnswer {
+                entries,
+                total,
+                date: resolved.date(),
+                version: organic.version,
+                next_page_token: None,
+                encoding: Default::default(),
+            },
+            control_ids: served[start..end].iter().map(|e| e.control_ids.clone()).collect(),
+        })
+    }
+}

@@ -1,12 +1,15 @@
 //! Merchandising controls: a pin, a boost (or bury) or an exclusion of one board, from a start
 //! to an end. This module says what a control is, which boards it acts on and when, what a
-//! valid one holds and how many a board may carry; [`served`] derives the served board.
+//! valid one holds and how many a board may carry; [`served`] derives the served board, and
+//! [`annex`] is what the served board keeps of the organic one.
 
+pub mod annex;
 pub mod served;
 
 use crate::catalog::{Segment, segment_problem};
 
-pub use served::{ServedEntry, boosted, serve, tied_ranks};
+pub use annex::{Annex, Touched};
+pub use served::{Served, ServedEntry, boosted, serve, tied_ranks};
 
 /// Most controls stored.
 pub const MAX_STORED: usize = 10_000;

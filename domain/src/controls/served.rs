@@ -39,6 +39,8 @@ pub struct ServedEntry {
     pub score: f64,
     /// Its rank in the organic board (1-based); 0 when it had none.
     pub organic_rank: u64,
+    /// Its score in the organic board; 0 when it had none.
+    pub organic_score: f64,
     /// The controls that moved or placed it (boosts acting on it, the pin that placed it),
     /// in ascending id.
     pub control_ids: Vec<String>,
@@ -57,6 +59,16 @@ pub fn boosted(layout: &Layout, score: f64, points: f64) -> f64 {
     layout.encode(floor, breakdown.norms())
 }
 
+/// A served board, and the organic entries its exclusions took off.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Served {
+    /// The served entries, best first.
+    pub entries: Vec<ServedEntry>,
+    /// The excluded entries of the organic board (`score` and `organic_rank` as organic;
+    /// `control_ids` the exclusions), in organic order.
+    pub excluded: Vec<ServedEntry>,
+}
+
 /// The served board of `organic` (in ranking order) under the active `controls`.
 /// `boost(score, points)` is a score with its main score raised by `points` ([`boosted`] in
 /// the board's layout).
@@ -64,18 +76,20 @@ pub fn serve<'c>(
     organic: &[Scored],
     controls: impl IntoIterator<Item = &'c Control>,
     boost: impl Fn(f64, f64) -> f64,
-) -> Vec<ServedEntry> {
+) -> Served {
     let mut sorted: Vec<&Control> = controls.into_iter().collect();
     sorted.sort_by(|a, b| a.id.cmp(&b.id));
 
-    let excluded: HashSet<i64> = sorted
-        .iter()
-        .filter_map(|c| match &c.action {
-            Action::Exclude { product_ids } => Some(product_ids.iter().copied()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    // Each excluded product's exclusions, in ascending control id.
+    let mut exclusions: HashMap<i64, Vec<&str>> = HashMap::new();
+    for c in &sorted {
+        if let Action::Exclude { product_ids } = &c.action {
+            for product_id in product_ids.iter().copied().collect::<HashSet<i64>>() {
+                exclusions.entry(product_id).or_default().push(c.id.as_str());
+            }
+        }
+    }
+    let excluded: HashSet<i64> = exclusions.keys().copied().collect();
 
     // Each product's boosts, in ascending control id.
     let mut boosts: HashMap<i64, (f64, Vec<&str>)> = HashMap::new();
@@ -94,12 +108,23 @@ pub fn serve<'c>(
     let pinned: HashSet<i64> = pins.iter().map(|p| p.product_id).collect();
 
     // 1 and 2: the organic board without excluded products, boosts applied, sorted again.
-    let organic_rank: HashMap<i64, u64> =
-        organic.iter().enumerate().map(|(i, e)| (e.product_id, i as u64 + 1)).collect();
-    let mut boosted: Vec<ServedEntry> = organic
-        .iter()
-        .filter(|e| !excluded.contains(&e.product_id))
-        .map(|e| {
+    let ranked = || organic.iter().zip(1u64..);
+    let taken_off: Vec<ServedEntry> = ranked()
+        .filter_map(|(e, organic_rank)| {
+            let ids = exclusions.get(&e.product_id)?;
+            Some(ServedEntry {
+                product_id: e.product_id,
+                score: e.score,
+                organic_rank,
+                organic_score: e.score,
+                control_ids: ids.iter().map(|s| s.to_string()).collect(),
+                pinned: false,
+            })
+        })
+        .collect();
+    let mut boosted: Vec<ServedEntry> = ranked()
+        .filter(|(e, _)| !excluded.contains(&e.product_id))
+        .map(|(e, organic_rank)| {
             let (score, control_ids) = match boosts.get(&e.product_id) {
                 Some((sum, ids)) => {
                     let score = if *sum != 0.0 { boost(e.score, *sum) } else { e.score };
@@ -110,7 +135,8 @@ pub fn serve<'c>(
             ServedEntry {
                 product_id: e.product_id,
                 score,
-                organic_rank: organic_rank[&e.product_id],
+                organic_rank,
+                organic_score: e.score,
                 control_ids,
                 pinned: false,
             }
@@ -144,13 +170,14 @@ pub fn serve<'c>(
         }
     }
     let mut rest = rest.into_iter();
-    (0..total)
+    let entries = (0..total)
         .filter_map(|i| match at.get(&i) {
             Some(pin) => {
                 let mut entry = placed.remove(&pin.product_id).unwrap_or(ServedEntry {
                     product_id: pin.product_id,
                     score: 0.0,
                     organic_rank: 0,
+                    organic_score: 0.0,
                     control_ids: Vec::new(),
                     pinned: true,
                 });
@@ -161,7 +188,8 @@ pub fn serve<'c>(
             }
             None => rest.next(),
         })
-        .collect()
+        .collect();
+    Served { entries, excluded: taken_off }
 }
 
 /// The competition rank of each served entry: a pinned entry's is its own rank (its place is

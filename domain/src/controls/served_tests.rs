@@ -7,6 +7,15 @@ use proptest::prelude::*;
 use super::*;
 use crate::controls::Windows;
 
+/// The served entries alone.
+fn serve_entries<'c>(
+    organic: &[Scored],
+    controls: impl IntoIterator<Item = &'c Control>,
+    boost: impl Fn(f64, f64) -> f64,
+) -> Vec<ServedEntry> {
+    serve(organic, controls, boost).entries
+}
+
 /// The boost of the served boards: the built-in layout's.
 fn boost(score: f64, points: f64) -> f64 {
     boosted(&Layout::built_in(), score, points)
@@ -62,7 +71,7 @@ fn ten() -> Vec<Scored> {
 
 #[test]
 fn without_controls_the_served_board_is_the_organic_one() {
-    let served = serve(&ten(), &[], boost);
+    let served = serve_entries(&ten(), &[], boost);
     assert_eq!(ids(&served), (1..=10).rev().collect::<Vec<_>>());
     assert!(served.iter().enumerate().all(|(i, e)| e.organic_rank == i as u64 + 1 && e.control_ids.is_empty()));
 }
@@ -70,7 +79,14 @@ fn without_controls_the_served_board_is_the_organic_one() {
 #[test]
 fn an_exclusion_takes_the_product_off_and_changes_no_other_score() {
     let organic = ten();
-    let served = serve(&organic, &[control("recall", 0, Action::Exclude { product_ids: vec![9, 42] })], boost);
+    let recall = control("recall", 0, Action::Exclude { product_ids: vec![9, 42] });
+    let taken_off = serve(&organic, std::slice::from_ref(&recall), boost).excluded;
+    assert_eq!(
+        taken_off.iter().map(|e| (e.product_id, e.organic_rank, e.control_ids.clone())).collect::<Vec<_>>(),
+        vec![(9, 2, vec!["recall".to_string()])],
+        "the excluded entry with its organic rank; 42 had none"
+    );
+    let served = serve_entries(&organic, &[recall], boost);
     assert_eq!(ids(&served), vec![10, 8, 7, 6, 5, 4, 3, 2, 1]);
     for e in &served {
         assert_eq!(e.score, organic.iter().find(|o| o.product_id == e.product_id).expect("organic").score);
@@ -83,13 +99,13 @@ fn a_boost_adds_to_the_main_score_the_board_carries_and_a_bury_sinks() {
     // norms): the product id breaks the tie, 4 above 3. +2.0 more lifts it above 5 (10).
     let boost_3 = control("b", 0, Action::Boost { product_ids: vec![3], points: 2.6 });
     let bury = control("a", 0, Action::Boost { product_ids: vec![10], points: -100.0 });
-    let served = serve(&ten(), &[boost_3.clone(), bury], boost);
+    let served = serve_entries(&ten(), &[boost_3.clone(), bury], boost);
     assert_eq!(ids(&served), vec![9, 8, 7, 6, 5, 4, 3, 2, 1, 10]);
     let three = served.iter().find(|e| e.product_id == 3).expect("served");
     assert_eq!((three.score, three.organic_rank, three.control_ids.clone()), (8.5005005, 8, vec!["b".to_string()]));
     assert_eq!(served[9].score, 0.5005005, "buried to a main score of 0, its norms kept");
     let more = control("c", 0, Action::Boost { product_ids: vec![3], points: 4.6 });
-    assert_eq!(ids(&serve(&ten(), &[boost_3, more], boost))[..6], [10, 9, 8, 7, 3, 6], "6 + 7.2: 13, above 12");
+    assert_eq!(ids(&serve_entries(&ten(), &[boost_3, more], boost))[..6], [10, 9, 8, 7, 3, 6], "6 + 7.2: 13, above 12");
 }
 
 #[test]
@@ -109,14 +125,14 @@ fn boosted_keeps_the_norms_and_clamps_the_main_score_to_the_layout() {
 fn boosts_that_sum_to_nothing_change_no_score() {
     let up = control("up", 0, Action::Boost { product_ids: vec![5], points: 3.25 });
     let down = control("down", 0, Action::Boost { product_ids: vec![5], points: -3.25 });
-    let served = serve(&ten(), &[up, down], boost);
-    assert_eq!(ids(&served), ids(&serve(&ten(), &[], boost)));
+    let served = serve_entries(&ten(), &[up, down], boost);
+    assert_eq!(ids(&served), ids(&serve_entries(&ten(), &[], boost)));
     assert_eq!(served[5].control_ids, vec!["down".to_string(), "up".to_string()]);
 }
 
 #[test]
 fn pins_take_their_positions_the_earlier_first_and_a_product_pinned_twice_its_smallest() {
-    let served = serve(
+    let served = serve_entries(
         &ten(),
         &[
             control("late", 20, Action::Pin { product_id: 1, position: 2 }),
@@ -134,7 +150,7 @@ fn pins_take_their_positions_the_earlier_first_and_a_product_pinned_twice_its_sm
 
 #[test]
 fn a_pin_beyond_the_end_places_last_and_a_product_without_an_entry_is_placed_with_score_zero() {
-    let served = serve(&ten(), &[pin("far", 5, 1_000), pin("new", 77, 1), pin("far2", 6, 999)], boost);
+    let served = serve_entries(&ten(), &[pin("far", 5, 1_000), pin("new", 77, 1), pin("far2", 6, 999)], boost);
     // Both beyond the end: the smaller position (999, product 6) is placed first, so last;
     // the other takes the last free place before it.
     assert_eq!(ids(&served), vec![77, 10, 9, 8, 7, 4, 3, 2, 1, 5, 6]);
@@ -144,7 +160,8 @@ fn a_pin_beyond_the_end_places_last_and_a_product_without_an_entry_is_placed_wit
 
 #[test]
 fn an_excluded_product_is_not_placed_by_its_pin() {
-    let served = serve(&ten(), &[pin("p", 4, 1), control("x", 0, Action::Exclude { product_ids: vec![4] })], boost);
+    let served =
+        serve_entries(&ten(), &[pin("p", 4, 1), control("x", 0, Action::Exclude { product_ids: vec![4] })], boost);
     assert!(!ids(&served).contains(&4));
     assert_eq!(served.len(), 9);
 }
@@ -153,8 +170,11 @@ fn an_excluded_product_is_not_placed_by_its_pin() {
 fn equal_scores_share_a_tied_rank_and_a_pinned_entry_keeps_its_own() {
     // 10 and 9 level at 20 after a boost; a pin placed between 8 and 7 at 16 each.
     let organic = board(&[entry(10, 20, 1), entry(9, 18, 1), entry(8, 16, 1), entry(7, 16, 1), entry(6, 16, 1)]);
-    let served =
-        serve(&organic, &[control("b", 0, Action::Boost { product_ids: vec![9], points: 2.0 }), pin("p", 6, 4)], boost);
+    let served = serve_entries(
+        &organic,
+        &[control("b", 0, Action::Boost { product_ids: vec![9], points: 2.0 }), pin("p", 6, 4)],
+        boost,
+    );
     assert_eq!(ids(&served), vec![10, 9, 8, 6, 7]);
     assert_eq!(tied_ranks(&served), vec![1, 1, 3, 4, 5]);
 }
@@ -241,7 +261,7 @@ proptest! {
     #[test]
     fn the_served_board_is_the_references(case in arbitrary_case()) {
         let (organic, controls) = case;
-        let served = serve(&organic, &controls, boost);
+        let served = serve_entries(&organic, &controls, boost);
         let expected = reference(&organic, &controls);
         let got: Vec<(i64, f64, u64)> = served.iter().map(|e| (e.product_id, e.score, e.organic_rank)).collect();
         prop_assert_eq!(got, expected);
@@ -250,7 +270,7 @@ proptest! {
     #[test]
     fn no_product_twice_total_right_and_untouched_products_in_organic_order(case in arbitrary_case()) {
         let (organic, controls) = case;
-        let served = serve(&organic, &controls, boost);
+        let served = serve_entries(&organic, &controls, boost);
         let unique: HashSet<i64> = served.iter().map(|e| e.product_id).collect();
         prop_assert_eq!(unique.len(), served.len());
         let touched: HashSet<i64> = controls.iter().flat_map(|c| match &c.action {
@@ -283,6 +303,6 @@ proptest! {
         let mut with_zero = controls.clone();
         with_zero.push(control("zz-zero", 0, Action::Boost { product_ids: products, points: 0.0 }));
         let strip = |served: Vec<ServedEntry>| served.into_iter().map(|e| (e.product_id, e.score, e.organic_rank)).collect::<Vec<_>>();
-        prop_assert_eq!(strip(serve(&organic, &with_zero, boost)), strip(serve(&organic, &controls, boost)));
+        prop_assert_eq!(strip(serve_entries(&organic, &with_zero, boost)), strip(serve_entries(&organic, &controls, boost)));
     }
 }

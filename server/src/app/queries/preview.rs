@@ -52,7 +52,7 @@ impl Queries {
         let board = BoardOf { segment: resolved.key.segment(), window, profile: None };
         let acting = query.controls.iter().filter(|c| c.active_at(query.at_us) && c.acts_on(&board));
         let layout = self.policy.profile.layout();
-        let served = serve(&organic.entries, acting, |score, points| boosted(layout, score, points));
+        let served = serve(&organic.entries, acting, |score, points| boosted(layout, score, points)).entries;
         let tied = tied_ranks(&served);
         let total = served.len() as u64;
         let start = (query.offset as usize).min(served.len());

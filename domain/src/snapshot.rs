@@ -44,11 +44,17 @@ pub enum SnapshotError {
     /// The entries were said to be in ranking order and are not.
     #[error("entries are not in ranking order at position {0}")]
     Unordered(usize),
+    /// A pinned position is out of order or past the end.
+    #[error("pinned position {0} is repeated, out of order or past the end")]
+    Pinned(u32),
 }
 
 /// An immutable ranking.
 pub struct Snapshot {
     held: Held,
+    /// Positions (ascending) of entries a merchandising pin placed: their place is not their
+    /// score's, so the ranking order holds among the other entries only.
+    pinned: Vec<u32>,
 }
 
 /// How a snapshot holds its entries.
@@ -125,19 +131,42 @@ impl Snapshot {
             at[k] = position;
         }
         entries.shrink_to_fit();
-        Self { held: Held::Own { entries, ids, at } }
+        Self { held: Held::Own { entries, ids, at }, pinned: Vec::new() }
     }
 
     /// A snapshot of entries already in ranking order (as a store returns them).
-    pub fn from_ranked(mut entries: Vec<Scored>) -> Result<Self, SnapshotError> {
+    pub fn from_ranked(entries: Vec<Scored>) -> Result<Self, SnapshotError> {
+        Self::from_served(entries, Vec::new())
+    }
+
+    /// A served board: entries in ranking order but at `pinned` (ascending positions), whose
+    /// entries a pin placed where they are whatever their scores.
+    pub fn from_served(mut entries: Vec<Scored>, pinned: Vec<u32>) -> Result<Self, SnapshotError> {
         if u32::try_from(entries.len()).is_err() {
             return Err(SnapshotError::TooLarge(entries.len()));
         }
-        if let Some(i) = entries.windows(2).position(|w| ranking_order(&w[0], &w[1]) != Ordering::Less) {
-            return Err(match entries[i].product_id == entries[i + 1].product_id {
-                true => SnapshotError::Duplicate(entries[i].product_id),
-                false => SnapshotError::Unordered(i + 1),
-            });
+        if let Some(bad) = pinned
+            .iter()
+            .zip(std::iter::once(None).chain(pinned.iter().map(Some)))
+            .find(|(p, before)| **p as usize >= entries.len() || before.is_some_and(|b| b >= p))
+        {
+            return Err(SnapshotError::Pinned(*bad.0));
+        }
+        let mut placed = pinned.iter().peekable();
+        let mut previous: Option<usize> = None;
+        for i in 0..entries.len() {
+            if placed.next_if(|p| **p as usize == i).is_some() {
+                continue;
+            }
+            if let Some(b) = previous
+                && ranking_order(&entries[b], &entries[i]) != Ordering::Less
+            {
+                return Err(match entries[b].product_id == entries[i].product_id {
+                    true => SnapshotError::Duplicate(entries[i].product_id),
+                    false => SnapshotError::Unordered(i),
+                });
+            }
+            previous = Some(i);
         }
         entries.shrink_to_fit();
         let pairs = by_product(&entries);
@@ -145,7 +174,12 @@ impl Snapshot {
             return Err(SnapshotError::Duplicate(w[0].0));
         }
         let (ids, at) = pairs.into_iter().unzip();
-        Ok(Self { held: Held::Own { entries, ids, at } })
+        Ok(Self { held: Held::Own { entries, ids, at }, pinned })
+    }
+
+    /// Positions (ascending) of the entries a pin placed.
+    pub fn pinned(&self) -> &[u32] {
+        &self.pinned
     }
 
     /// The product index of a snapshot with entries of its own: for each product in
@@ -161,6 +195,9 @@ impl Snapshot {
     /// entry of `whole` with the same score bits, in the same order; `None` otherwise (a
     /// ranking of another version, say), and the entries are then held on their own.
     pub fn within(whole: &Arc<Snapshot>, entries: &[Scored]) -> Option<Self> {
+        if !whole.pinned.is_empty() {
+            return None;
+        }
         let mut positions = Vec::with_capacity(entries.len());
         if let Held::Own { entries: ranked, .. } = &whole.held {
             // Members come in ranking order, so each one is found after the one before it: a
@@ -198,6 +235,9 @@ impl Snapshot {
     /// The entries of `whole` at `positions` (strictly ascending, each below its length),
     /// held as those positions: a ranking restricted to some of its products, in its order.
     pub fn at_positions(whole: &Arc<Snapshot>, positions: Vec<u32>) -> Result<Self, SnapshotError> {
+        if let Some(p) = whole.pinned.first() {
+            return Err(SnapshotError::Pinned(*p));
+        }
         if let Some(i) = positions.windows(2).position(|w| w[0] >= w[1]) {
             return Err(SnapshotError::Unordered(i + 1));
         }
@@ -206,7 +246,7 @@ impl Snapshot {
         {
             return Err(SnapshotError::Unordered(positions.len() - 1));
         }
-        Ok(Self { held: Held::Within { whole: whole.clone(), positions } })
+        Ok(Self { held: Held::Within { whole: whole.clone(), positions }, pinned: Vec::new() })
     }
 
     /// The entries at `positions` (each below [`Snapshot::len`]), in the order given.
@@ -265,14 +305,53 @@ impl Snapshot {
         }
     }
 
-    /// Entries with a strictly greater score than `score` (ties share a competition rank).
-    pub fn above(&self, score: f64) -> usize {
+    /// Entries with a strictly greater score than `score` (ties share a competition rank), in
+    /// a snapshot without pins.
+    fn above(&self, score: f64) -> usize {
         match &self.held {
             Held::Own { entries, .. } => entries.partition_point(|e| e.score.total_cmp(&score).is_gt()),
             Held::Within { whole, positions } => {
                 positions.partition_point(|p| whole.entry(*p as usize).score.total_cmp(&score).is_gt())
             }
         }
+    }
+
+    /// The 0-based position whose rank the entry at `position` shares (its competition rank
+    /// less one): the first entry of its score. A pinned entry's is its own position (its place
+    /// is not its score's), and the other entries share theirs with the first entry of their
+    /// score that no pin placed.
+    pub fn tied_head(&self, position: usize) -> usize {
+        let score = self.entry(position).score;
+        if self.pinned.is_empty() {
+            return self.above(score);
+        }
+        if self.pinned.binary_search(&(position as u32)).is_ok() {
+            return position;
+        }
+        // Among the unpinned entries, which are in ranking order, the first of this score.
+        let (mut lo, mut hi) = (0, position - self.pinned.partition_point(|p| (*p as usize) < position));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.entry(self.unpinned(mid)).score.total_cmp(&score).is_gt() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.unpinned(lo)
+    }
+
+    /// The position of the `n`th (0-based) entry no pin placed.
+    fn unpinned(&self, n: usize) -> usize {
+        let mut at = n;
+        for p in &self.pinned {
+            if *p as usize <= at {
+                at += 1;
+            } else {
+                break;
+            }
+        }
+        at
     }
 
     /// Bytes held on the heap, for the memory bound and the benchmark (a snapshot held as
@@ -283,6 +362,7 @@ impl Snapshot {
                 entries.capacity() * std::mem::size_of::<Scored>()
                     + ids.capacity() * std::mem::size_of::<i64>()
                     + at.capacity() * std::mem::size_of::<u32>()
+                    + self.pinned.capacity() * std::mem::size_of::<u32>()
             }
             Held::Within { positions, .. } => positions.capacity() * std::mem::size_of::<u32>(),
         }
@@ -307,10 +387,31 @@ mod tests {
         assert_eq!(ids, vec![5, 1000, 999, 42]);
         assert_eq!(s.position(999).map(|(p, _)| p), Some(2));
         assert_eq!(s.position(7), None);
-        assert_eq!((s.above(2.0), s.above(1.0), s.above(0.5)), (0, 1, 4));
+        assert_eq!((s.tied_head(0), s.tied_head(1), s.tied_head(3)), (0, 1, 1));
         assert_eq!(s.page(3, 10).len(), 1);
         assert!(s.page(4, 10).is_empty());
         assert!(s.page(u64::MAX, u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_served_board_is_ordered_but_at_its_pins() {
+        // 9 pinned first with a low score, 4 pinned third; the rest in ranking order.
+        let entries = vec![scored(9, 0.5), scored(2, 3.0), scored(4, 9.0), scored(1, 3.0), scored(3, 1.0)];
+        let s = Snapshot::from_served(entries.clone(), vec![0, 2]).expect("valid");
+        assert_eq!(s.pinned(), &[0, 2]);
+        assert_eq!((0..5).map(|i| s.tied_head(i)).collect::<Vec<_>>(), vec![0, 1, 2, 1, 4]);
+        assert_eq!(s.position(4).map(|(p, _)| p), Some(2));
+        assert_eq!(
+            Snapshot::from_served(entries.clone(), vec![2]).expect_err("9 out of order"),
+            SnapshotError::Unordered(1)
+        );
+        assert_eq!(
+            Snapshot::from_served(entries.clone(), vec![2, 0]).expect_err("descending"),
+            SnapshotError::Pinned(0)
+        );
+        assert_eq!(Snapshot::from_served(entries, vec![0, 5]).expect_err("past the end"), SnapshotError::Pinned(5));
+        let served = Arc::new(Snapshot::from_served(vec![scored(9, 0.5), scored(1, 3.0)], vec![0]).expect("valid"));
+        assert!(Snapshot::within(&served, &[scored(1, 3.0)]).is_none(), "a pinned board is no whole to hold a part of");
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod served;
 use crate::catalog::{Segment, segment_problem};
 
 pub use annex::{Annex, Touched};
-pub use served::{Served, ServedEntry, boosted, serve, tied_ranks};
+pub use served::{Served, ServedEntry, boosted, pinned_positions, serve, tied_ranks};
 
 /// Most controls stored.
 pub const MAX_STORED: usize = 10_000;

@@ -193,15 +193,30 @@ pub fn serve<'c>(
 }
 
 /// The competition rank of each served entry: a pinned entry's is its own rank (its place is
-/// not its score's); the others' is the rank of the first of the consecutive unpinned entries
-/// of its score, so equal scores share it as they do on an organic board.
+/// not its score's); the others share theirs with the first entry of their score no pin
+/// placed, so equal scores share a rank as on an organic board, a pin between them or not.
+/// ([`crate::snapshot::Snapshot::tied_head`] finds the same in a held copy.)
 pub fn tied_ranks(served: &[ServedEntry]) -> Vec<u64> {
     let mut ranks = Vec::with_capacity(served.len());
+    let mut last_unpinned: Option<(f64, u64)> = None;
     for (i, e) in served.iter().enumerate() {
-        let shared = i > 0 && !e.pinned && !served[i - 1].pinned && served[i - 1].score.total_cmp(&e.score).is_eq();
-        ranks.push(if shared { ranks[i - 1] } else { i as u64 + 1 });
+        let rank = match last_unpinned {
+            _ if e.pinned => i as u64 + 1,
+            Some((score, rank)) if score.total_cmp(&e.score).is_eq() => rank,
+            _ => i as u64 + 1,
+        };
+        if !e.pinned {
+            last_unpinned = Some((e.score, rank));
+        }
+        ranks.push(rank);
     }
     ranks
+}
+
+/// The positions (0-based, ascending) of the pinned entries: what a held copy of the board
+/// needs beside its entries.
+pub fn pinned_positions(served: &[ServedEntry]) -> Vec<u32> {
+    served.iter().zip(0u32..).filter(|(e, _)| e.pinned).map(|(_, at)| at).collect()
 }
 
 /// A pin that places its product: the product's smallest position among its pins.

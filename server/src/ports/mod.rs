@@ -193,7 +193,7 @@ impl Placements {
                 ranking.position(*id).map(|(index, e)| Found {
                     index: index as u64,
                     score: e.score,
-                    above: ranking.above(e.score) as u64,
+                    above: ranking.tied_head(index) as u64,
                 })
             })
             .collect();

@@ -105,11 +105,12 @@ fn reference(organic: &[v1::RankedProduct], controls: &[v1::Control]) -> Vec<Ser
         .into_iter()
         .map(|s| s.unwrap_or_else(|| rest.next().map(|e| (e.0, e.1, e.2, e.3, false)).expect("an entry")))
         .collect();
+    // A pinned entry's tied rank is its rank; the others share the rank of the first unpinned
+    // entry of their score.
     let mut served: Vec<Served> = Vec::new();
     for (i, e) in placed.iter().enumerate() {
-        let shared = i > 0 && !e.4 && !placed[i - 1].4 && placed[i - 1].1 == e.1;
-        let tied = if shared { served[i - 1].4 } else { i as u64 + 1 };
-        served.push((e.0, e.1, e.2, e.3.clone(), tied));
+        let first = placed.iter().position(|o| !o.4 && o.1 == e.1).filter(|_| !e.4);
+        served.push((e.0, e.1, e.2, e.3.clone(), first.unwrap_or(i) as u64 + 1));
     }
     served
 }

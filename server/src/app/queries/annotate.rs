@@ -45,7 +45,7 @@ impl Queries {
             match self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version) {
                 Some(held) => {
                     for e in entries.iter_mut() {
-                        e.tied_rank = held.ranking.above(e.score) as u64 + 1;
+                        e.tied_rank = held.ranking.tied_head((e.rank - 1) as usize) as u64 + 1;
                     }
                 }
                 None => {

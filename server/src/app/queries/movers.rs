@@ -52,7 +52,7 @@ impl Queries {
             .map(|(i, p)| {
                 let e = now.page(i as u64, 1)[0];
                 let mut entry =
-                    resolved.entry(&self.policy.profile, i as u64, e.product_id, e.score, now.above(e.score) as u64);
+                    resolved.entry(&self.policy.profile, i as u64, e.product_id, e.score, now.tied_head(i) as u64);
                 entry.against(total, p as u64 + 1);
                 entry
             })

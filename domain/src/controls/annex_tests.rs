@@ -4,8 +4,9 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::controls::{Action, Control, Windows, boosted, serve};
+use crate::controls::{Action, Control, Windows};
 use crate::layout::Layout;
+use crate::snapshot::annex::Annex;
 
 fn boost(score: f64, points: f64) -> f64 {
     boosted(&Layout::built_in(), score, points)
@@ -44,7 +45,7 @@ fn scored(served: &Served) -> Vec<Scored> {
 
 /// Every served entry's organic rank, from the annex, against the derivation's.
 fn check(organic: &[Scored], served: &Served) -> Result<(), TestCaseError> {
-    let annex = Annex::of(served);
+    let annex = served.annex();
     for (i, e) in served.entries.iter().enumerate() {
         let found = annex.organic_rank(i as u64, Scored { product_id: e.product_id, score: e.score });
         prop_assert_eq!(found, e.organic_rank, "product {} at {}", e.product_id, i);
@@ -68,7 +69,7 @@ fn an_untouched_entry_below_a_pin_and_above_a_bury_knows_its_organic_rank() {
     let served = serve(&organic, &controls, boost);
     let ids: Vec<i64> = served.entries.iter().map(|e| e.product_id).collect();
     assert_eq!(ids, vec![4, 3, 5, 1]);
-    let annex = Annex::of(&served);
+    let annex = served.annex();
     // Product 3: served second, organically third (1 and 2 above it).
     assert_eq!(annex.organic_rank(1, Scored { product_id: 3, score: served.entries[1].score }), 3);
     assert_eq!(annex.get(2).map(|t| (t.served_at, t.organic.map(|o| o.0))), Some((None, Some(2))));
@@ -81,7 +82,7 @@ fn an_untouched_entry_below_a_pin_and_above_a_bury_knows_its_organic_rank() {
 fn a_board_without_controls_has_an_empty_annex() {
     let organic = board(&[(1, 5, 1), (2, 5, 1), (3, 1, 9)]);
     let served = serve(&organic, &[], boost);
-    let annex = Annex::of(&served);
+    let annex = served.annex();
     assert!(annex.is_empty());
     assert_eq!(annex.organic_rank(1, organic[1]), 2);
     check(&organic, &served).expect("consistent");
@@ -108,8 +109,13 @@ proptest! {
         let served = serve(&organic, &controls, boost);
         check(&organic, &served)?;
         // As stored and read back, in any order.
-        let mut touched = Annex::of(&served).touched().to_vec();
+        let mut touched = served.annex().touched().to_vec();
         touched.reverse();
-        prop_assert_eq!(Annex::from_touched(touched), Annex::of(&served));
+        prop_assert_eq!(Annex::from_touched(touched), served.annex());
+        // Held as a copy: the same organic ranks and board.
+        let copy = served.snapshot().expect("a served board");
+        let ranks: Vec<u64> = (0..copy.len()).map(|i| copy.organic_rank(i)).collect();
+        prop_assert_eq!(ranks, served.entries.iter().map(|e| e.organic_rank).collect::<Vec<_>>());
+        prop_assert_eq!(copy.organic_board(), organic);
     }
 }

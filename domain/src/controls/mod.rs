@@ -1,14 +1,12 @@
 //! Merchandising controls: a pin, a boost (or bury) or an exclusion of one board, from a start
 //! to an end. This module says what a control is, which boards it acts on and when, what a
-//! valid one holds and how many a board may carry; [`served`] derives the served board, and
-//! [`annex`] is what the served board keeps of the organic one.
+//! valid one holds and how many a board may carry; [`served`] derives the served board (and
+//! the annex it keeps of the organic one, `crate::snapshot::annex`).
 
-pub mod annex;
 pub mod served;
 
 use crate::catalog::{Segment, segment_problem};
 
-pub use annex::{Annex, Touched};
 pub use served::{Served, ServedEntry, boosted, pinned_positions, serve, tied_ranks};
 
 /// Most controls stored.

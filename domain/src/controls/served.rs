@@ -28,7 +28,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{Action, Control};
 use crate::layout::Layout;
-use crate::snapshot::{Scored, ranking_order};
+use crate::snapshot::annex::{Annex, Touched};
+use crate::snapshot::{Scored, Snapshot, SnapshotError, ranking_order};
 
 /// An entry of the served board.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,37 @@ pub struct Served {
     /// The excluded entries of the organic board (`score` and `organic_rank` as organic;
     /// `control_ids` the exclusions), in organic order.
     pub excluded: Vec<ServedEntry>,
+}
+
+impl Served {
+    /// Its annex: every served entry with a control, and every excluded one.
+    pub fn annex(&self) -> Annex {
+        let touched = self
+            .entries
+            .iter()
+            .zip(0u32..)
+            .filter(|(e, _)| !e.control_ids.is_empty())
+            .map(|(e, at)| Touched {
+                product_id: e.product_id,
+                organic: (e.organic_rank > 0).then_some((e.organic_rank, e.organic_score)),
+                served_at: Some(at),
+                control_ids: e.control_ids.clone(),
+            })
+            .chain(self.excluded.iter().map(|e| Touched {
+                product_id: e.product_id,
+                organic: Some((e.organic_rank, e.score)),
+                served_at: None,
+                control_ids: e.control_ids.clone(),
+            }))
+            .collect();
+        Annex::from_touched(touched)
+    }
+
+    /// The served board as a held copy: its entries, its pins' positions and its annex.
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let entries = self.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score }).collect();
+        Ok(Snapshot::from_served(entries, pinned_positions(&self.entries))?.with_annex(self.annex()))
+    }
 }
 
 /// The served board of `organic` (in ranking order) under the active `controls`.
@@ -255,3 +287,7 @@ fn placing_order(a: &PlacedPin<'_>, b: &PlacedPin<'_>) -> std::cmp::Ordering {
 #[cfg(test)]
 #[path = "served_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "annex_tests.rs"]
+mod annex_tests;

@@ -1,4 +1,5 @@
-//! What a served board keeps of the organic board it was derived from: every entry a control
+//! What a served board (a board under merchandising controls) keeps of the organic board it
+//! was derived from: every entry a control
 //! touched, with its organic rank and score. It is small (the touched products only), and with
 //! the served entries it is enough to give any entry its organic rank in O(log touched) and to
 //! derive the organic board again, whole, without reading SQL: what republishing a board when
@@ -12,8 +13,7 @@
 
 use std::cmp::Ordering;
 
-use super::served::Served;
-use crate::snapshot::{Scored, ranking_order};
+use super::{Scored, ranking_order};
 
 /// A product a control touched (boosted, pinned or excluded).
 #[derive(Debug, Clone, PartialEq)]
@@ -39,30 +39,6 @@ pub struct Annex {
 }
 
 impl Annex {
-    /// The annex of `served` (every served entry with a control, and every excluded one).
-    pub fn of(served: &Served) -> Self {
-        let mut touched: Vec<Touched> = served
-            .entries
-            .iter()
-            .zip(0u32..)
-            .filter(|(e, _)| !e.control_ids.is_empty())
-            .map(|(e, at)| Touched {
-                product_id: e.product_id,
-                organic: (e.organic_rank > 0).then_some((e.organic_rank, e.organic_score)),
-                served_at: Some(at),
-                control_ids: e.control_ids.clone(),
-            })
-            .chain(served.excluded.iter().map(|e| Touched {
-                product_id: e.product_id,
-                organic: Some((e.organic_rank, e.score)),
-                served_at: None,
-                control_ids: e.control_ids.clone(),
-            }))
-            .collect();
-        touched.sort_by_key(|t| t.product_id);
-        Self::from_touched(touched)
-    }
-
     /// The annex of touched entries as stored (any order).
     pub fn from_touched(mut touched: Vec<Touched>) -> Self {
         touched.sort_by_key(|t| t.product_id);
@@ -117,7 +93,3 @@ impl Annex {
         board
     }
 }
-
-#[cfg(test)]
-#[path = "annex_tests.rs"]
-mod tests;

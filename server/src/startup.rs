@@ -125,7 +125,8 @@ impl Application {
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
-        let explainer = Arc::new(Explainer::new(store.clone(), store.clone(), queries.clone(), policy.clone()));
+        let explainer =
+            Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
         let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
         let controls = Arc::new(Controls::new(store, queries.clone(), policy));
         let live = recompute.live_passes();

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use chrono::{Days, NaiveDate};
 
 use super::policy::Policy;
-use super::queries::{Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
+use super::queries::{EntryControls, Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
+use crate::domain::controls::Control;
 use crate::domain::explain::{Explanation, explain};
 use crate::domain::profile::{ScoringProfile, SignalRef};
 use crate::domain::vocabulary::Retracted;
-use crate::ports::{DayScans, RunLog, Segment, StoreError};
+use crate::ports::{ControlRows, DayScans, RunLog, Segment, StoreError};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -34,6 +35,10 @@ pub struct ExplainQuery {
 pub struct ExplainAnswer {
     /// The product's served entry.
     pub entry: RankedEntry,
+    /// The merchandising controls acting on it and the entry above, by id.
+    pub controls: EntryControls,
+    /// The controls acting on the product, as stored.
+    pub acting: Vec<Control>,
     /// The ranking day.
     pub date: NaiveDate,
     /// The version explained.
@@ -72,14 +77,22 @@ pub struct Explainer {
     scans: Arc<dyn DayScans>,
     /// What a version's norms were computed from, and the profile it was ranked by.
     runs: Arc<dyn RunLog>,
+    /// The stored controls, for those acting on the product.
+    controls: Arc<dyn ControlRows>,
     queries: Arc<Queries>,
     policy: Arc<Policy>,
 }
 
 impl Explainer {
-    /// Explains from SQL (`scans`, `runs`) what `queries` serve.
-    pub fn new(scans: Arc<dyn DayScans>, runs: Arc<dyn RunLog>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
-        Self { scans, runs, queries, policy }
+    /// Explains from SQL (`scans`, `runs`, `controls`) what `queries` serve.
+    pub fn new(
+        scans: Arc<dyn DayScans>,
+        runs: Arc<dyn RunLog>,
+        controls: Arc<dyn ControlRows>,
+        queries: Arc<Queries>,
+        policy: Arc<Policy>,
+    ) -> Self {
+        Self { scans, runs, controls, queries, policy }
     }
 
     /// Explains one product's entry in the daily ranking of the query's day.
@@ -116,11 +129,22 @@ impl Explainer {
                         explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
                     let retracted = history.iter().find(|d| d.date == date).map(|d| d.retracted).unwrap_or_default();
                     let above = served.above.last().copied();
+                    let ids = served.controls.of(query.product_id);
+                    let acting = if ids.is_empty() {
+                        Vec::new()
+                    } else {
+                        let (_, stored) = self.controls.controls().await?;
+                        stored.into_iter().filter(|c| ids.contains(&c.id)).collect()
+                    };
+                    // Computed organically: compared with the organic score, not the boosted one.
+                    let organic = served.controls.organic_score(query.product_id).unwrap_or(served.entry.score);
                     let points_to_overtake =
                         above.and_then(|a| a.breakdown).map_or(0.0, |b| b.main_floor as f64 + 1.0 - explanation.main);
                     return Ok(ExplainAnswer {
-                        stale: explanation.score.to_bits() != served.entry.score.to_bits(),
+                        stale: explanation.score.to_bits() != organic.to_bits(),
                         entry: served.entry,
+                        controls: served.controls,
+                        acting,
                         date,
                         version,
                         explanation,

@@ -9,7 +9,7 @@ use ranking_proto::v1 as pb;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{
-    Direction, MoversAnswer, PreviewAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window,
+    Direction, EntryControls, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window,
 };
 use crate::app::watch::Frame;
 use crate::domain::catalog::{CatalogEntry, Segment};
@@ -91,8 +91,8 @@ fn breakdown(b: &Breakdown) -> pb::ScoreBreakdown {
     }
 }
 
-/// An entry on the wire.
-pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
+/// An entry on the wire, with the controls acting on it among `controls`.
+pub fn ranked(e: &RankedEntry, controls: &EntryControls) -> pb::RankedProduct {
     pb::RankedProduct {
         rank: e.rank,
         product_id: e.product_id,
@@ -103,7 +103,7 @@ pub fn ranked(e: &RankedEntry) -> pb::RankedProduct {
         tied_rank: e.tied_rank,
         top_percent: e.top_percent,
         organic_rank: e.organic_rank,
-        control_ids: Vec::new(),
+        control_ids: controls.of(e.product_id).to_vec(),
     }
 }
 
@@ -117,7 +117,7 @@ pub fn encoded_top(answer: &TopAnswer) -> ranking_proto::Encoded<pb::GetTopNResp
 
 pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
     pb::GetTopNResponse {
-        products: a.entries.iter().map(ranked).collect(),
+        products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
         next_page_token: a.next_page_token.clone().unwrap_or_default(),
@@ -125,22 +125,13 @@ pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
     }
 }
 
-/// A previewed page on the wire: GetTopN's answer, each entry with its controls.
-pub fn preview_response(a: &PreviewAnswer) -> pb::GetTopNResponse {
-    let mut response = top_response(&a.top);
-    for (product, ids) in response.products.iter_mut().zip(&a.control_ids) {
-        product.control_ids = ids.clone();
-    }
-    response
-}
-
 /// One product's entry on the wire.
 pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
     pb::GetRankResponse {
-        product: Some(ranked(&a.entry)),
+        product: Some(ranked(&a.entry, &a.controls)),
         total: a.total,
-        above: a.above.iter().map(ranked).collect(),
-        below: a.below.iter().map(ranked).collect(),
+        above: a.above.iter().map(|e| ranked(e, &a.controls)).collect(),
+        below: a.below.iter().map(|e| ranked(e, &a.controls)).collect(),
         version: a.version.unwrap_or_default(),
     }
 }
@@ -163,7 +154,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
     // them leaves its field empty, and `signals` / `axes` hold every term and axis.
     let named_axis = |name: &str, which: AxisRef| e.axis(which).map(|a| axis(name, a));
     pb::ExplainRankResponse {
-        product: Some(ranked(&a.entry)),
+        product: Some(ranked(&a.entry, &a.controls)),
         date: a.date.to_string(),
         views: count(e.metrics.views),
         likes: count(e.metrics.likes),
@@ -177,7 +168,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         views_axis: named_axis("views", AxisRef::Signal(SignalRef::Views)),
         likes_axis: named_axis("likes", AxisRef::Signal(SignalRef::Likes)),
         recency_axis: named_axis(RECENCY, AxisRef::Recency),
-        above: a.above.as_ref().map(ranked),
+        above: a.above.as_ref().map(|e| ranked(e, &a.controls)),
         points_to_overtake: a.points_to_overtake,
         version: a.version,
         stale: a.stale,
@@ -204,7 +195,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         retracted_orders: a.retracted.orders.max(0) as u64,
         retracted_order_amount: a.retracted.order_amount,
         organic_rank: a.entry.organic_rank,
-        controls: Vec::new(),
+        controls: a.acting.iter().map(super::controls::wire_control).collect(),
     }
 }
 
@@ -212,7 +203,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
 pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
     let a = &frame.answer;
     pb::WatchTopNResponse {
-        products: a.entries.iter().map(ranked).collect(),
+        products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
         version: a.version.unwrap_or_default(),
@@ -223,7 +214,7 @@ pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
 /// Movers on the wire.
 pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
     pb::ListMoversResponse {
-        products: a.entries.iter().map(ranked).collect(),
+        products: a.entries.iter().map(|e| ranked(e, &EntryControls::default())).collect(),
         date: a.date.to_string(),
         version: a.version.unwrap_or_default(),
     }
@@ -232,7 +223,7 @@ pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
 /// Several products' entries on the wire.
 pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
     pb::GetRanksResponse {
-        products: a.entries.iter().map(ranked).collect(),
+        products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         missing: a.missing,
         total: a.total,
         version: a.version.unwrap_or_default(),
@@ -265,6 +256,7 @@ mod tests {
     #[test]
     fn an_answer_is_encoded_once_for_all_its_callers() {
         let answer = TopAnswer {
+            controls: Default::default(),
             entries: Vec::new(),
             total: 3,
             date: "2026-12-01".parse().expect("date"),

@@ -213,6 +213,6 @@ impl RankingService for RankingApi {
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
         let preview = controls::preview(request.into_inner(), self.controls.now_us())?;
         let answer = self.controls.preview(preview).await?;
-        Ok(Response::new(Encoded::from_encoding(convert::preview_response(&answer).encode_to_vec().into())))
+        Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer).encode_to_vec().into())))
     }
 }

@@ -156,7 +156,7 @@ async fn a_transaction_committed_late_with_an_earlier_timestamp_is_in_the_next_l
     settled(&app).await;
 
     // Another connection holds product 900's row (on SQLite, the write lock): the service's
-    // transaction for an event an hour older, started now, cannot commit until it lets go,
+    // transaction for an event older than the others (the same day), started now, cannot commit until it lets go,
     // while live passes try to advance the epoch meanwhile.
     let db = Database::connect(&url).await.expect("connect");
     let holder = db.begin().await.expect("begin");
@@ -166,7 +166,7 @@ async fn a_transaction_committed_late_with_an_earlier_timestamp_is_in_the_next_l
         .expect("lock the row");
     let mut client = app.client.clone();
     let late = tokio::spawn(async move {
-        let events = vec![event("late", 900, v1::EventType::View, 0, now - Age::hours(1))];
+        let events = vec![event("late", 900, v1::EventType::View, 0, now - Age::seconds(20))];
         client.record_events(v1::RecordEventsRequest { events }).await.expect("RecordEvents").into_inner()
     });
     eventually("the late transaction waiting for the row", || waiting_for_a_lock(&app, &db)).await;

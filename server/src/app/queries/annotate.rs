@@ -4,7 +4,7 @@
 
 use super::Queries;
 use super::resolve::previous_period;
-use super::types::{RankedEntry, Resolved};
+use super::types::{EntryControls, RankedEntry, Resolved};
 use crate::ports::{RankingKey, StoreError};
 
 /// How the entries handed to [`Queries::annotate`] know their competition rank.
@@ -31,7 +31,8 @@ impl RankedEntry {
 }
 
 impl Queries {
-    /// Annotates `entries` of `version` of a ranking of `total` entries.
+    /// Annotates `entries` of `version` of a ranking of `total` entries, and returns the
+    /// merchandising controls acting on them.
     pub(super) async fn annotate(
         &self,
         resolved: &Resolved,
@@ -39,10 +40,21 @@ impl Queries {
         total: u64,
         entries: &mut [RankedEntry],
         ties: Ties,
-    ) -> Result<(), StoreError> {
-        let Some(first) = entries.first().copied() else { return Ok(()) };
+    ) -> Result<EntryControls, StoreError> {
+        let mut controls = EntryControls::default();
+        let Some(first) = entries.first().copied() else { return Ok(controls) };
+        let held = self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version);
+        // A served board's copy knows each entry's organic rank and controls.
+        if let Some(held) = held.as_ref().filter(|h| h.ranking.annex().is_some()) {
+            for e in entries.iter_mut() {
+                e.organic_rank = held.ranking.organic_rank((e.rank - 1) as usize);
+                if let Some(touched) = held.ranking.annex().and_then(|a| a.get(e.product_id)) {
+                    controls.note(e.product_id, &touched.control_ids, touched.organic.map_or(0.0, |(_, s)| s));
+                }
+            }
+        }
         if ties == Ties::Consecutive {
-            match self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version) {
+            match held {
                 Some(held) => {
                     for e in entries.iter_mut() {
                         e.tied_rank = held.ranking.tied_head((e.rank - 1) as usize) as u64 + 1;
@@ -68,14 +80,18 @@ impl Queries {
         for (e, previous_rank) in entries.iter_mut().zip(previous) {
             e.against(total, previous_rank);
         }
-        Ok(())
+        Ok(controls)
     }
 
-    /// The ranks of products in the final ranking one period before `key` (0: not ranked).
+    /// The organic ranks of products in the final ranking one period before `key` (0: not
+    /// ranked): a control is not a movement.
     pub(super) async fn previous_ranks(&self, key: RankingKey, ids: &[i64]) -> Result<Vec<u64>, StoreError> {
         let Some(previous) = previous_period(key) else { return Ok(vec![0; ids.len()]) };
         if let Some(held) = self.snapshots.get(previous) {
-            return Ok(ids.iter().map(|id| held.ranking.position(*id).map_or(0, |(i, _)| i as u64 + 1)).collect());
+            return Ok(ids
+                .iter()
+                .map(|id| held.ranking.position(*id).map_or(0, |(i, _)| held.ranking.organic_rank(i)))
+                .collect());
         }
         if self.snapshots.absent(previous) {
             return Ok(vec![0; ids.len()]);

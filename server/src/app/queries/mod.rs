@@ -45,8 +45,9 @@ use answers::Answers;
 pub use preview::{PreviewAnswer, PreviewQuery};
 use types::page_limit;
 pub use types::{
-    DEFAULT_LIMIT, Direction, MAX_LIMIT, MAX_NEIGHBORS, MAX_PRODUCT_IDS, MoversAnswer, MoversQuery, QueryError,
-    RankAnswer, RankQuery, RankedEntry, RanksAnswer, RanksQuery, Resolved, Selector, TopAnswer, TopQuery, Window,
+    DEFAULT_LIMIT, Direction, EntryControls, MAX_LIMIT, MAX_NEIGHBORS, MAX_PRODUCT_IDS, MoversAnswer, MoversQuery,
+    QueryError, RankAnswer, RankQuery, RankedEntry, RanksAnswer, RanksQuery, Resolved, Selector, TopAnswer, TopQuery,
+    Window,
 };
 
 /// The read service.
@@ -114,10 +115,11 @@ impl Queries {
         let next_page_token = (!page.entries.is_empty() && next < page.total)
             .then(|| PageToken { key: resolved.key, version: page.version.unwrap_or(0), offset: next, limit }.encode());
         let mut entries = consecutive(&self.policy.profile, resolved, offset, &page);
-        self.annotate(resolved, page.version, page.total, &mut entries, Ties::Consecutive).await?;
+        let controls = self.annotate(resolved, page.version, page.total, &mut entries, Ties::Consecutive).await?;
         let date = resolved.date();
         Ok(TopAnswer {
             entries,
+            controls,
             total: page.total,
             date,
             version: page.version,
@@ -146,24 +148,25 @@ impl Queries {
         let (total, version) = (placed.total, placed.version);
         let k = u64::from(query.neighbors);
         let mut window = Vec::new();
+        let mut controls = Default::default();
         if k > 0 {
             let start = found.index.saturating_sub(k);
             let page = self.page_of(&resolved, version, start, found.index - start + 1 + k).await?;
             window = consecutive(&self.policy.profile, &resolved, start, &page);
-            self.annotate(&resolved, version, total, &mut window, Ties::Consecutive).await?;
+            controls = self.annotate(&resolved, version, total, &mut window, Ties::Consecutive).await?;
         }
         // Without neighbours, or when an hourly ranking moved between the two reads and the
         // product is no longer in the window read, the answer is the product alone.
         let Some(at) = window.iter().position(|e| e.product_id == query.product_id) else {
             let profile = &self.policy.profile;
             let mut alone = [resolved.entry(profile, found.index, query.product_id, found.score, found.above)];
-            self.annotate(&resolved, version, total, &mut alone, Ties::Placed).await?;
-            return Ok(RankAnswer { entry: alone[0], above: Vec::new(), below: Vec::new(), total, version });
+            let controls = self.annotate(&resolved, version, total, &mut alone, Ties::Placed).await?;
+            return Ok(RankAnswer { entry: alone[0], controls, above: Vec::new(), below: Vec::new(), total, version });
         };
         let below = window.split_off(at + 1);
         // `at` is an index of `window`, so the product is its last entry now.
         let Some(entry) = window.pop() else { return Err(StoreError::Corrupt("empty neighbourhood".into()).into()) };
-        Ok(RankAnswer { entry, above: window, below, total, version })
+        Ok(RankAnswer { entry, controls, above: window, below, total, version })
     }
 
     /// Several products' entries from one version of a ranking, ranked ones in request
@@ -187,8 +190,9 @@ impl Queries {
                 None => missing.push(*id),
             }
         }
-        self.annotate(&resolved, placements.version, placements.total, &mut entries, Ties::Placed).await?;
-        Ok(RanksAnswer { entries, missing, total: placements.total, version: placements.version })
+        let controls =
+            self.annotate(&resolved, placements.version, placements.total, &mut entries, Ties::Placed).await?;
+        Ok(RanksAnswer { controls, entries, missing, total: placements.total, version: placements.version })
     }
 }
 

@@ -1,11 +1,16 @@
 //! ListMovers: RISING lists `rank_change > 0`, largest first; FALLING
 //! `rank_change < 0`, most negative first; products not ranked then are not movers; equal
 //! changes by current rank. Both periods are read whole (held copies, or copies read for
-//! this caller within the snapshots' bound).
+//! this caller within the snapshots' bound), as organic boards: merchandising controls move
+//! no product.
+
+use std::sync::Arc;
 
 use super::Queries;
 use super::resolve::previous_period;
 use super::types::{Direction, MoversAnswer, MoversQuery, QueryError, page_limit};
+use crate::domain::snapshot::Snapshot;
+use crate::ports::StoreError;
 
 impl Queries {
     /// The products whose rank changed most since the previous period.
@@ -23,7 +28,14 @@ impl Queries {
         let Some(previous) = previous else {
             return Ok(MoversAnswer { entries: Vec::new(), date: resolved.date(), version });
         };
-        let (now, then) = (&current.ranking, &previous.ranking);
+        // Organic boards: a control is not a movement (served boards give their organic one).
+        let organic = |ranking: &Arc<Snapshot>| -> Result<Arc<Snapshot>, QueryError> {
+            match ranking.annex() {
+                None => Ok(ranking.clone()),
+                Some(_) => Ok(Arc::new(Snapshot::from_ranked(ranking.organic_board()).map_err(StoreError::ranking)?)),
+            }
+        };
+        let (now, then) = (&organic(&current.ranking)?, &organic(&previous.ranking)?);
         let bound = |within: u64, len: usize| if within == 0 { len as u64 } else { within.min(len as u64) };
         // (current index, previous index) of every candidate.
         let mut moves: Vec<(usize, usize)> = match query.direction {

@@ -2,7 +2,7 @@
 //! current organic version as a publication derives it, writing nothing.
 
 use super::Queries;
-use super::types::{QueryError, RankedEntry, Selector, TopAnswer, Window, page_limit};
+use super::types::{EntryControls, QueryError, RankedEntry, Selector, TopAnswer, Window, page_limit};
 use crate::app::invalid::Invalid;
 use crate::domain::controls::{BoardOf, Control, Windows, boosted, serve, tied_ranks};
 
@@ -21,14 +21,9 @@ pub struct PreviewQuery {
     pub controls: Vec<Control>,
 }
 
-/// A previewed page: the answer GetTopN would give, and the controls acting on each entry.
-#[derive(Debug, Clone)]
-pub struct PreviewAnswer {
-    /// The page (no next page token: a preview is not a version).
-    pub top: TopAnswer,
-    /// Each entry's controls, by id, in the order of `top.entries`.
-    pub control_ids: Vec<Vec<String>>,
-}
+/// A previewed page: the answer GetTopN would give (with the controls acting on each entry;
+/// no next page token: a preview is not a version).
+pub type PreviewAnswer = TopAnswer;
 
 impl Queries {
     /// The page of the board `query` names as the controls active at its instant would serve
@@ -66,21 +61,23 @@ impl Queries {
                 entry
             })
             .collect();
+        let mut controls = EntryControls::default();
+        for e in &served[start..end] {
+            controls.note(e.product_id, &e.control_ids, e.organic_score);
+        }
         let ids: Vec<i64> = entries.iter().map(|e| e.product_id).collect();
         let previous = self.previous_ranks(resolved.key, &ids).await?;
         for (e, previous_rank) in entries.iter_mut().zip(previous) {
             e.against(total, previous_rank);
         }
-        Ok(PreviewAnswer {
-            top: TopAnswer {
-                entries,
-                total,
-                date: resolved.date(),
-                version: organic.version,
-                next_page_token: None,
-                encoding: Default::default(),
-            },
-            control_ids: served[start..end].iter().map(|e| e.control_ids.clone()).collect(),
+        Ok(TopAnswer {
+            entries,
+            controls,
+            total,
+            date: resolved.date(),
+            version: organic.version,
+            next_page_token: None,
+            encoding: Default::default(),
         })
     }
 }

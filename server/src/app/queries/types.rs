@@ -113,6 +113,8 @@ pub struct MoversAnswer {
 /// Several products' entries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RanksAnswer {
+    /// The controls acting on the entries.
+    pub controls: EntryControls,
     /// The ranked ones, in request order.
     pub entries: Vec<RankedEntry>,
     /// The ones not ranked, in request order.
@@ -149,11 +151,39 @@ pub struct RankedEntry {
     pub organic_rank: u64,
 }
 
+/// The merchandising controls acting on the entries of an answer that any acts on, by
+/// product, with each one's organic score: most answers have none, and an entry stays a small
+/// `Copy` value without them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EntryControls(Vec<(i64, Vec<String>, f64)>);
+
+impl EntryControls {
+    /// The controls acting on `product_id`'s entry, by id.
+    pub fn of(&self, product_id: i64) -> &[String] {
+        self.0.iter().find(|(p, ..)| *p == product_id).map_or(&[], |(_, ids, _)| ids)
+    }
+
+    /// The organic score of `product_id`'s entry when a control acts on it (0: the organic
+    /// board lacks it).
+    pub fn organic_score(&self, product_id: i64) -> Option<f64> {
+        self.0.iter().find(|(p, ..)| *p == product_id).map(|(.., score)| *score)
+    }
+
+    /// Notes the controls acting on `product_id` (none: nothing to note).
+    pub(super) fn note(&mut self, product_id: i64, ids: &[String], organic_score: f64) {
+        if !ids.is_empty() && self.of(product_id).is_empty() {
+            self.0.push((product_id, ids.to_vec(), organic_score));
+        }
+    }
+}
+
 /// A page of a ranking.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopAnswer {
     /// Entries, best first.
     pub entries: Vec<RankedEntry>,
+    /// The controls acting on them.
+    pub controls: EntryControls,
     /// Size of the whole ranking.
     pub total: u64,
     /// The ranking day.
@@ -196,6 +226,8 @@ impl std::fmt::Debug for Encoding {
 pub struct RankAnswer {
     /// The entry.
     pub entry: RankedEntry,
+    /// The controls acting on it and its neighbours.
+    pub controls: EntryControls,
     /// Up to `neighbors` entries ranked directly above it, best first.
     pub above: Vec<RankedEntry>,
     /// Up to `neighbors` entries ranked directly below it, best first.

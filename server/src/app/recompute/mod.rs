@@ -15,6 +15,8 @@
 //!   population, published like a recompute.
 //! - [`withdraw`]: hidden products out of a day's rankings, batched per lease turn
 //!   ([`Withdrawals`]).
+//! - [`controls`]: this replica's copy of the merchandising controls ([`CurrentControls`]),
+//!   and a board served under them: every publication above serves its boards with them.
 //! - [`faults`]: where a test holds a day's work just before its first write.
 //!
 //! Every change of a day's rankings holds the day's lease and carries its fence
@@ -27,6 +29,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tokio_util::task::TaskTracker;
 
 use self::build::Rebuild;
+pub use self::controls::{ControlSet, CurrentControls};
 use self::faults::FaultPoints;
 pub use self::live::LivePasses;
 use self::publish::Publisher;
@@ -41,6 +44,7 @@ use crate::metrics::Metrics;
 use crate::ports::{EventLedger, Fence, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
 
 mod build;
+mod controls;
 pub mod faults;
 mod live;
 mod publish;
@@ -114,6 +118,7 @@ impl Recompute {
         tasks: TaskTracker,
     ) -> Self {
         let leases = Arc::new(DayLeases::new(leases, policy.clone(), metrics.clone()));
+        let controls = Arc::new(CurrentControls::new(store.clone()));
         let publisher = Arc::new(Publisher {
             rankings: rankings.clone(),
             snapshots: snapshots.clone(),
@@ -121,6 +126,7 @@ impl Recompute {
             catalog: store.clone(),
             policy: policy.clone(),
             metrics: metrics.clone(),
+            controls: controls.clone(),
             faults: FaultPoints::default(),
         });
         let rebuild = Arc::new(Rebuild {
@@ -140,8 +146,14 @@ impl Recompute {
             policy: policy.clone(),
             metrics: metrics.clone(),
         });
-        let withdrawals =
-            Arc::new(Withdrawals::new(rankings.clone(), snapshots, leases.clone(), policy.clone(), tasks));
+        let withdrawals = Arc::new(Withdrawals::new(
+            rankings.clone(),
+            snapshots,
+            leases.clone(),
+            controls.clone(),
+            policy.clone(),
+            tasks,
+        ));
         Self { rebuild, leases, rankings, ledger: store, policy, metrics, live, withdrawals }
     }
 

@@ -10,6 +10,7 @@ use chrono::NaiveDate;
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::Computed;
+use super::controls::{CurrentControls, served_at, served_now};
 use super::faults::FaultPoints;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
@@ -37,6 +38,13 @@ impl RankedCopy {
     }
 }
 
+/// This replica's copy of a published segment ranking: its positions in the whole ranking's
+/// organic copy, or a served board of its own when controls act on it.
+enum SegmentCopy {
+    Within(Vec<u32>),
+    Served(Arc<Snapshot>),
+}
+
 /// Segment rankings being published at once by one recompute.
 const SEGMENT_PUBLICATIONS: usize = 32;
 
@@ -49,6 +57,8 @@ pub(super) struct Publisher {
     pub catalog: Arc<dyn CatalogRows>,
     pub policy: Arc<Policy>,
     pub metrics: Arc<Metrics>,
+    /// The merchandising controls every published board is served with.
+    pub controls: Arc<CurrentControls>,
     /// Where a test holds the work before it writes.
     pub faults: FaultPoints,
 }
@@ -59,10 +69,11 @@ impl Publisher {
         VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl }
     }
 
-    /// Publishes a whole (daily or weekly) ranking from its copy and installs the copy: served
-    /// by this replica before the call returns; the others load it on the announcement or
-    /// their next poll. A live pass's publication (`live`) is in the form replicas load only
-    /// (the daily ranking's sorted set waits for the next recompute).
+    /// Publishes a whole (daily or weekly) ranking from its organic copy, served under the
+    /// controls active now, and installs the served copy: served by this replica before the
+    /// call returns; the others load it on the announcement or their next poll. A live pass's
+    /// publication (`live`) is in the form replicas load only (the daily ranking's sorted set
+    /// waits for the next recompute).
     pub(super) async fn publish_whole(
         &self,
         key: RankingKey,
@@ -73,10 +84,11 @@ impl Publisher {
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let form = if live { Form::Loadable } else { Form::Full };
+        let served = served_now(&self.controls, &self.policy, key, whole).await?;
         self.faults.before_publish().await;
-        let version = self.rankings.publish_copy(key, whole, life, form, fence).await?;
+        let version = self.rankings.publish_copy(key, &served, life, form, fence).await?;
         self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
-        self.snapshots.install_copy(key, version, whole.clone()).await;
+        self.snapshots.install_copy(key, version, served).await;
         Ok(version)
     }
 
@@ -146,9 +158,10 @@ impl Publisher {
     }
 
     /// Publishes one ranking per segment of `whole_key`: its members' entries of `whole`
-    /// (that ranking's copy), in ranking order, with the whole ranking's scores. A segment
-    /// published before that has no member now gets an empty version, so it reads as empty
-    /// rather than as its old members.
+    /// (that ranking's organic copy), in ranking order, with the whole ranking's scores, served
+    /// under the controls acting on the segment's board now. A segment published before that
+    /// has no member now gets an empty version, so it reads as empty rather than as its old
+    /// members.
     pub(super) async fn publish_segments(
         &self,
         whole_key: RankingKey,
@@ -167,21 +180,35 @@ impl Publisher {
         // Every segment of this publication, the emptied ones included, so that this replica's
         // copies of them are replaced too.
         self.snapshots.know_segments(whole_key, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+        let controls = self.controls.fresh().await?;
+        let at = served_at(&self.policy, whole_key.date());
         // A few publications in flight at once, each its own script on its own keys; a
-        // segment's entries exist only while it is written (the lists are positions).
+        // segment's entries exist only while it is written (the lists are positions), unless
+        // controls act on it: its served board is then a copy of its own.
         let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, positions)| {
             let key = whole_key.restricted(Some(segment))?;
+            let controls = &controls;
             Some(async move {
                 let entries = whole.entries_at(&positions);
-                self.rankings.publish(key, &entries, life, fence).await.map(|v| (key, v, positions))
+                if controls.acting(key, at).is_empty() {
+                    let version = self.rankings.publish(key, &entries, life, fence).await?;
+                    return Ok::<_, StoreError>((key, version, SegmentCopy::Within(positions)));
+                }
+                let organic = Arc::new(Snapshot::from_ranked(entries).map_err(StoreError::ranking)?);
+                let served = controls.served(key, &organic, at, self.policy.profile.layout())?;
+                let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+                Ok((key, version, SegmentCopy::Served(served)))
             })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);
         let mut copies = Vec::new();
-        while let Some((key, version, positions)) = publications.try_next().await? {
-            match Snapshot::at_positions(whole, positions) {
-                Ok(copy) => copies.push((key, version, Arc::new(copy))),
-                Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
+        while let Some((key, version, copy)) = publications.try_next().await? {
+            match copy {
+                SegmentCopy::Served(served) => copies.push((key, version, served)),
+                SegmentCopy::Within(positions) => match Snapshot::at_positions(whole, positions) {
+                    Ok(copy) => copies.push((key, version, Arc::new(copy))),
+                    Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
+                },
             }
         }
         // Installed together: one swap of this replica's copies rather than one per segment.

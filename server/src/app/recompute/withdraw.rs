@@ -8,11 +8,13 @@ use chrono::NaiveDate;
 use tokio_util::task::TaskTracker;
 
 use super::RecomputeError;
+use super::controls::{CurrentControls, served_now};
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
-use crate::ports::{Fence, RankingKey, RankingStore, Scored, StoreError, VersionLife};
+use crate::domain::snapshot::Snapshot;
+use crate::ports::{Fence, Form, RankingKey, RankingStore, Scored, StoreError, VersionLife};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
 struct Withdrawal {
@@ -26,6 +28,7 @@ pub struct Withdrawals {
     rankings: Arc<dyn RankingStore>,
     snapshots: Arc<Snapshots>,
     leases: Arc<DayLeases>,
+    controls: Arc<CurrentControls>,
     policy: Arc<Policy>,
     /// Withdrawals waiting for their day's lease, by day.
     pending: Mutex<HashMap<NaiveDate, Withdrawal>>,
@@ -38,10 +41,11 @@ impl Withdrawals {
         rankings: Arc<dyn RankingStore>,
         snapshots: Arc<Snapshots>,
         leases: Arc<DayLeases>,
+        controls: Arc<CurrentControls>,
         policy: Arc<Policy>,
         tasks: TaskTracker,
     ) -> Self {
-        Self { rankings, snapshots, leases, policy, pending: Mutex::default(), tasks }
+        Self { rankings, snapshots, leases, controls, policy, pending: Mutex::default(), tasks }
     }
 
     /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
@@ -111,14 +115,17 @@ impl Withdrawals {
         }
         for key in keys {
             // The store's current version, not a copy this replica may not have refreshed.
+            // The organic board is what loses them; the served one follows from it.
             let Some(held) = self.snapshots.current(key).await? else { continue };
-            let all = held.ranking.page(0, held.ranking.len() as u64);
+            let all = held.ranking.organic_board();
             if !all.iter().any(|e| ids.contains(&e.product_id)) {
                 continue;
             }
             let kept: Vec<Scored> = all.iter().filter(|e| !ids.contains(&e.product_id)).copied().collect();
-            let version = self.rankings.publish(key, &kept, life, fence).await?;
-            self.snapshots.install(key, version, kept).await;
+            let organic = Arc::new(Snapshot::from_ranked(kept).map_err(StoreError::ranking)?);
+            let served = served_now(&self.controls, &self.policy, key, &organic).await?;
+            let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+            self.snapshots.install_copy(key, version, served).await;
         }
         let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();
         self.rankings.withdraw_hourly(&hours, &ids_list).await

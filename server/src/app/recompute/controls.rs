@@ -1,0 +1,130 @@
+//! This replica's copy of the stored merchandising controls, and the served board of a
+//! ranking under them.
+//!
+//! Every publication asks for the controls as stored now ([`CurrentControls::fresh`]: one read
+//! of their revision, and of the controls only when it moved), so a version is served with
+//! the controls of its publication wherever it was computed.
+
+use std::sync::{Arc, RwLock};
+
+use chrono::NaiveDate;
+
+use crate::app::policy::Policy;
+use crate::domain::controls::{BoardOf, Control, Windows, boosted, serve};
+use crate::domain::layout::Layout;
+use crate::domain::snapshot::Snapshot;
+use crate::ports::{ControlRows, RankingKey, StoreError};
+
+/// The instant whose active controls a publication of `date`'s rankings serves: now, or for
+/// a past day its last instant (a day that has closed keeps the controls it closed with).
+pub fn served_at(policy: &Policy, date: NaiveDate) -> i64 {
+    let now = policy.now().timestamp_micros();
+    now.min(policy.calendar.day_end(date).timestamp_micros() - 1)
+}
+
+/// The stored controls at one revision.
+#[derive(Debug, Default)]
+pub struct ControlSet {
+    /// The revision of the last change they include (0: none ever).
+    pub revision: u64,
+    /// Every stored control, by id.
+    pub controls: Vec<Control>,
+}
+
+/// The board of a versioned ranking, as controls select it; `None` for an hourly one (no
+/// controls act on it).
+pub fn board_of(key: RankingKey) -> Option<BoardOf<'static>> {
+    let window = match key {
+        RankingKey::Daily(_) | RankingKey::DailySegment(..) => Windows::DAILY,
+        RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => Windows::WEEKLY,
+        RankingKey::Hourly(_) => return None,
+    };
+    Some(BoardOf { segment: key.segment(), window, profile: None })
+}
+
+impl ControlSet {
+    /// The controls acting on the ranking of `key` at `at_us`.
+    pub fn acting(&self, key: RankingKey, at_us: i64) -> Vec<&Control> {
+        let Some(board) = board_of(key) else { return Vec::new() };
+        self.controls.iter().filter(|c| c.active_at(at_us) && c.acts_on(&board)).collect()
+    }
+
+    /// The first instant after `at_us` at which a control starts or ends: when the served
+    /// boards change without any put or delete.
+    pub fn next_boundary(&self, at_us: i64) -> Option<i64> {
+        self.controls.iter().flat_map(Control::boundaries).filter(|b| *b > at_us).min()
+    }
+
+    /// `organic` served under the controls acting on `key` at `at_us`: `organic` itself when
+    /// none does.
+    pub fn served(
+        &self,
+        key: RankingKey,
+        organic: &Arc<Snapshot>,
+        at_us: i64,
+        layout: &Layout,
+    ) -> Result<Arc<Snapshot>, StoreError> {
+        let acting = self.acting(key, at_us);
+        if acting.is_empty() {
+            return Ok(organic.clone());
+        }
+        let entries = organic.page(0, organic.len() as u64);
+        let served = serve(&entries, acting, |score, points| boosted(layout, score, points));
+        served.snapshot().map(Arc::new).map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
+    }
+}
+
+/// The controls as this replica last read them.
+pub struct CurrentControls {
+    store: Arc<dyn ControlRows>,
+    set: RwLock<Arc<ControlSet>>,
+    /// One reload at a time: callers arriving meanwhile wait for it and read its result.
+    reload: tokio::sync::Mutex<()>,
+}
+
+impl CurrentControls {
+    /// A copy of the controls of `store`, read at the first [`CurrentControls::fresh`].
+    pub fn new(store: Arc<dyn ControlRows>) -> Self {
+        Self { store, set: RwLock::default(), reload: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The controls as last read (none before the first read).
+    pub fn last(&self) -> Arc<ControlSet> {
+        self.set.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The controls as stored now: the revision read, the controls reloaded when it moved.
+    pub async fn fresh(&self) -> Result<Arc<ControlSet>, StoreError> {
+        let revision = self.store.control_revision().await?;
+        if self.last().revision == revision {
+            return Ok(self.last());
+        }
+        let _turn = self.reload.lock().await;
+        let last = self.last();
+        if last.revision >= revision {
+            return Ok(last);
+        }
+        let (revision, controls) = self.store.controls().await?;
+        let set = Arc::new(ControlSet { revision, controls });
+        let mut held = self.set.write().unwrap_or_else(|e| e.into_inner());
+        // Never back: a slower reload of an older revision leaves the newer one.
+        if held.revision <= set.revision {
+            *held = set.clone();
+        }
+        Ok(held.clone())
+    }
+}
+
+/// `organic`, a ranking of `key`, as the stored controls serve it at its publication now.
+pub async fn served_now(
+    controls: &CurrentControls,
+    policy: &Policy,
+    key: RankingKey,
+    organic: &Arc<Snapshot>,
+) -> Result<Arc<Snapshot>, StoreError> {
+    let set = controls.fresh().await?;
+    if set.controls.is_empty() {
+        return Ok(organic.clone());
+    }
+    set.served(key, organic, served_at(policy, key.date()), policy.profile.layout())
+}

@@ -53,6 +53,14 @@ pub enum SnapshotError {
     Pinned(u32),
 }
 
+/// What a served board holds beyond its entries: the positions its pins placed, and its annex
+/// (what it keeps of its organic board). A store keeps them beside the entries.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ServedParts {
+    pub pinned: Vec<u32>,
+    pub annex: Annex,
+}
+
 /// An immutable ranking.
 pub struct Snapshot {
     held: Held,
@@ -187,6 +195,22 @@ impl Snapshot {
     /// Positions (ascending) of the entries a pin placed.
     pub fn pinned(&self) -> &[u32] {
         &self.pinned
+    }
+
+    /// A board of `entries` with its served parts (`None`: an organic board, in ranking order).
+    pub fn from_parts(entries: Vec<Scored>, parts: Option<ServedParts>) -> Result<Self, SnapshotError> {
+        match parts {
+            None => Self::from_ranked(entries),
+            Some(ServedParts { pinned, annex }) => Ok(Self::from_served(entries, pinned)?.with_annex(annex)),
+        }
+    }
+
+    /// Its served parts; `None` for a board no control touched.
+    pub fn served_parts(&self) -> Option<ServedParts> {
+        if self.pinned.is_empty() && self.annex.is_none() {
+            return None;
+        }
+        Some(ServedParts { pinned: self.pinned.clone(), annex: self.annex.as_deref().cloned().unwrap_or_default() })
     }
 
     /// The same board with `annex`, what it keeps of its organic board (an empty one is

@@ -26,8 +26,8 @@ use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError,
-    VersionLife,
+    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
+    StoreError, VersionLife,
 };
 
 /// Which page: ranking, offset, limit.
@@ -188,6 +188,10 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         self.inner.version_chunk(key, version, start, count).await
     }
 
+    async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError> {
+        self.inner.version_served(key, version).await
+    }
+
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
         self.inner.increment_hourly(increments).await
     }
@@ -259,6 +263,9 @@ mod tests {
             Ok(vec![None; keys.len()])
         }
         async fn version_page(&self, _: RankingKey, _: u64, _: u64, _: u64) -> Result<Option<Page>, StoreError> {
+            Ok(None)
+        }
+        async fn version_served(&self, _: RankingKey, _: u64) -> Result<Option<ServedParts>, StoreError> {
             Ok(None)
         }
         async fn increment_hourly(&self, _: &[HourlyIncrement]) -> Result<(), StoreError> {

@@ -20,6 +20,7 @@ use crate::domain::calendar::RankingHour;
 pub use crate::domain::catalog::{CatalogEntry, Segment};
 pub use crate::domain::explain::{ProductDay, RecencyClock};
 pub use crate::domain::snapshot::Scored;
+pub use crate::domain::snapshot::ServedParts;
 use crate::domain::snapshot::Snapshot;
 
 mod controls;
@@ -348,6 +349,11 @@ pub trait RankingStore: Send + Sync + 'static {
     ) -> Result<Option<Page>, StoreError> {
         self.version_page(key, version, start, count).await
     }
+
+    /// What one version of a versioned ranking holds beyond its entries when it is a served
+    /// board (pins' positions, the annex of its organic board); `None` for an organic board
+    /// or a version no longer kept. (No default: a store that wraps another must pass it on.)
+    async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError>;
 
     /// Adds the increments to their hourly rankings and sets their expiry.
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError>;

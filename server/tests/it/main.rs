@@ -39,6 +39,7 @@ mod redis_store;
 mod retractions;
 mod scheduler;
 mod segments;
+mod served;
 mod shoppers;
 mod snapshots;
 mod storage;

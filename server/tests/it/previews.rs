@@ -8,7 +8,7 @@ use ranking_client::v1;
 
 use crate::helpers::{TestApp, views};
 
-fn at(t: chrono::DateTime<Utc>) -> prost_types::Timestamp {
+pub(crate) fn at(t: chrono::DateTime<Utc>) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: t.timestamp(), nanos: t.timestamp_subsec_nanos() as i32 }
 }
 
@@ -16,21 +16,21 @@ fn control(id: &str, action: v1::control::Action) -> v1::Control {
     v1::Control { control_id: id.into(), action: Some(action), ..Default::default() }
 }
 
-fn pin(id: &str, product_id: i64, position: u32) -> v1::Control {
+pub(crate) fn pin(id: &str, product_id: i64, position: u32) -> v1::Control {
     control(id, v1::control::Action::Pin(v1::Pin { product_id, position }))
 }
 
-fn boost(id: &str, product_ids: Vec<i64>, points: f64) -> v1::Control {
+pub(crate) fn boost(id: &str, product_ids: Vec<i64>, points: f64) -> v1::Control {
     control(id, v1::control::Action::Boost(v1::Boost { product_ids, points }))
 }
 
-fn exclude(id: &str, product_ids: Vec<i64>) -> v1::Control {
+pub(crate) fn exclude(id: &str, product_ids: Vec<i64>) -> v1::Control {
     control(id, v1::control::Action::Exclude(v1::Exclude { product_ids }))
 }
 
 /// One served entry as the reference sees it: product, score, organic rank, controls, tied
 /// rank.
-type Served = (i64, f64, u64, Vec<String>, u64);
+pub(crate) type Served = (i64, f64, u64, Vec<String>, u64);
 
 /// An entry placed in a slot: product, score, organic rank, controls, whether a pin placed it.
 type Placed = (i64, f64, u64, Vec<String>, bool);
@@ -41,7 +41,7 @@ type Placed = (i64, f64, u64, Vec<String>, bool);
 /// the board is sorted again (score, then product id, descending); then pins, in (position,
 /// start, id) order, each product at its smallest position, take the first free place at or
 /// after it or, past the end, the last free one before it.
-fn reference(organic: &[v1::RankedProduct], controls: &[v1::Control]) -> Vec<Served> {
+pub(crate) fn reference(organic: &[v1::RankedProduct], controls: &[v1::Control]) -> Vec<Served> {
     let mut sorted: Vec<&v1::Control> = controls.iter().collect();
     sorted.sort_by(|a, b| a.control_id.cmp(&b.control_id));
     let action = |c: &v1::Control| c.action.clone().expect("action");
@@ -128,7 +128,7 @@ fn preview_request(
     }
 }
 
-fn of(top: &v1::GetTopNResponse) -> Vec<Served> {
+pub(crate) fn of(top: &v1::GetTopNResponse) -> Vec<Served> {
     top.products.iter().map(|p| (p.product_id, p.score, p.organic_rank, p.control_ids.clone(), p.tied_rank)).collect()
 }
 

@@ -265,6 +265,21 @@ impl RankingStore for MemoryRankingStore {
         }))
     }
 
+    async fn version_served(
+        &self,
+        key: RankingKey,
+        version: u64,
+    ) -> Result<Option<crate::ports::ServedParts>, StoreError> {
+        Ok(self.with_versioned(|rankings| {
+            let v = rankings.get(&key)?;
+            if v.current == version {
+                return v.ranking.served_parts();
+            }
+            let (_, ranking, _) = v.superseded.iter().find(|(n, _, _)| *n == version)?;
+            ranking.served_parts()
+        }))
+    }
+
     async fn increment_hourly(&self, increments: &[HourlyIncrement]) -> Result<(), StoreError> {
         self.with_hourly(|sets| {
             for inc in increments {

@@ -11,9 +11,10 @@
 //! | `P:R:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
 //! | `P:R:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
 //! | `P:R:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
+//! | `P:R:v<N>:pins`, `P:R:v<N>:served` | string | a served board's (merchandising controls): the positions its pins placed, 4 bytes each, and its parts whole (pins and the annex of its organic board, JSON) ([`served`]) |
 //! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:R:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:R:staging:<token>[:packed\|:index]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
+//! | `P:R:staging:<token>[:packed\|:index\|:pins\|:served]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index`, `v<N>:pins`, `v<N>:served` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
 //! | `P:R:segments` (daily and weekly) | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:{daily:D}:lock` | string | the day's lease, which the publication script checks |
@@ -62,6 +63,7 @@ mod packed;
 mod placements;
 mod publish;
 mod scripts;
+mod served;
 
 pub use connection::RedisMode;
 use connection::{Connection, Subscriber};
@@ -74,8 +76,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, StoreError,
-    VersionLife,
+    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
+    StoreError, VersionLife,
 };
 
 /// Connection settings of the Redis store.
@@ -160,7 +162,7 @@ impl RankingStore for RedisRankingStore {
         life: VersionLife,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, None, life, Form::Full, fence).await
+        self.publish_version(key, entries, None, None, life, Form::Full, fence).await
     }
 
     async fn publish_copy(
@@ -171,7 +173,18 @@ impl RankingStore for RedisRankingStore {
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), life, form, fence).await
+        let served = copy.served_parts();
+        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), served.as_ref(), life, form, fence)
+            .await
+    }
+
+    async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError> {
+        let stored: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(format!("{}{version}:served", self.keys.versions(key)))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        stored.map(|bytes| served::decode(&bytes)).transpose()
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -1,5 +1,6 @@
 //! Publishing a version: the entries written into fresh staging keys (the packed copy, its
-//! product index and, for a daily ranking's full publication, its sorted set of product ids by packed score),
+//! product index, a served board's pins and parts and, for a daily ranking's full
+//! publication, its sorted set of product ids by packed score),
 //! then one script (`scripts/publish.lua`) that renames them to the next version (the sorted
 //! set to the day's key), moves the pointer, keeps the superseded version for
 //! `RANKING_SNAPSHOT_TTL` and announces the new one, only while the writer's lease is held
@@ -11,7 +12,7 @@ use super::keys::{announced, member};
 use super::packed::{indexed, pack, product_order};
 use super::scripts::Publication;
 use super::{RedisRankingStore, unavailable};
-use crate::ports::{Fence, Form, RankingKey, Scored, StoreError, VersionLife};
+use crate::ports::{Fence, Form, RankingKey, Scored, ServedParts, StoreError, VersionLife};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
@@ -25,15 +26,24 @@ struct Staged {
     zset: String,
     packed: String,
     index: String,
+    /// A served board's pins' positions and its annex ([`super::served`]).
+    pins: String,
+    served: String,
 }
 
 impl Staged {
     fn named(zset: String) -> Self {
-        Self { packed: format!("{zset}:packed"), index: format!("{zset}:index"), zset }
+        Self {
+            packed: format!("{zset}:packed"),
+            index: format!("{zset}:index"),
+            pins: format!("{zset}:pins"),
+            served: format!("{zset}:served"),
+            zset,
+        }
     }
 
-    fn keys(&self) -> [&String; 3] {
-        [&self.zset, &self.packed, &self.index]
+    fn keys(&self) -> [&String; 5] {
+        [&self.zset, &self.packed, &self.index, &self.pins, &self.served]
     }
 }
 
@@ -45,6 +55,7 @@ impl RedisRankingStore {
         key: RankingKey,
         entries: &[Scored],
         by_product: Option<&[u32]>,
+        served: Option<&ServedParts>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
@@ -67,6 +78,10 @@ impl RedisRankingStore {
         };
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
         let staged = self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?;
+        let (has_pins, has_served) = match served {
+            Some(parts) => self.stage_served(&staged, parts).await.map_err(unavailable)?,
+            None => (false, false),
+        };
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let published = Publication {
             staged_zset: &staged.zset,
@@ -86,10 +101,12 @@ impl RedisRankingStore {
             grace_ms: ms(life.superseded_grace()),
             lease_key: lease.as_ref().map_or(pointer.as_str(), |(key, _)| key.as_str()),
             lease_token: lease.as_ref().map_or("", |(_, lease)| lease.token.as_str()),
+            has_pins,
+            has_served,
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())
         .await;
-        if published.is_err() && !entries.is_empty() {
+        if published.is_err() && (!entries.is_empty() || has_served) {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
         published.map_err(|e| match (e.code(), &lease) {
@@ -104,6 +121,21 @@ impl RedisRankingStore {
             }
             _ => unavailable(e),
         })
+    }
+
+    /// Writes a served board's parts beside its staged entries: the pins' positions (4 bytes
+    /// each, which `scripts/packed_placements.lua` searches) when there are any, and the
+    /// parts whole. Returns which of the two were written.
+    async fn stage_served(&self, staged: &Staged, parts: &ServedParts) -> Result<(bool, bool), RedisError> {
+        let ttl = self.staging_ttl.as_secs().max(1);
+        let mut pipe = redis::pipe();
+        let has_pins = !parts.pinned.is_empty();
+        if has_pins {
+            pipe.cmd("SET").arg(&staged.pins).arg(super::served::pins(&parts.pinned)).arg("EX").arg(ttl).ignore();
+        }
+        pipe.cmd("SET").arg(&staged.served).arg(super::served::encode(parts)).arg("EX").arg(ttl).ignore();
+        pipe.query_async::<()>(&mut self.conn.clone()).await?;
+        Ok((has_pins, true))
     }
 
     /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for

@@ -75,6 +75,10 @@ pub(super) struct Publication<'a> {
     pub lease_key: &'a str,
     /// The writer's lease token; empty: unchecked.
     pub lease_token: &'a str,
+    /// Whether the staged version has a pins key (`<staged sorted set>:pins`).
+    pub has_pins: bool,
+    /// Whether it has a served parts key (`<staged sorted set>:served`).
+    pub has_served: bool,
 }
 
 impl Publication<'_> {
@@ -99,6 +103,8 @@ impl Publication<'_> {
             .arg(self.spacing_ms)
             .arg(self.grace_ms)
             .arg(self.lease_token)
+            .arg(flag(self.has_pins))
+            .arg(flag(self.has_served))
             .invoke_async(conn)
             .await
     }

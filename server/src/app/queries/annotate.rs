@@ -5,7 +5,9 @@
 use super::Queries;
 use super::resolve::previous_period;
 use super::types::{EntryControls, RankedEntry, Resolved};
-use crate::ports::{RankingKey, StoreError};
+use std::sync::Arc;
+
+use crate::ports::{RankingKey, ServedParts, StoreError};
 
 /// How the entries handed to [`Queries::annotate`] know their competition rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,11 +46,18 @@ impl Queries {
         let mut controls = EntryControls::default();
         let Some(first) = entries.first().copied() else { return Ok(controls) };
         let held = self.snapshots.get(resolved.key).filter(|h| Some(h.version) == version);
-        // A served board's copy knows each entry's organic rank and controls.
-        if let Some(held) = held.as_ref().filter(|h| h.ranking.annex().is_some()) {
+        // A served board knows each entry's organic rank and controls: its copy, or what the
+        // store keeps beside the version read.
+        let parts = match (&held, version) {
+            (None, Some(version)) => self.served_parts(resolved.key, version).await?,
+            _ => None,
+        };
+        let annex = held.as_ref().and_then(|h| h.ranking.annex()).or(parts.as_ref().map(|p| &p.annex));
+        if let Some(annex) = annex {
             for e in entries.iter_mut() {
-                e.organic_rank = held.ranking.organic_rank((e.rank - 1) as usize);
-                if let Some(touched) = held.ranking.annex().and_then(|a| a.get(e.product_id)) {
+                let entry = crate::ports::Scored { product_id: e.product_id, score: e.score };
+                e.organic_rank = annex.organic_rank(e.rank - 1, entry);
+                if let Some(touched) = annex.get(e.product_id) {
                     controls.note(e.product_id, &touched.control_ids, touched.organic.map_or(0.0, |(_, s)| s));
                 }
             }
@@ -97,6 +106,38 @@ impl Queries {
             return Ok(vec![0; ids.len()]);
         }
         let placed = self.rankings.placements(previous, None, ids).await?;
-        Ok(placed.found.iter().map(|f| f.map_or(0, |f| f.index + 1)).collect())
+        let parts = match placed.version {
+            Some(version) => self.served_parts(previous, version).await?,
+            None => None,
+        };
+        Ok(ids
+            .iter()
+            .zip(&placed.found)
+            .map(|(id, f)| match (f, &parts) {
+                (None, _) => 0,
+                (Some(f), None) => f.index + 1,
+                (Some(f), Some(p)) => {
+                    p.annex.organic_rank(f.index, crate::ports::Scored { product_id: *id, score: f.score })
+                }
+            })
+            .collect())
+    }
+
+    /// What the store keeps beside `version` of `key` when it is a served board, read once per
+    /// version while it is read from the store.
+    pub(super) async fn served_parts(
+        &self,
+        key: RankingKey,
+        version: u64,
+    ) -> Result<Option<Arc<ServedParts>>, StoreError> {
+        if !key.is_versioned() {
+            return Ok(None);
+        }
+        if let Some(kept) = self.served.get(&(key, version)) {
+            return Ok(kept);
+        }
+        let parts = self.rankings.version_served(key, version).await?.map(Arc::new);
+        self.served.insert((key, version), parts.clone());
+        Ok(parts)
     }
 }

@@ -29,7 +29,7 @@ use super::policy::Policy;
 use super::recompute::Recompute;
 use super::snapshots::Snapshots;
 use crate::domain::profile::ScoringProfile;
-use crate::ports::{Page, RankingStore, StoreError};
+use crate::ports::{Page, RankingKey, RankingStore, ServedParts, StoreError};
 
 mod annotate;
 mod answers;
@@ -59,7 +59,13 @@ pub struct Queries {
     rebuilds: rebuild::Rebuilds,
     /// Answers of pages of held copies, which never change for a given pair of versions.
     answers: Answers,
+    /// What the store keeps beside versions read from it that are served boards, by version
+    /// (immutable, like the versions).
+    served: moka::sync::Cache<(RankingKey, u64), Option<Arc<ServedParts>>>,
 }
+
+/// Versions whose served parts are kept for reads from the store.
+const SERVED_PARTS_KEPT: u64 = 256;
 
 impl Queries {
     /// Reads from `snapshots`, else `rankings`, under `policy`; lost daily rankings are
@@ -70,7 +76,15 @@ impl Queries {
         policy: Arc<Policy>,
         recompute: Arc<Recompute>,
     ) -> Self {
-        Self { rankings, snapshots, policy, recompute, rebuilds: Default::default(), answers: Answers::default() }
+        Self {
+            rankings,
+            snapshots,
+            policy,
+            recompute,
+            rebuilds: Default::default(),
+            answers: Answers::default(),
+            served: moka::sync::Cache::new(SERVED_PARTS_KEPT),
+        }
     }
 
     /// The current instant by the policy's clock.

@@ -43,11 +43,21 @@ impl Queries {
                 .into());
             }
         };
-        let organic = self.current_page(&resolved, 0, u64::MAX).await?;
+        let current = self.current_page(&resolved, 0, u64::MAX).await?;
+        // The current version may be served under controls already: its organic board.
+        let held = self.snapshots.get(resolved.key).filter(|h| Some(h.version) == current.version);
+        let organic = match (held, current.version) {
+            (Some(held), _) => held.ranking.organic_board(),
+            (None, Some(version)) => match self.served_parts(resolved.key, version).await? {
+                Some(parts) => parts.annex.organic_board(&current.entries),
+                None => current.entries,
+            },
+            (None, None) => current.entries,
+        };
         let board = BoardOf { segment: resolved.key.segment(), window, profile: None };
         let acting = query.controls.iter().filter(|c| c.active_at(query.at_us) && c.acts_on(&board));
         let layout = self.policy.profile.layout();
-        let served = serve(&organic.entries, acting, |score, points| boosted(layout, score, points)).entries;
+        let served = serve(&organic, acting, |score, points| boosted(layout, score, points)).entries;
         let tied = tied_ranks(&served);
         let total = served.len() as u64;
         let start = (query.offset as usize).min(served.len());
@@ -75,7 +85,7 @@ impl Queries {
             controls,
             total,
             date: resolved.date(),
-            version: organic.version,
+            version: current.version,
             next_page_token: None,
             encoding: Default::default(),
         })

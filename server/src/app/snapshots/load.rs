@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::Snapshots;
 use crate::domain::snapshot::{Snapshot, SnapshotError};
 use crate::metrics::StoreLabels;
-use crate::ports::{Announcement, Announcements, RankingKey, Scored, StoreError};
+use crate::ports::{Announcement, Announcements, RankingKey, Scored, ServedParts, StoreError};
 
 /// Entries per read while loading a version (4 MB of packed entries from Redis).
 pub const LOAD_CHUNK: u64 = 262_144;
@@ -25,8 +25,9 @@ pub(super) enum Read {
     Gone,
     /// It has this many entries, more than allowed.
     TooLarge(u64),
-    /// Its entries, in ranking order.
-    Entries(Vec<Scored>),
+    /// Its entries, in ranking order (a served board's: but at its pins), and a served board's
+    /// parts.
+    Entries(Vec<Scored>, Option<ServedParts>),
 }
 
 impl Snapshots {
@@ -56,7 +57,8 @@ impl Snapshots {
                 entries.len()
             )));
         }
-        Ok(Read::Entries(entries))
+        let served = self.rankings.version_served(key, version).await?;
+        Ok(Read::Entries(entries, served))
     }
 
     /// Installs a version a recompute of this replica just published, from its entries in
@@ -128,9 +130,13 @@ impl Snapshots {
             // Superseded and dropped already: its successor is loaded next.
             Read::Gone => return Ok(()),
             Read::TooLarge(total) => Err(total),
-            Read::Entries(entries) => {
+            Read::Entries(entries, served) => {
                 let total = entries.len();
-                let ranking = self.held_as(key, entries).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let ranking = match served {
+                    Some(parts) => Snapshot::from_parts(entries, Some(parts)),
+                    None => self.held_as(key, entries),
+                }
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 tracing::debug!(?key, version, entries = total, "loaded ranking snapshot");
                 Ok(Arc::new(ranking))
             }

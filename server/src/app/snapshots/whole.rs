@@ -49,11 +49,12 @@ impl Snapshots {
             ))
         };
         let mut entries: Vec<Scored> = Vec::new();
+        let mut served = None;
         let version = if let Some(version) = stored {
-            entries = match self.read_version(key, version, self.held.max_entries() as u64).await? {
+            (entries, served) = match self.read_version(key, version, self.held.max_entries() as u64).await? {
                 Read::Gone => return Ok(None),
                 Read::TooLarge(total) => return Err(too_large(total)),
-                Read::Entries(entries) => entries,
+                Read::Entries(entries, served) => (entries, served),
             };
             version
         } else {
@@ -74,7 +75,7 @@ impl Snapshots {
             0
         };
         let ranking = match key.is_versioned() {
-            true => Snapshot::from_ranked(entries),
+            true => Snapshot::from_parts(entries, served),
             false => Snapshot::from_unordered(entries),
         }
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;

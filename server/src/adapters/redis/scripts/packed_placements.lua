@@ -10,6 +10,11 @@
 -- the entries above it by a binary search of the scores, which descend: a few dozen
 -- `GETRANGE`s of a few bytes per product, whatever the ranking's size. A version published
 -- before product indexes existed is searched byte by byte (aligned to an entry) instead.
+--
+-- A served board (merchandising controls) may have pins (`v<N>:pins`, 4 bytes a position,
+-- ascending): a pinned entry's place is not its score's, so its tied rank is its own, and the
+-- others' is the first entry of their score among the unpinned ones, which descend: the
+-- binary search runs over those (the n-th unpinned entry is found past the pins before it).
 local v
 if ARGV[2] == 'current' then
   v = redis.call('GET', KEYS[1])
@@ -30,6 +35,28 @@ local function entry(i)
   return redis.call('GETRANGE', pk, i * 16, i * 16 + 15)
 end
 local function score(i) return (struct.unpack('>d', entry(i), 9)) end
+local pins = {}
+local pins_raw = redis.call('GET', ARGV[1] .. v .. ':pins')
+if pins_raw then
+  for k = 0, #pins_raw / 4 - 1 do pins[k + 1] = (struct.unpack('>I4', pins_raw, k * 4 + 1)) end
+end
+-- Pins before position i, and whether i is one.
+local function pins_before(i)
+  local lo, hi = 1, #pins + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if pins[mid] < i then lo = mid + 1 else hi = mid end
+  end
+  return lo - 1, pins[lo] == i
+end
+-- The position of the n-th (0-based) unpinned entry.
+local function unpinned(n)
+  local at = n
+  for k = 1, #pins do
+    if pins[k] <= at then at = at + 1 else break end
+  end
+  return at
+end
 local function halves(bytes, at) return struct.unpack('>i4', bytes, at), (struct.unpack('>I4', bytes, at + 4)) end
 local function position(id)
   if data then
@@ -57,14 +84,19 @@ for a = 3, #ARGV do
   if i then
     local e = entry(i)
     local mine = (struct.unpack('>d', e, 9))
-    local lo, hi = 0, i
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if score(mid) > mine then lo = mid + 1 else hi = mid end
+    local before, pinned = pins_before(i)
+    local head = i
+    if not pinned then
+      local lo, hi = 0, i - before
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if score(unpinned(mid)) > mine then lo = mid + 1 else hi = mid end
+      end
+      head = unpinned(lo)
     end
     table.insert(out, i)
     table.insert(out, string.sub(e, 9, 16))
-    table.insert(out, lo)
+    table.insert(out, head)
   else
     table.insert(out, false)
     table.insert(out, false)

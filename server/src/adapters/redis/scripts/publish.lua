@@ -16,6 +16,11 @@ local version_prefix, expire_at, superseded_life, channel, announced =
 -- product index only). spacing and grace: see `VersionLife::superseded_life`.
 local has_entries, replaces_sorted_set, spacing, grace =
   ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
+-- A served board's parts, staged beside the staged sorted set: its pins' positions and its
+-- parts whole (see `served.rs`).
+local has_pins, has_served = ARGV[11] == '1', ARGV[12] == '1'
+local parts = {':packed', ':index', ':pins', ':served'}
+local function each_part(base, f) for _, p in ipairs(parts) do f(base .. p) end end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local old = tonumber(redis.call('GET', pointer) or '0')
@@ -24,7 +29,10 @@ local vs = string.format('%.0f', v)
 -- `version_prefix .. g` without a suffix: the sorted set of a version published before the daily
 -- ranking's moved to its own key.
 local gone = redis.call('ZRANGEBYSCORE', superseded, '-inf', now)
-for _, g in ipairs(gone) do redis.call('UNLINK', version_prefix .. g, version_prefix .. g .. ':packed', version_prefix .. g .. ':index') end
+for _, g in ipairs(gone) do
+  redis.call('UNLINK', version_prefix .. g)
+  each_part(version_prefix .. g, function(k) redis.call('UNLINK', k) end)
+end
 redis.call('ZREMRANGEBYSCORE', superseded, '-inf', now)
 if old > 0 then
   local os = string.format('%.0f', old)
@@ -34,12 +42,12 @@ if old > 0 then
   if longest[2] and tonumber(longest[2]) - now + spacing > keep then keep = grace end
   if keep > 0 and redis.call('EXISTS', ok .. ':packed') == 1 then
     redis.call('PEXPIRE', ok, keep * 2)
-    redis.call('PEXPIRE', ok .. ':packed', keep * 2)
-    redis.call('PEXPIRE', ok .. ':index', keep * 2)
+    each_part(ok, function(k) redis.call('PEXPIRE', k, keep * 2) end)
     redis.call('ZADD', superseded, now + keep, os)
     redis.call('EXPIREAT', superseded, expire_at)
   else
-    redis.call('UNLINK', ok, ok .. ':packed', ok .. ':index')
+    redis.call('UNLINK', ok)
+    each_part(ok, function(k) redis.call('UNLINK', k) end)
   end
 end
 if replaces_sorted_set then
@@ -55,6 +63,12 @@ if has_entries then
   redis.call('EXPIREAT', version_prefix .. vs .. ':index', expire_at)
   redis.call('RENAME', staged_packed, version_prefix .. vs .. ':packed')
   redis.call('EXPIREAT', version_prefix .. vs .. ':packed', expire_at)
+end
+for suffix, present in pairs({[':pins'] = has_pins, [':served'] = has_served}) do
+  if present then
+    redis.call('RENAME', staged_zset .. suffix, version_prefix .. vs .. suffix)
+    redis.call('EXPIREAT', version_prefix .. vs .. suffix, expire_at)
+  end
 end
 redis.call('SET', pointer, vs, 'EXAT', expire_at)
 redis.call('PUBLISH', channel, announced .. ' ' .. vs)

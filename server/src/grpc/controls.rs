@@ -4,13 +4,13 @@
 use chrono::DateTime;
 use ranking_proto::v1 as pb;
 
-use crate::app::controls::{ControlFilter, Preview};
+use crate::app::controls::ControlFilter;
 use crate::app::invalid::Invalid;
 use crate::domain::catalog::Segment;
 use crate::domain::controls::{Action, Control, Windows};
 
 /// Unix microseconds of a wire instant, the field named when it is none.
-fn instant_us(field: &'static str, t: &prost_types::Timestamp) -> Result<i64, Invalid> {
+pub fn instant_us(field: &'static str, t: &prost_types::Timestamp) -> Result<i64, Invalid> {
     let nanos = u32::try_from(t.nanos)
         .ok()
         .filter(|n| *n < 1_000_000_000)
@@ -103,27 +103,4 @@ pub fn filter(req: &pb::ListControlsRequest, now_us: i64) -> Result<ControlFilte
     let segment = if req.segment.is_empty() { None } else { Some(segment("segment", &req.segment)?) };
     let at = req.at.as_ref().map(|t| instant_us("at", t)).transpose()?;
     Ok(ControlFilter { segment, active_at_us: req.active_only.then(|| at.unwrap_or(now_us)) })
-}
-
-/// PreviewTopN's request (`now_us`: an unset start of a draft).
-pub fn preview(req: pb::PreviewTopNRequest, now_us: i64) -> Result<Preview, Invalid> {
-    let selector = req.selector.unwrap_or_default();
-    if !selector.page_token.is_empty() {
-        return Err(Invalid::field("page_token", "must be empty: a preview has no pages of its own").within("selector"));
-    }
-    let drafts = req
-        .drafts
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| control(d, now_us).map_err(|e| e.within_element("drafts", i)))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Preview {
-        selector: super::convert::selector(selector.window, &selector.date, selector.hour, &selector.segment)
-            .map_err(|e| e.within("selector"))?,
-        offset: selector.offset,
-        limit: selector.limit,
-        at_us: req.at.as_ref().map(|t| instant_us("at", t)).transpose()?,
-        drafts,
-        without: req.without,
-    })
 }

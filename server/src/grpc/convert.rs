@@ -6,6 +6,8 @@ use chrono::NaiveDate;
 use prost::Message;
 use ranking_proto::v1 as pb;
 
+use super::controls;
+use crate::app::controls::Preview;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::queries::{
@@ -195,7 +197,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
         retracted_orders: a.retracted.orders.max(0) as u64,
         retracted_order_amount: a.retracted.order_amount,
         organic_rank: a.entry.organic_rank,
-        controls: a.acting.iter().map(super::controls::wire_control).collect(),
+        controls: a.acting.iter().map(controls::wire_control).collect(),
     }
 }
 
@@ -228,6 +230,28 @@ pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
         total: a.total,
         version: a.version.unwrap_or_default(),
     }
+}
+
+/// PreviewTopN's request (`now_us`: an unset start of a draft).
+pub fn preview(req: pb::PreviewTopNRequest, now_us: i64) -> Result<Preview, Invalid> {
+    let board = req.selector.unwrap_or_default();
+    if !board.page_token.is_empty() {
+        return Err(Invalid::field("page_token", "must be empty: a preview has no pages of its own").within("selector"));
+    }
+    let drafts = req
+        .drafts
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| controls::control(d, now_us).map_err(|e| e.within_element("drafts", i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Preview {
+        selector: selector(board.window, &board.date, board.hour, &board.segment).map_err(|e| e.within("selector"))?,
+        offset: board.offset,
+        limit: board.limit,
+        at_us: req.at.as_ref().map(|t| controls::instant_us("at", t)).transpose()?,
+        drafts,
+        without: req.without,
+    })
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ impl RankingService for RankingApi {
         &self,
         request: Request<pb::PreviewTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
-        let preview = controls::preview(request.into_inner(), self.controls.now_us())?;
+        let preview = convert::preview(request.into_inner(), self.controls.now_us())?;
         let answer = self.controls.preview(preview).await?;
         Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer).encode_to_vec().into())))
     }

@@ -62,6 +62,7 @@ mod lease;
 mod packed;
 mod placements;
 mod publish;
+use publish::Written;
 mod scripts;
 mod served;
 
@@ -162,7 +163,8 @@ impl RankingStore for RedisRankingStore {
         life: VersionLife,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.publish_version(key, entries, None, None, life, Form::Full, fence).await
+        let written = Written { entries, by_product: None, served: None };
+        self.publish_version(key, written, life, Form::Full, fence).await
     }
 
     async fn publish_copy(
@@ -173,9 +175,9 @@ impl RankingStore for RedisRankingStore {
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let served = copy.served_parts();
-        self.publish_version(key, &copy.page(0, u64::MAX), copy.product_index(), served.as_ref(), life, form, fence)
-            .await
+        let (entries, served) = (copy.page(0, u64::MAX), copy.served_parts());
+        let written = Written { entries: &entries, by_product: copy.product_index(), served: served.as_ref() };
+        self.publish_version(key, written, life, form, fence).await
     }
 
     async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError> {

@@ -47,19 +47,27 @@ impl Staged {
     }
 }
 
+/// What a publication writes of a version.
+pub(super) struct Written<'a> {
+    /// Its entries, in ranking order (a served board's: but at its pins).
+    pub entries: &'a [Scored],
+    /// The entries' product index, when the caller has it.
+    pub by_product: Option<&'a [u32]>,
+    /// A served board's parts.
+    pub served: Option<&'a ServedParts>,
+}
+
 impl RedisRankingStore {
-    /// [`crate::ports::RankingStore::publish`] and `publish_copy`:
-    /// `by_product` is the entries' product index when the caller has it.
+    /// [`crate::ports::RankingStore::publish`] and `publish_copy`.
     pub(super) async fn publish_version(
         &self,
         key: RankingKey,
-        entries: &[Scored],
-        by_product: Option<&[u32]>,
-        served: Option<&ServedParts>,
+        version: Written<'_>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
+        let Written { entries, by_product, served } = version;
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let pointer = self.keys.pointer(key);
         // The lease key shares the ranking's hash slot (a day's rankings and its lease are

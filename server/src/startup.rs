@@ -3,7 +3,7 @@
 //! [`Application::build`] does every fallible step (settings, database and migrations,
 //! stores, TLS files, reflection, binding both ports) and spawns nothing, so a failure
 //! leaves nothing behind. [`Application::run_until_stopped`] starts the background tasks on
-//! one [`TaskTracker`] (group-commit workers, scheduler, live passes, snapshot refresher, event-bus
+//! one [`TaskTracker`] (group-commit workers, scheduler, live passes, control passes, snapshot refresher, event-bus
 //! sources, metrics endpoint), serves until the
 //! shutdown future resolves, gives in-flight calls the drain grace, then cancels the tasks
 //! and joins every one of them before returning.
@@ -31,6 +31,7 @@ use crate::app::controls::Controls;
 use crate::app::explain::Explainer;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
+use crate::app::recompute::ControlPasses;
 use crate::app::recompute::{LivePasses, Recompute};
 use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
@@ -61,6 +62,7 @@ pub struct Application {
     ingest_workers: usize,
     scheduler: Arc<Scheduler>,
     live: Arc<LivePasses>,
+    control_passes: Arc<ControlPasses>,
     snapshots: Arc<Snapshots>,
     watch: Arc<WatchHub>,
     metrics: Arc<Metrics>,
@@ -128,8 +130,9 @@ impl Application {
         let explainer =
             Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
         let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
-        let controls = Arc::new(Controls::new(store, queries.clone(), policy));
+        let controls = Arc::new(Controls::new(store, queries.clone(), recompute.control_passes(), policy));
         let live = recompute.live_passes();
+        let control_passes = recompute.control_passes();
         let watch = Arc::new(WatchHub::new(
             queries.clone(),
             snapshots.clone(),
@@ -180,6 +183,7 @@ impl Application {
             ingest_workers: settings.database.ingest_workers.get(),
             scheduler,
             live,
+            control_passes,
             snapshots,
             watch,
             metrics,
@@ -214,6 +218,7 @@ impl Application {
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
         tasks.spawn(self.live.run(stop_tasks.clone()));
+        tasks.spawn(self.control_passes.run(stop_tasks.clone()));
         tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");

@@ -113,7 +113,7 @@ proptest! {
         touched.reverse();
         prop_assert_eq!(Annex::from_touched(touched), served.annex());
         // Held as a copy: the same organic ranks and board.
-        let copy = served.snapshot().expect("a served board");
+        let copy = served.snapshot(Vec::new()).expect("a served board");
         let ranks: Vec<u64> = (0..copy.len()).map(|i| copy.organic_rank(i)).collect();
         prop_assert_eq!(ranks, served.entries.iter().map(|e| e.organic_rank).collect::<Vec<_>>());
         prop_assert_eq!(copy.organic_board(), organic);

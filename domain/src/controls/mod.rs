@@ -140,6 +140,11 @@ impl Control {
         std::iter::once(self.active_from_us).chain(self.active_until_us)
     }
 
+    /// Its id and revision, as a served board notes the controls it was served under.
+    pub fn stamp(&self) -> (String, u64) {
+        (self.id.clone(), self.revision)
+    }
+
     /// The products it names.
     pub fn products(&self) -> &[i64] {
         match &self.action {

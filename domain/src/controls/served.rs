@@ -94,10 +94,12 @@ impl Served {
         Annex::from_touched(touched)
     }
 
-    /// The served board as a held copy: its entries, its pins' positions and its annex.
-    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+    /// The served board as a held copy: its entries, its pins' positions and its annex, noted
+    /// as served under `acting` (the controls acting on it, with their revisions).
+    pub fn snapshot(&self, acting: Vec<(String, u64)>) -> Result<Snapshot, SnapshotError> {
         let entries = self.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score }).collect();
-        Ok(Snapshot::from_served(entries, pinned_positions(&self.entries))?.with_annex(self.annex()))
+        let snapshot = Snapshot::from_served(entries, pinned_positions(&self.entries))?;
+        Ok(snapshot.with_annex(self.annex()).served_under(acting))
     }
 }
 

@@ -53,10 +53,14 @@ pub enum SnapshotError {
     Pinned(u32),
 }
 
-/// What a served board holds beyond its entries: the positions its pins placed, and its annex
-/// (what it keeps of its organic board). A store keeps them beside the entries.
+/// What a served board holds beyond its entries: the controls it was served under, the
+/// positions its pins placed, and its annex (what it keeps of its organic board). A store
+/// keeps them beside the entries.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServedParts {
+    /// Each control acting on the board when it was served, by id, with its revision: what
+    /// tells whether the board must be served again after a change of the controls.
+    pub acting: Vec<(String, u64)>,
     pub pinned: Vec<u32>,
     pub annex: Annex,
 }
@@ -70,6 +74,9 @@ pub struct Snapshot {
     /// What a served board keeps of its organic board; `None`: no control touched it (it is
     /// its organic board).
     annex: Option<Box<Annex>>,
+    /// The controls a served board was served under, by id, with their revisions (empty: an
+    /// organic board).
+    acting: Vec<(String, u64)>,
 }
 
 /// How a snapshot holds its entries.
@@ -146,7 +153,7 @@ impl Snapshot {
             at[k] = position;
         }
         entries.shrink_to_fit();
-        Self { held: Held::Own { entries, ids, at }, pinned: Vec::new(), annex: None }
+        Self { held: Held::Own { entries, ids, at }, pinned: Vec::new(), annex: None, acting: Vec::new() }
     }
 
     /// A snapshot of entries already in ranking order (as a store returns them).
@@ -189,7 +196,7 @@ impl Snapshot {
             return Err(SnapshotError::Duplicate(w[0].0));
         }
         let (ids, at) = pairs.into_iter().unzip();
-        Ok(Self { held: Held::Own { entries, ids, at }, pinned, annex: None })
+        Ok(Self { held: Held::Own { entries, ids, at }, pinned, annex: None, acting: Vec::new() })
     }
 
     /// Positions (ascending) of the entries a pin placed.
@@ -201,16 +208,34 @@ impl Snapshot {
     pub fn from_parts(entries: Vec<Scored>, parts: Option<ServedParts>) -> Result<Self, SnapshotError> {
         match parts {
             None => Self::from_ranked(entries),
-            Some(ServedParts { pinned, annex }) => Ok(Self::from_served(entries, pinned)?.with_annex(annex)),
+            Some(ServedParts { acting, pinned, annex }) => {
+                Ok(Self::from_served(entries, pinned)?.with_annex(annex).served_under(acting))
+            }
         }
     }
 
-    /// Its served parts; `None` for a board no control touched.
+    /// Its served parts; `None` for a board no control acted on.
     pub fn served_parts(&self) -> Option<ServedParts> {
-        if self.pinned.is_empty() && self.annex.is_none() {
+        if self.acting.is_empty() && self.pinned.is_empty() && self.annex.is_none() {
             return None;
         }
-        Some(ServedParts { pinned: self.pinned.clone(), annex: self.annex.as_deref().cloned().unwrap_or_default() })
+        Some(ServedParts {
+            acting: self.acting.clone(),
+            pinned: self.pinned.clone(),
+            annex: self.annex.as_deref().cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The same board, noted as served under `acting` (control ids and revisions).
+    pub fn served_under(mut self, mut acting: Vec<(String, u64)>) -> Self {
+        acting.sort();
+        self.acting = acting;
+        self
+    }
+
+    /// The controls the board was served under, by id, with their revisions (empty: none).
+    pub fn acting(&self) -> &[(String, u64)] {
+        &self.acting
     }
 
     /// The same board with `annex`, what it keeps of its organic board (an empty one is
@@ -311,7 +336,12 @@ impl Snapshot {
         {
             return Err(SnapshotError::Unordered(positions.len() - 1));
         }
-        Ok(Self { held: Held::Within { whole: whole.clone(), positions }, pinned: Vec::new(), annex: None })
+        Ok(Self {
+            held: Held::Within { whole: whole.clone(), positions },
+            pinned: Vec::new(),
+            annex: None,
+            acting: Vec::new(),
+        })
     }
 
     /// The entries at `positions` (each below [`Snapshot::len`]), in the order given.

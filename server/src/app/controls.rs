@@ -1,11 +1,13 @@
-//! PutControl, DeleteControl and ListControls: the merchandising controls, stored in SQL,
-//! checked here (the fields, then the revision and the bounds in the store's transaction).
+//! PutControl, DeleteControl, ListControls and PreviewTopN: the merchandising controls, stored
+//! in SQL, checked here (the fields, then the revision and the bounds in the store's
+//! transaction); a change serves today's boards again ([`ControlPasses`]).
 
 use std::sync::Arc;
 
 use super::invalid::Invalid;
 use super::policy::Policy;
 use super::queries::{PreviewAnswer, PreviewQuery, Queries, QueryError, Selector};
+use super::recompute::ControlPasses;
 use crate::domain::catalog::Segment;
 use crate::domain::controls::{Control, validate};
 use crate::ports::{ControlRows, DeleteOutcome, PutOutcome, StoreError};
@@ -71,14 +73,20 @@ pub const MAX_PREVIEW_CHANGES: usize = 100;
 pub struct Controls {
     store: Arc<dyn ControlRows>,
     queries: Arc<Queries>,
+    passes: Arc<ControlPasses>,
     policy: Arc<Policy>,
 }
 
 impl Controls {
-    /// Controls stored in `store`, boards previewed through `queries`, timed by `policy`'s
-    /// clock.
-    pub fn new(store: Arc<dyn ControlRows>, queries: Arc<Queries>, policy: Arc<Policy>) -> Self {
-        Self { store, queries, policy }
+    /// Controls stored in `store`, boards previewed through `queries` and served again by
+    /// `passes` after a change, timed by `policy`'s clock.
+    pub fn new(
+        store: Arc<dyn ControlRows>,
+        queries: Arc<Queries>,
+        passes: Arc<ControlPasses>,
+        policy: Arc<Policy>,
+    ) -> Self {
+        Self { store, queries, passes, policy }
     }
 
     /// The current instant, Unix microseconds: an unset `active_from`, an unset `at`.
@@ -91,7 +99,10 @@ impl Controls {
         validate(&control).map_err(|r| Invalid::field(r.field, r.reason).within("control"))?;
         let id = control.id.clone();
         match self.store.put_control(control, expected_revision, self.now_us()).await? {
-            PutOutcome::Stored(stored) => Ok(stored),
+            PutOutcome::Stored(stored) => {
+                self.passes.nudge();
+                Ok(stored)
+            }
             PutOutcome::Conflict { stored } => Err(ControlError::Conflict { id, expected: expected_revision, stored }),
             PutOutcome::Exceeded(e) => Err(ControlError::Exceeded { bound: e.bound }),
         }
@@ -103,7 +114,10 @@ impl Controls {
             return Err(Invalid::field("control_id", problem).into());
         }
         match self.store.delete_control(id, expected_revision).await? {
-            DeleteOutcome::Deleted(deleted) => Ok(deleted),
+            DeleteOutcome::Deleted(deleted) => {
+                self.passes.nudge();
+                Ok(deleted)
+            }
             DeleteOutcome::Conflict { stored } => {
                 Err(ControlError::Conflict { id: id.to_string(), expected: expected_revision, stored })
             }

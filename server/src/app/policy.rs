@@ -81,6 +81,10 @@ pub struct Policy {
     /// Period of each replica's poll of the current versions, the fallback for a lost
     /// announcement (promised within 1 s; half of it leaves room for the load).
     pub snapshot_poll: Duration,
+    /// Period of each replica's poll of the merchandising controls' revision and schedules:
+    /// a change, a start or an end serves today's boards again within it and a publication
+    /// (promised within 1 s).
+    pub control_poll: Duration,
     /// Where "now" comes from for reads, snapshots and watches.
     pub clock: Clock,
     /// Most distinct segments a recompute publishes rankings for (`RANKING_MAX_SEGMENTS`).
@@ -137,6 +141,7 @@ impl Policy {
             hourly_ttl: chrono::Duration::hours(2),
             snapshot_ttl: Duration::from_secs(600),
             snapshot_poll: Duration::from_millis(500),
+            control_poll: Duration::from_millis(250),
             clock: Clock::System,
             max_segments: 10_000,
             profile,

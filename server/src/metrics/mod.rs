@@ -7,6 +7,7 @@ use prometheus_client::registry::Registry;
 
 pub mod bus;
 pub mod connections;
+pub mod controls;
 pub mod grpc;
 pub mod ingest;
 pub mod leases;
@@ -41,6 +42,8 @@ pub struct Metrics {
     pub stores: stores::StoreMetrics,
     /// Live passes.
     pub live: live::LiveMetrics,
+    /// Merchandising controls and their passes.
+    pub controls: controls::ControlMetrics,
     /// The per-shopper caps' metrics.
     pub shoppers: shoppers::ShopperMetrics,
     /// What the day leases refused.
@@ -69,6 +72,7 @@ impl Metrics {
             connections: connections::ConnectionMetrics::registered(&mut registry),
             stores: stores::StoreMetrics::registered(&mut registry),
             live: live::LiveMetrics::registered(&mut registry),
+            controls: controls::ControlMetrics::registered(&mut registry),
             shoppers: shoppers::ShopperMetrics::registered(&mut registry),
             leases: leases::LeaseMetrics::registered(&mut registry),
             bus: bus::BusMetrics::registered(&mut registry),

@@ -10,6 +10,7 @@ use ranking_client::v1;
 use crate::helpers::{TestApp, TestDb, rand_u64, views};
 use crate::previews::{Served, at, boost, exclude, of, pin, reference};
 use crate::redis_store::redis_settings;
+use ranking_server::test_support::eventually;
 
 fn top(segment: &str, window: v1::Window) -> v1::GetTopNRequest {
     v1::GetTopNRequest { window: window.into(), segment: segment.into(), limit: 100, ..Default::default() }
@@ -160,6 +161,67 @@ async fn a_replica_that_loads_the_served_board_and_one_that_reads_the_store_answ
         assert_eq!(check_reads(replica, &organic, &stored).await, served);
     }
     for app in [a, loaded, direct] {
+        app.stop().await;
+    }
+    db.drop_db().await;
+}
+
+/// The daily board's (product, control ids) as `app` serves it.
+async fn daily_ids(app: &mut TestApp) -> Vec<(i64, Vec<String>)> {
+    read(app, "", v1::Window::Daily).await.products.into_iter().map(|p| (p.product_id, p.control_ids)).collect()
+}
+
+/// Products 1..=5 with p views each, ranked: 5, 4, 3, 2, 1.
+async fn five(app: &mut TestApp) -> Vec<(i64, Vec<String>)> {
+    let events = (1..=5).flat_map(|p| views(&format!("p{p}"), p, p as usize, Utc::now() - Age::seconds(30))).collect();
+    app.record(events).await;
+    app.recompute("").await;
+    let organic = daily_ids(app).await;
+    assert_eq!(organic.iter().map(|e| e.0).collect::<Vec<_>>(), [5, 4, 3, 2, 1]);
+    organic
+}
+
+#[tokio::test]
+async fn a_put_and_a_delete_serve_the_board_again_without_a_recompute() {
+    let mut app = TestApp::spawn(&[]).await;
+    let organic = five(&mut app).await;
+    let put = v1::PutControlRequest { control: Some(pin("first", 1, 1)), expected_revision: 0 };
+    app.client.put_control(put).await.expect("put");
+    let pinned = vec![(1, vec!["first".to_string()]), (5, vec![]), (4, vec![]), (3, vec![]), (2, vec![])];
+    eventually("the pin served", async || daily_ids(&mut app).await == pinned).await;
+    let metrics = app.scrape_metrics().await;
+    assert_eq!(crate::helpers::metric_value(&metrics, "ranking_controls_active{kind=\"pin\"}"), 1.0);
+    assert!(crate::helpers::metric_value(&metrics, "ranking_control_passes_total{outcome=\"published\"}") >= 1.0);
+    let delete = v1::DeleteControlRequest { control_id: "first".into(), expected_revision: 0 };
+    app.client.delete_control(delete).await.expect("delete");
+    eventually("the organic board again", async || daily_ids(&mut app).await == organic).await;
+    app.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs Redis (RANKING_TEST_REDIS): two replicas of one store"]
+async fn a_control_starts_and_ends_on_schedule_on_every_replica() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let mut a = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let mut b = TestApp::spawn_on(redis_settings(&db.url, &prefix, &[])).await;
+    let organic = five(&mut a).await;
+    // From 2 s from now, for 4 s.
+    let mut window = pin("four-seconds", 2, 1);
+    let start = Utc::now() + Age::seconds(2);
+    window.active_from = Some(at(start));
+    window.active_until = Some(at(start + Age::seconds(4)));
+    a.client.put_control(v1::PutControlRequest { control: Some(window), expected_revision: 0 }).await.expect("put");
+    let pinned = vec![(2, vec!["four-seconds".to_string()]), (5, vec![]), (4, vec![]), (3, vec![]), (1, vec![])];
+    // Before its start, then during its window, then after its end, on both replicas: each
+    // state is seen in this order (a replica serves the start before the end).
+    for (state, wanted) in [("before the start", &organic), ("from the start", &pinned), ("after the end", &organic)] {
+        for replica in [&mut a, &mut b] {
+            eventually(state, async || daily_ids(replica).await == *wanted).await;
+        }
+    }
+    assert!(Utc::now() >= start + Age::seconds(4), "the end was served after it came");
+    for app in [a, b] {
         app.stop().await;
     }
     db.drop_db().await;

@@ -1,7 +1,8 @@
 //! A served board's parts as the store keeps them beside its version: the positions its pins
 //! placed (`v<N>:pins`, 4 bytes each, big-endian and ascending, which
 //! `scripts/packed_placements.lua` searches for tied ranks), and the parts whole
-//! (`v<N>:served`, JSON: the pins and the annex's touched entries), which a replica loading
+//! (`v<N>:served`, JSON: the controls it was served under, the pins and the annex's touched
+//! entries), which a replica loading
 //! the version and a read of it from the store take.
 
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,8 @@ struct StoredTouched {
 
 #[derive(Serialize, Deserialize)]
 struct Stored {
+    /// The controls it was served under: id and revision.
+    acting: Vec<(String, u64)>,
     pinned: Vec<u32>,
     touched: Vec<StoredTouched>,
 }
@@ -50,7 +53,8 @@ pub(super) fn encode(parts: &ServedParts) -> Vec<u8> {
         })
         .collect();
     // Serialising plain numbers and strings cannot fail.
-    serde_json::to_vec(&Stored { pinned: parts.pinned.clone(), touched }).unwrap_or_default()
+    serde_json::to_vec(&Stored { acting: parts.acting.clone(), pinned: parts.pinned.clone(), touched })
+        .unwrap_or_default()
 }
 
 /// The parts `v<N>:served` holds.
@@ -67,7 +71,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<ServedParts, StoreError> {
             control_ids: t.c,
         })
         .collect();
-    Ok(ServedParts { pinned: stored.pinned, annex: Annex::from_touched(touched) })
+    Ok(ServedParts { acting: stored.acting, pinned: stored.pinned, annex: Annex::from_touched(touched) })
 }
 
 #[cfg(test)]
@@ -86,7 +90,8 @@ mod tests {
             Touched { product_id: 9, organic: None, served_at: Some(1), control_ids: vec!["a".into(), "b".into()] },
             Touched { product_id: 2, organic: Some((1, 0.1 + 0.2)), served_at: None, control_ids: vec!["x".into()] },
         ];
-        let parts = ServedParts { pinned: vec![0, 1], annex: Annex::from_touched(touched) };
+        let acting = vec![("a".to_string(), 4), ("pin".to_string(), 9)];
+        let parts = ServedParts { acting, pinned: vec![0, 1], annex: Annex::from_touched(touched) };
         assert_eq!(decode(&encode(&parts)).expect("decodes"), parts);
         assert_eq!(pins(&parts.pinned), vec![0, 0, 0, 0, 0, 0, 0, 1]);
         assert!(decode(b"{").is_err());

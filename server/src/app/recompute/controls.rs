@@ -68,9 +68,18 @@ impl ControlSet {
         if acting.is_empty() {
             return Ok(organic.clone());
         }
+        let stamps = acting.iter().map(|c| c.stamp()).collect();
         let entries = organic.page(0, organic.len() as u64);
         let served = serve(&entries, acting, |score, points| boosted(layout, score, points));
-        served.snapshot().map(Arc::new).map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
+        served.snapshot(stamps).map(Arc::new).map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
+    }
+
+    /// Whether `held`, a copy of a ranking of `key`, is served under the controls acting on
+    /// it at `at_us`, as they stand now (the same controls at the same revisions).
+    pub fn serves(&self, key: RankingKey, held: &Snapshot, at_us: i64) -> bool {
+        let mut wanted: Vec<(String, u64)> = self.acting(key, at_us).iter().map(|c| c.stamp()).collect();
+        wanted.sort();
+        wanted == held.acting()
     }
 }
 

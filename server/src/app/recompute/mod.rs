@@ -17,6 +17,8 @@
 //!   ([`Withdrawals`]).
 //! - [`controls`]: this replica's copy of the merchandising controls ([`CurrentControls`]),
 //!   and a board served under them: every publication above serves its boards with them.
+//! - [`control_passes`]: today's boards served again when the controls change, start or end
+//!   ([`ControlPasses`]).
 //! - [`faults`]: where a test holds a day's work just before its first write.
 //!
 //! Every change of a day's rankings holds the day's lease and carries its fence
@@ -29,6 +31,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tokio_util::task::TaskTracker;
 
 use self::build::Rebuild;
+pub use self::control_passes::ControlPasses;
 pub use self::controls::{ControlSet, CurrentControls};
 use self::faults::FaultPoints;
 pub use self::live::LivePasses;
@@ -44,6 +47,7 @@ use crate::metrics::Metrics;
 use crate::ports::{EventLedger, Fence, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
 
 mod build;
+mod control_passes;
 mod controls;
 pub mod faults;
 mod live;
@@ -102,6 +106,7 @@ pub struct Recompute {
     metrics: Arc<Metrics>,
     live: Arc<LivePasses>,
     withdrawals: Arc<Withdrawals>,
+    control_passes: Arc<ControlPasses>,
 }
 
 impl Recompute {
@@ -146,6 +151,15 @@ impl Recompute {
             policy: policy.clone(),
             metrics: metrics.clone(),
         });
+        let control_passes = Arc::new(ControlPasses {
+            controls: controls.clone(),
+            rankings: rankings.clone(),
+            snapshots: snapshots.clone(),
+            leases: leases.clone(),
+            policy: policy.clone(),
+            metrics: metrics.clone(),
+            changed: Default::default(),
+        });
         let withdrawals = Arc::new(Withdrawals::new(
             rankings.clone(),
             snapshots,
@@ -154,7 +168,7 @@ impl Recompute {
             policy.clone(),
             tasks,
         ));
-        Self { rebuild, leases, rankings, ledger: store, policy, metrics, live, withdrawals }
+        Self { rebuild, leases, rankings, ledger: store, policy, metrics, live, withdrawals, control_passes }
     }
 
     /// The policy the recompute follows.
@@ -170,6 +184,12 @@ impl Recompute {
     /// The live passes of today, run by the service as a task of its own.
     pub fn live_passes(&self) -> Arc<LivePasses> {
         self.live.clone()
+    }
+
+    /// The control passes, which the service runs on its tracker (and a change of the
+    /// controls nudges).
+    pub fn control_passes(&self) -> Arc<ControlPasses> {
+        self.control_passes.clone()
     }
 
     /// Withdrawals of hidden products from the days' rankings.

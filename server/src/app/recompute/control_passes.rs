@@ -1,0 +1,166 @@
+//! Control passes: today's boards served again when the merchandising controls change (a put,
+//! a delete) or one starts or ends, from each board's current version (its organic board
+//! comes from the version itself: no SQL scan), under the day's lease like every change of
+//! the day's rankings.
+//!
+//! Every replica polls the controls' revision every `control_poll` (and at once after a put or
+//! delete of its own). When it moved, or a start or end passed, it looks at each of today's
+//! boards: one whose current version was served under other controls (other ids or
+//! revisions: the version notes them) is due. It then tries the day's lease: another holder is
+//! publishing (a live pass, a recompute, another replica's control pass), and its versions
+//! are served with the controls as they stand; the next poll looks again. Under the lease the
+//! boards are looked at once more, from the store's current versions, so replicas that saw the
+//! same change do not serve the same boards twice.
+
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::controls::{ControlSet, CurrentControls};
+use crate::app::lease::DayLeases;
+use crate::app::policy::Policy;
+use crate::app::snapshots::Snapshots;
+use crate::domain::snapshot::Snapshot;
+use crate::metrics::Metrics;
+use crate::metrics::controls::KindLabels;
+use crate::ports::{Fence, Form, RankingKey, RankingStore, StoreError, VersionLife, day_lease};
+
+/// What one pass did.
+enum Outcome {
+    /// Every board was already served under the controls as they stand.
+    Unchanged,
+    /// Boards were served again.
+    Published,
+    /// Another change of the day held its lease.
+    Busy,
+}
+
+/// The control passes of one replica.
+pub struct ControlPasses {
+    pub(super) controls: Arc<CurrentControls>,
+    pub(super) rankings: Arc<dyn RankingStore>,
+    pub(super) snapshots: Arc<Snapshots>,
+    pub(super) leases: Arc<DayLeases>,
+    pub(super) policy: Arc<Policy>,
+    pub(super) metrics: Arc<Metrics>,
+    /// Rings after a put or delete of this replica: a pass at once rather than at the poll.
+    pub(super) changed: Notify,
+}
+
+impl ControlPasses {
+    /// Asks for a pass now (after a change of the controls).
+    pub fn nudge(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Polls the controls until `stop`, serving today's boards again when they change.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut ticker = tokio::time::interval(self.policy.control_poll);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The revision and instant of the last look that found every board served right.
+        let mut settled: Option<(u64, i64)> = None;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = ticker.tick() => {}
+                () = self.changed.notified() => {}
+            }
+            let set = match self.controls.fresh().await {
+                Ok(set) => set,
+                Err(e) => {
+                    tracing::warn!(error = %e, "merchandising controls not read; tried again at the next poll");
+                    continue;
+                }
+            };
+            let now = self.policy.now().timestamp_micros();
+            self.count_active(&set, now);
+            let due = settled.is_none_or(|(revision, at)| {
+                revision != set.revision || set.next_boundary(at).is_some_and(|boundary| boundary <= now)
+            });
+            if !due {
+                continue;
+            }
+            let today = self.policy.today(self.policy.now());
+            let pass = tokio::select! {
+                pass = self.pass(today, &set, now) => pass,
+                // A pass cut short publishes nothing more; its day lease lapses.
+                () = stop.cancelled() => break,
+            };
+            match pass {
+                Ok(Outcome::Busy) => self.metrics.controls.pass("busy"),
+                Ok(outcome) => {
+                    settled = Some((set.revision, now));
+                    self.metrics.controls.pass(if matches!(outcome, Outcome::Published) {
+                        "published"
+                    } else {
+                        "unchanged"
+                    });
+                }
+                Err(e) => {
+                    self.metrics.controls.pass("failed");
+                    tracing::warn!(error = %e, "control pass failed; tried again at the next poll");
+                }
+            }
+        }
+    }
+
+    fn count_active(&self, set: &ControlSet, now: i64) {
+        for kind in ["pin", "boost", "exclude"] {
+            let active = set.controls.iter().filter(|c| c.action.kind() == kind && c.active_at(now)).count();
+            self.metrics
+                .controls
+                .active
+                .get_or_create(&KindLabels { kind })
+                .set(i64::try_from(active).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Today's boards whose current version is not served under `set` at `at`.
+    async fn due(
+        &self,
+        today: NaiveDate,
+        set: &ControlSet,
+        at: i64,
+    ) -> Result<Vec<(RankingKey, Arc<Snapshot>)>, StoreError> {
+        let mut due = Vec::new();
+        for whole in [RankingKey::Daily(today), RankingKey::Weekly(today)] {
+            let segments = self.rankings.published_segments(whole).await?;
+            let keys = std::iter::once(whole).chain(segments.into_iter().filter_map(|s| whole.restricted(Some(s))));
+            for key in keys {
+                // The store's current version, not a copy this replica may not have refreshed.
+                let Some(held) = self.snapshots.current(key).await? else { continue };
+                if !set.serves(key, &held.ranking, at) {
+                    due.push((key, held.ranking.clone()));
+                }
+            }
+        }
+        Ok(due)
+    }
+
+    /// One pass: the due boards of today served again under the day's lease.
+    async fn pass(&self, today: NaiveDate, set: &ControlSet, at: i64) -> Result<Outcome, StoreError> {
+        if self.due(today, set, at).await?.is_empty() {
+            return Ok(Outcome::Unchanged);
+        }
+        let Some(lease) = self.leases.try_take(&day_lease(today)).await? else { return Ok(Outcome::Busy) };
+        let fence = Fence::of(&lease);
+        let work = async {
+            // Looked at again under the lease: another replica may have served them meanwhile.
+            let due = self.due(today, set, at).await?;
+            let life =
+                VersionLife { expire_at: self.policy.daily_expiry(today), superseded_for: self.policy.snapshot_ttl };
+            for (key, current) in &due {
+                let organic = Arc::new(Snapshot::from_ranked(current.organic_board()).map_err(StoreError::ranking)?);
+                let served = set.served(*key, &organic, at, self.policy.profile.layout())?;
+                let version = self.rankings.publish_copy(*key, &served, life, Form::Full, &fence).await?;
+                self.snapshots.install_copy(*key, version, served).await;
+            }
+            Ok(due.len())
+        };
+        let served = self.leases.holding(&lease, "control pass", work).await;
+        self.leases.release(&lease).await;
+        Ok(if served? > 0 { Outcome::Published } else { Outcome::Unchanged })
+    }
+}

@@ -148,6 +148,32 @@ impl RankingClient {
         Ok(all)
     }
 
+    /// Creates or replaces a merchandising control (admin token); `expected_revision` 0 puts
+    /// whatever is stored, another value only over that revision (FAILED_PRECONDITION
+    /// otherwise). Today's boards are served with it within a second.
+    pub async fn put_control(&self, control: v1::Control, expected_revision: u64) -> Result<v1::Control, Status> {
+        let request = v1::PutControlRequest { control: Some(control), expected_revision };
+        let answer = self.unary(request, |mut c, r| async move { c.put_control(r).await }).await?;
+        answer.control.ok_or_else(|| Status::internal("PutControl answered without the control"))
+    }
+
+    /// Deletes a merchandising control (admin token); whether there was one.
+    pub async fn delete_control(&self, control_id: impl Into<String>, expected_revision: u64) -> Result<bool, Status> {
+        let request = v1::DeleteControlRequest { control_id: control_id.into(), expected_revision };
+        Ok(self.unary(request, |mut c, r| async move { c.delete_control(r).await }).await?.deleted)
+    }
+
+    /// The stored merchandising controls the request selects, by id.
+    pub async fn list_controls(&self, request: v1::ListControlsRequest) -> Result<Vec<v1::Control>, Status> {
+        Ok(self.unary(request, |mut c, r| async move { c.list_controls(r).await }).await?.controls)
+    }
+
+    /// A board as it would be served at an instant, with draft controls put and others
+    /// deleted; writes nothing.
+    pub async fn preview_top_n(&self, request: v1::PreviewTopNRequest) -> Result<v1::GetTopNResponse, Status> {
+        self.unary(request, |mut c, r| async move { c.preview_top_n(r).await }).await
+    }
+
     /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
     pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
         self.unary(request.into(), |mut c, r| async move { c.recompute(r).await }).await

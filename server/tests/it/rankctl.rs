@@ -176,3 +176,35 @@ async fn rankctl_explains_what_the_caps_kept_from_counting() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_puts_lists_previews_and_deletes_controls() {
+    let mut app = crate::helpers::TestApp::spawn(&[]).await;
+    let at = chrono::Utc::now() - chrono::Duration::seconds(30);
+    let events = (1..=3).flat_map(|p| crate::helpers::views(&format!("p{p}"), p, p as usize, at)).collect();
+    app.record(events).await;
+    app.recompute("").await;
+    let ep = format!("http://{}", app.addr);
+    let (put, listed, preview, delete, wrong) = tokio::task::spawn_blocking(move || {
+        let put = run(&ep, &["controls", "put", "campaign", "--pin", "1@1", "--note", "spring"]);
+        let listed = run(&ep, &["--json", "controls", "list", "--active"]);
+        let preview = run(&ep, &["--json", "controls", "preview", "--without", "campaign"]);
+        let delete = run(&ep, &["controls", "delete", "campaign"]);
+        let wrong = run(&ep, &["controls", "put", "bad", "--pin", "1@0"]);
+        (put, listed, preview, delete, wrong)
+    })
+    .await
+    .expect("rankctl runs");
+    assert!(put.0 && put.1.starts_with("stored campaign at revision "), "{}", put.1);
+    assert!(listed.0, "{}", listed.1);
+    assert!(listed.1.contains(r#""control_id":"campaign","kind":"pin","action":"1@1""#), "{}", listed.1);
+    assert!(listed.1.contains(r#""note":"spring""#), "{}", listed.1);
+    // Without the pin, the organic order: 3, 2, 1.
+    assert!(preview.0, "{}", preview.1);
+    let order: Vec<&str> =
+        preview.1.match_indices(r#""product_id":"#).map(|(i, _)| &preview.1[i + 13..i + 14]).collect();
+    assert_eq!(order, ["3", "2", "1"], "{}", preview.1);
+    assert_eq!(delete, (true, "deleted campaign\n".to_string()));
+    assert!(!wrong.0 && wrong.1.contains("control.pin.position"), "{}", wrong.1);
+    app.stop().await;
+}

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ranking_client::tonic::transport::{Certificate, ClientTlsConfig};
 use ranking_client::{RankingClient, events, v1};
 
+mod controls;
 mod output;
 
 use output::{entry_json, explain_json, explain_table, table};
@@ -136,6 +137,11 @@ enum Command {
         /// Entries, 1-100.
         #[arg(long, default_value_t = 10)]
         limit: u32,
+    },
+    /// Merchandising controls: pins, boosts, burials and exclusions of a board, on a schedule.
+    Controls {
+        #[command(subcommand)]
+        action: controls::ControlsAction,
     },
     /// Change the catalog: a product's segments and hidden flag.
     Catalog {
@@ -351,6 +357,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&r.products);
             }
         }
+        Command::Controls { action } => controls::run(&client, action, cli.json).await?,
         Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden, title } } => {
             let entry = v1::CatalogEntry { product_id, segments, hidden, title };
             let updated = client.update_catalog(vec![entry]).await?.updated;

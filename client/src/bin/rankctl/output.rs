@@ -13,9 +13,18 @@ pub fn entry_json(p: &v1::RankedProduct) -> String {
             )
         })
         .unwrap_or_default();
+    let controls: Vec<String> = p.control_ids.iter().map(|c| format!("{c:?}")).collect();
     format!(
-        r#"{{"rank":{},"product_id":{},"score":{},"tied_rank":{},"previous_rank":{},"rank_change":{},"top_percent":{}{breakdown}}}"#,
-        p.rank, p.product_id, p.score, p.tied_rank, p.previous_rank, p.rank_change, p.top_percent
+        r#"{{"rank":{},"product_id":{},"score":{},"tied_rank":{},"previous_rank":{},"rank_change":{},"top_percent":{},"organic_rank":{},"control_ids":[{}]{breakdown}}}"#,
+        p.rank,
+        p.product_id,
+        p.score,
+        p.tied_rank,
+        p.previous_rank,
+        p.rank_change,
+        p.top_percent,
+        p.organic_rank,
+        controls.join(",")
     )
 }
 
@@ -49,16 +58,28 @@ pub fn table(products: &[v1::RankedProduct]) {
     }
     for p in products {
         let head = format!("{:>6}  {:>6}  {:>6}  {:>7.3}", p.rank, p.tied_rank, change(p), p.top_percent);
+        // Merchandising controls acting on the entry, and where the organic ranking had it.
+        let controls = match (p.control_ids.is_empty(), p.organic_rank) {
+            (true, _) => String::new(),
+            (false, 0) => format!("  [{}] (organic: none)", p.control_ids.join(",")),
+            (false, organic) => format!("  [{}] (organic: {organic})", p.control_ids.join(",")),
+        };
         match &p.breakdown {
             Some(b) if custom => {
                 let norms: Vec<String> = b.axis_norms.iter().map(u32::to_string).collect();
-                println!("{head}  {:>12}  {:>16.12}  {:>10}  {}", p.product_id, p.score, b.main_floor, norms.join(" "));
+                println!(
+                    "{head}  {:>12}  {:>16.12}  {:>10}  {}{controls}",
+                    p.product_id,
+                    p.score,
+                    b.main_floor,
+                    norms.join(" ")
+                );
             }
             Some(b) => println!(
-                "{head}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}",
+                "{head}  {:>12}  {:>16.9}  {:>10}  {:>4}  {:>4}  {:>7}{controls}",
                 p.product_id, p.score, b.main_floor, b.view_norm, b.like_norm, b.recency_norm
             ),
-            None => println!("{head}  {:>12}  {:>16.6}", p.product_id, p.score),
+            None => println!("{head}  {:>12}  {:>16.6}{controls}", p.product_id, p.score),
         }
     }
 }

@@ -159,7 +159,7 @@ impl ControlPasses {
             }
             Ok(due.len())
         };
-        let served = self.leases.holding(&lease, "control pass", work).await;
+        let served = self.leases.holding(&lease, "control_pass", work).await;
         self.leases.release(&lease).await;
         Ok(if served? > 0 { Outcome::Published } else { Outcome::Unchanged })
     }

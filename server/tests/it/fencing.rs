@@ -14,7 +14,7 @@
 
 use chrono::{Duration as Age, Utc};
 use ranking_client::v1;
-use ranking_server::test_support::eventually;
+use ranking_server::test_support::{eventually, eventually_some};
 
 use crate::helpers::faults::{StallingProxy, VersionWatch, seed_day, signal};
 use crate::helpers::process::ServerProcess;
@@ -243,6 +243,58 @@ async fn a_write_held_until_another_replica_holds_the_day_is_refused_and_counted
     assert_eq!(metric_value(&metrics, "ranking_fenced_writes_total{kind=\"recompute\"}"), 1.0);
     let mut client = held.client.clone();
     both_serve_the_newer_ranking(&mut client, &mut other, newer, hidden).await;
+    held.stop().await;
+    other.stop().await;
+    db.drop_db().await;
+}
+
+/// A control pass held just before its write while its lease goes and another replica serves
+/// the change itself: the held write is refused and counted, and both replicas serve the other
+/// replica's version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a database server and Redis shared by replicas: make test's Redis passes"]
+async fn a_control_pass_held_past_its_lease_publishes_nothing_over_its_successor() {
+    crate::bus::assert_shared_servers();
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let flags = [format!("--redis-prefix={prefix}"), "--recompute-lease=60s".to_string()];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut held = TestApp::spawn_on(settings(&db.url, &flags)).await;
+    let at = Utc::now() - Age::seconds(30);
+    for (product, n) in [(1, 3), (2, 2), (3, 1)] {
+        held.record(crate::helpers::views(&format!("v{product}"), product, n, at)).await;
+    }
+    held.recompute("").await;
+
+    let (reached, release) = held.scheduler.recompute().faults().hold_before_publish();
+    let pin = crate::previews::pin("hero", 3, 1);
+    held.client.put_control(v1::PutControlRequest { control: Some(pin), expected_revision: 0 }).await.expect("put");
+    reached.await.expect("the control pass reached its write");
+    // Its lease is gone (as a pause past its life leaves it); a replica started now serves the
+    // pin under the day's lease itself.
+    let mut conn = crate::redis_store::redis().await;
+    let _: () = redis::AsyncCommands::del(&mut conn, lease_key(&prefix)).await.expect("DEL");
+    let mut other = TestApp::spawn_on(settings(&db.url, &flags)).await;
+    let first = |top: &v1::GetTopNResponse| top.products.first().map(|p| (p.product_id, p.control_ids.clone()));
+    let pinned = Some((3, vec!["hero".to_string()]));
+    let version = eventually_some("the other replica serves the pin", async || {
+        let top = other.top("", 10).await;
+        (first(&top) == pinned).then_some(top.version)
+    })
+    .await;
+    release.send(()).expect("released");
+    eventually("the held write refused and counted", async || {
+        crate::helpers::metric_or_zero(
+            &held.scrape_metrics().await,
+            "ranking_fenced_writes_total{kind=\"control_pass\"}",
+        ) == 1.0
+    })
+    .await;
+    eventually("both replicas serve the other's version", async || {
+        let (mine, theirs) = (held.top("", 10).await, other.top("", 10).await);
+        mine.version == version && theirs.version == version && first(&mine) == pinned
+    })
+    .await;
     held.stop().await;
     other.stop().await;
     db.drop_db().await;

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::controls::{ControlSet, CurrentControls};
+use super::publish::Publisher;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
@@ -45,6 +46,8 @@ pub struct ControlPasses {
     pub(super) leases: Arc<DayLeases>,
     pub(super) policy: Arc<Policy>,
     pub(super) metrics: Arc<Metrics>,
+    /// Where publications are held for a test (the recompute's fault points).
+    pub(super) publisher: Arc<Publisher>,
     /// Rings after a put or delete of this replica: a pass at once rather than at the poll.
     pub(super) changed: Notify,
 }
@@ -149,6 +152,9 @@ impl ControlPasses {
         let work = async {
             // Looked at again under the lease: another replica may have served them meanwhile.
             let due = self.due(today, set, at).await?;
+            if !due.is_empty() {
+                self.publisher.faults.before_publish().await;
+            }
             let life =
                 VersionLife { expire_at: self.policy.daily_expiry(today), superseded_for: self.policy.snapshot_ttl };
             for (key, current) in &due {

@@ -147,7 +147,7 @@ impl Recompute {
             catalog: store.clone(),
             leases: leases.clone(),
             rebuild: rebuild.clone(),
-            publisher,
+            publisher: publisher.clone(),
             policy: policy.clone(),
             metrics: metrics.clone(),
         });
@@ -158,6 +158,7 @@ impl Recompute {
             leases: leases.clone(),
             policy: policy.clone(),
             metrics: metrics.clone(),
+            publisher: publisher.clone(),
             changed: Default::default(),
         });
         let withdrawals = Arc::new(Withdrawals::new(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the walk-throughs verbatim: every `sh` block of README.md's "Walk-through with grpcurl",
-# of docs/API.md's "Walk-through, continued" and of README.md's "Shoppers, not requests" (which
+# of docs/API.md's "Walk-through, continued", of README.md's "Merchandising controls" and
+# "Shoppers, not requests" (which
 # starts a second server of its own), in order, against a fresh server on the
 # embedded default (a throwaway SQLite file, in-process rankings) listening where the
 # walk-throughs call it, 127.0.0.1:50051. A command that fails fails the run; then the
@@ -49,6 +50,7 @@ blocks() {
 {
   blocks README.md "## Walk-through with grpcurl"
   blocks docs/API.md "## Walk-through, continued"
+  blocks README.md "## Merchandising controls"
   blocks README.md "## Shoppers, not requests"
 } >"$WORK/walkthrough.sh"
 # The blocks name the repository's files and the server binary by their paths in a checkout.
@@ -72,6 +74,15 @@ import json, sys
 top = json.loads(sys.argv[1])
 got = [(p["productId"], p["breakdown"].get("mainFloor", "0")) for p in top["products"]]  # 0 is left out of JSON
 assert got == [("101", "8"), ("202", "0")], got
+PY
+# What the README says the controls served and previewed.
+python3 - "$WORK/pinned.json" "$WORK/preview.json" <<'PY'
+import json, sys
+pinned, preview = (json.load(open(f)) for f in sys.argv[1:3])
+got = [(p["productId"], p.get("organicRank"), p.get("controlIds", [])) for p in pinned["products"]]
+assert got == [("202", "2", ["spring-hero"]), ("101", "1", [])], got
+got = [(p["productId"], p["breakdown"].get("mainFloor", "0"), p.get("controlIds", [])) for p in preview["products"]]
+assert got == [("202", "0", ["spring-hero"]), ("101", "13", ["brand-week"])], got
 PY
 # What the README says the distinct-viewers server explains for product 7.
 python3 - "$WORK/explain-7.json" <<'PY'

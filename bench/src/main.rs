@@ -8,6 +8,7 @@
 mod bare;
 mod bus;
 mod cluster;
+mod controls;
 mod cores;
 mod fencing;
 mod freeze;
@@ -198,6 +199,14 @@ enum Scenario {
         #[arg(default_value = REDIS)]
         redis: String,
     },
+    /// Merchandising controls: a recompute with 1,000 controls against none, the
+    /// republication after a put, GetTopN(20) of the controlled board.
+    Controls {
+        #[arg(default_value_t = 1_000_000)]
+        products: i64,
+        #[arg(default_value = REDIS)]
+        redis: String,
+    },
     /// Recompute with the weekly ranking and 1,000 segments.
     Segments {
         #[arg(default_value_t = 1_000_000)]
@@ -305,6 +314,7 @@ async fn run(scenario: Scenario) {
         Scenario::Explain { products, redis } => recompute::bench_explain(products, &redis).await,
         Scenario::Watch { redis } => watch::bench_watch(&redis).await,
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
+        Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,
         Scenario::ReadPath => reads::bench_read_path().await,
         Scenario::GrpcWeb => grpc_web::bench_grpc_web().await,

@@ -18,7 +18,9 @@ use chrono::NaiveDate;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::controls::{ControlSet, CurrentControls};
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::controls::{ControlSet, CurrentControls, served_apart};
 use super::publish::Publisher;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
@@ -27,6 +29,9 @@ use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::metrics::controls::KindLabels;
 use crate::ports::{Fence, Form, RankingKey, RankingStore, StoreError, VersionLife, day_lease};
+
+/// Boards served again at once by one pass.
+const BOARDS_AT_ONCE: usize = 4;
 
 /// What one pass did.
 enum Outcome {
@@ -143,7 +148,7 @@ impl ControlPasses {
     }
 
     /// One pass: the due boards of today served again under the day's lease.
-    async fn pass(&self, today: NaiveDate, set: &ControlSet, at: i64) -> Result<Outcome, StoreError> {
+    async fn pass(&self, today: NaiveDate, set: &Arc<ControlSet>, at: i64) -> Result<Outcome, StoreError> {
         if self.due(today, set, at).await?.is_empty() {
             return Ok(Outcome::Unchanged);
         }
@@ -157,13 +162,24 @@ impl ControlPasses {
             }
             let life =
                 VersionLife { expire_at: self.policy.daily_expiry(today), superseded_for: self.policy.snapshot_ttl };
-            for (key, current) in &due {
-                let organic = Arc::new(Snapshot::from_ranked(current.organic_board()).map_err(StoreError::ranking)?);
-                let served = set.served(*key, &organic, at, self.policy.profile.layout())?;
-                let version = self.rankings.publish_copy(*key, &served, life, Form::Full, &fence).await?;
-                self.snapshots.install_copy(*key, version, served).await;
-            }
-            Ok(due.len())
+            let count = due.len();
+            // The boards at once (the daily and the weekly ranking are a million entries each on
+            // a big day): each served on a blocking thread, then published.
+            let boards = futures_util::stream::iter(due.into_iter().map(|(key, current)| {
+                let (set, layout, fence) = (set.clone(), self.policy.profile.layout().clone(), &fence);
+                async move {
+                    let organic = tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.organic_board()))
+                        .await
+                        .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
+                        .map_err(StoreError::ranking)?;
+                    let served = served_apart(set, key, Arc::new(organic), at, layout).await?;
+                    let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+                    self.snapshots.install_copy(key, version, served).await;
+                    Ok::<_, StoreError>(())
+                }
+            }));
+            boards.buffer_unordered(BOARDS_AT_ONCE).try_collect::<Vec<()>>().await?;
+            Ok(count)
         };
         let served = self.leases.holding(&lease, "control_pass", work).await;
         self.leases.release(&lease).await;

@@ -132,8 +132,23 @@ pub async fn served_now(
     organic: &Arc<Snapshot>,
 ) -> Result<Arc<Snapshot>, StoreError> {
     let set = controls.fresh().await?;
-    if set.controls.is_empty() {
-        return Ok(organic.clone());
+    served_apart(set, key, organic.clone(), served_at(policy, key.date()), policy.profile.layout().clone()).await
+}
+
+/// [`ControlSet::served`] on a blocking thread when controls act on the board (a million
+/// entries take a tenth of a second to serve): renewals, health checks and reads keep their
+/// workers.
+pub async fn served_apart(
+    set: Arc<ControlSet>,
+    key: RankingKey,
+    organic: Arc<Snapshot>,
+    at_us: i64,
+    layout: Layout,
+) -> Result<Arc<Snapshot>, StoreError> {
+    if set.acting(key, at_us).is_empty() {
+        return Ok(organic);
     }
-    set.served(key, organic, served_at(policy, key.date()), policy.profile.layout())
+    tokio::task::spawn_blocking(move || set.served(key, &organic, at_us, &layout))
+        .await
+        .map_err(|e| StoreError::Corrupt(format!("serving {key:?} stopped: {e}")))?
 }

@@ -1,0 +1,150 @@
+//! `controls`: merchandising controls on a day of `products` rows (throwaway PostgreSQL,
+//! Redis): a recompute with 1,000 active controls against one without, the republication a
+//! put sets off (from the put to the new version served) against a recompute's publication of
+//! the daily ranking, and GetTopN(20) of the controlled board against the health check of the
+//! same server, measured with h2load in the same run.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use prost::Message;
+use ranking_client::v1;
+
+use crate::helpers::{metric_value, pg};
+use crate::reads::{Shape, h2load};
+use crate::recompute::seed_day;
+use crate::serve;
+
+/// Runs of each measured case; the median is reported.
+const RUNS: usize = 3;
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn control(id: String, action: v1::control::Action) -> v1::Control {
+    v1::Control { control_id: id, action: Some(action), ..Default::default() }
+}
+
+/// 1,000 controls on the whole ranking: 100 pins, 600 boosts and buries of 10 products each,
+/// 300 exclusions of 10 products each, spread over the products.
+fn thousand(products: i64) -> Vec<v1::Control> {
+    let spread = |i: i64, k: i64| 1 + (i * 7_919 + k * 104_729) % products;
+    let mut controls = Vec::new();
+    for i in 0..100 {
+        controls.push(control(
+            format!("pin-{i}"),
+            v1::control::Action::Pin(v1::Pin { product_id: spread(i, 0), position: 1 + i as u32 * 3 }),
+        ));
+    }
+    for i in 0..600 {
+        let ids = (0..10).map(|k| spread(i + 1_000, k)).collect();
+        let points = if i % 3 == 0 { -50.0 } else { 2.5 + i as f64 };
+        controls
+            .push(control(format!("boost-{i}"), v1::control::Action::Boost(v1::Boost { product_ids: ids, points })));
+    }
+    for i in 0..300 {
+        let ids = (0..10).map(|k| spread(i + 5_000, k)).collect();
+        controls.push(control(format!("exclude-{i}"), v1::control::Action::Exclude(v1::Exclude { product_ids: ids })));
+    }
+    controls
+}
+
+pub async fn bench_controls(products: i64, redis: &str) {
+    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
+    let mut app = serve(&[
+        format!("--database-url={}", pg.url()),
+        format!("--redis-url={redis}"),
+        format!("--redis-prefix=bench-{:x}", Utc::now().timestamp_micros()),
+    ])
+    .await;
+    seed_day(&pg.url(), Utc::now().date_naive(), products).await;
+    // Server-side elapsed ms of a recompute, and its daily phase (ranking and publication of
+    // the daily ranking), in seconds.
+    let recompute = async |app: &mut crate::Running| {
+        let r = app.clients[0].recompute(v1::RecomputeRequest::default()).await.expect("recompute").into_inner();
+        let daily = metric_value(&app.app.scrape_metrics().await, "ranking_recompute_phase_seconds{phase=\"daily\"}");
+        (r.elapsed_ms as f64, daily)
+    };
+    let mut plain = Vec::new();
+    for _ in 0..RUNS {
+        plain.push(recompute(&mut app).await);
+    }
+    for c in thousand(products) {
+        let put = v1::PutControlRequest { control: Some(c), expected_revision: 0 };
+        app.clients[0].put_control(put).await.expect("put");
+    }
+    let mut controlled = Vec::new();
+    for _ in 0..RUNS {
+        controlled.push(recompute(&mut app).await);
+    }
+    // A put serves the board again: from the call to the new version served by this replica.
+    let mut republications = Vec::new();
+    for run in 0..RUNS {
+        let before = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner().version;
+        let changed = control(
+            "boost-0".into(),
+            v1::control::Action::Boost(v1::Boost { product_ids: vec![1, 2, 3], points: 10.0 + run as f64 }),
+        );
+        let started = Instant::now();
+        let put = v1::PutControlRequest { control: Some(changed), expected_revision: 0 };
+        app.clients[0].put_control(put).await.expect("put");
+        loop {
+            let top = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner();
+            if top.version != before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        republications.push(started.elapsed().as_secs_f64());
+    }
+    let (plain_ms, plain_daily) =
+        (median(plain.iter().map(|r| r.0).collect()), median(plain.iter().map(|r| r.1).collect()));
+    let (with_ms, with_daily) =
+        (median(controlled.iter().map(|r| r.0).collect()), median(controlled.iter().map(|r| r.1).collect()));
+    let republication = median(republications);
+    println!("\n## Merchandising controls ({products} products, throwaway PostgreSQL, Redis)\n");
+    println!("| measure | without controls | with 1,000 controls | ratio | target |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| recompute, server elapsed ms (median of {RUNS}) | {plain_ms:.0} | {with_ms:.0} | {:.2} | ≤ 1.05 |",
+        with_ms / plain_ms
+    );
+    println!(
+        "| daily phase (rank + publish the daily ranking), s | {plain_daily:.3} | {with_daily:.3} | {:.2} | |",
+        with_daily / plain_daily
+    );
+    println!(
+        "| a put → its version served (daily and weekly served again), s | | {republication:.3} | {:.2} of the daily phase | ≤ 0.25 |",
+        republication / with_daily
+    );
+
+    // GetTopN(20) of the controlled board against the health check, same server, same shape.
+    let addr = app.app.addr;
+    let shape = Shape { connections: 10, streams: 50 };
+    let top = v1::GetTopNRequest { limit: 20, ..Default::default() };
+    let top_len = app.clients[0].get_top_n(top.clone()).await.expect("top").into_inner().encoded_len();
+    let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
+    let mut rates = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let health = h2load(addr, "/grpc.health.v1.Health/Check", &[], health_len, shape, Duration::from_secs(5), None);
+        let served = h2load(
+            addr,
+            "/ranking.v1.RankingService/GetTopN",
+            &top.encode_to_vec(),
+            top_len,
+            shape,
+            Duration::from_secs(5),
+            None,
+        );
+        rates.0.push(health.expect("h2load health").0);
+        rates.1.push(served.expect("h2load GetTopN").0);
+    }
+    let (health, served) = (median(rates.0), median(rates.1));
+    println!(
+        "| GetTopN(20) of the controlled board, calls/s ({shape}, server in the bench process) | health check {health:.0} | {served:.0} | {:.2} of the health check | as without controls |",
+        served / health
+    );
+    app.stop().await;
+}

@@ -97,6 +97,9 @@ impl RankingService for Bare {
     ) -> Result<Response<Encoded<v1::GetTopNResponse>>, Status> {
         none()
     }
+    async fn get_catalog(&self, _: Request<v1::GetCatalogRequest>) -> Result<Response<v1::GetCatalogResponse>, Status> {
+        none()
+    }
 }
 
 /// Serves the bare server on a free port of 127.0.0.1, answering GetTopN with the encoded

@@ -148,6 +148,13 @@ impl RankingClient {
         Ok(all)
     }
 
+    /// The catalog entries (segments, hidden flag, title) of up to 1,000 products, and the
+    /// products without one.
+    pub async fn catalog(&self, product_ids: Vec<i64>) -> Result<v1::GetCatalogResponse, Status> {
+        let request = v1::GetCatalogRequest { product_ids };
+        self.unary(request, |mut c, r| async move { c.get_catalog(r).await }).await
+    }
+
     /// Creates or replaces a merchandising control (admin token); `expected_revision` 0 puts
     /// whatever is stored, another value only over that revision (FAILED_PRECONDITION
     /// otherwise). Today's boards are served with it within a second.

@@ -162,6 +162,10 @@ impl CatalogRows for NoEvents {
     ) -> Result<u64, crate::ports::StoreError> {
         Ok(0)
     }
+
+    async fn catalog_entries(&self, _: &[i64]) -> Result<Vec<crate::ports::CatalogEntry>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait::async_trait]

@@ -1,4 +1,4 @@
-//! UpdateCatalog: each product's segments, hidden flag and title, stored in SQL. Hiding takes
+//! UpdateCatalog and GetCatalog: each product's segments, hidden flag and title, stored in SQL. Hiding takes
 //! effect at once (today's rankings get a version without the product, on every replica
 //! within a poll); segment changes and un-hiding at the next recompute.
 
@@ -13,6 +13,9 @@ use crate::ports::{CatalogRows, StoreError};
 
 /// Most entries of one UpdateCatalog.
 pub const MAX_ENTRIES: usize = 10_000;
+
+/// Most products of one GetCatalog: a page's.
+pub const MAX_READ: usize = 1_000;
 
 /// Why an UpdateCatalog did not take effect.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +43,24 @@ impl Catalog {
     /// Stores in `store`; hidden products leave today's rankings through `withdrawals`.
     pub fn new(store: Arc<dyn CatalogRows>, withdrawals: Arc<Withdrawals>, policy: Arc<Policy>) -> Self {
         Self { store, withdrawals, policy }
+    }
+
+    /// The catalog entries of `ids` (1-[`MAX_READ`] products, each ≥ 1; repeats read once),
+    /// in ascending product order, and the products without one, in request order.
+    pub async fn entries(&self, ids: &[i64]) -> Result<(Vec<CatalogEntry>, Vec<i64>), CatalogError> {
+        if ids.is_empty() || ids.len() > MAX_READ {
+            return Err(
+                Invalid::field("product_ids", format!("must name 1-{MAX_READ} products, got {}", ids.len())).into()
+            );
+        }
+        if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| **id < 1) {
+            return Err(Invalid::element("product_ids", i, format!("must be >= 1, got {id}")).into());
+        }
+        let entries = self.store.catalog_entries(ids).await?;
+        let found: HashSet<i64> = entries.iter().map(|e| e.product_id).collect();
+        let mut seen = HashSet::new();
+        let missing = ids.iter().copied().filter(|id| !found.contains(id) && seen.insert(*id)).collect();
+        Ok((entries, missing))
     }
 
     /// Validates every entry (nothing is written when one is refused), stores them in one

@@ -143,6 +143,11 @@ fn axis(name: &str, a: &Axis) -> pb::AxisExplanation {
 }
 
 /// A wire catalog entry (its rules are checked by the catalog service).
+/// A stored catalog entry on the wire.
+pub fn wire_catalog_entry(e: CatalogEntry) -> pb::CatalogEntry {
+    pb::CatalogEntry { product_id: e.product_id, segments: e.segments, hidden: e.hidden, title: e.title }
+}
+
 pub fn catalog_entry(e: pb::CatalogEntry) -> CatalogEntry {
     CatalogEntry { product_id: e.product_id, segments: e.segments, hidden: e.hidden, title: e.title }
 }

@@ -215,4 +215,15 @@ impl RankingService for RankingApi {
         let answer = self.controls.preview(preview).await?;
         Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer).encode_to_vec().into())))
     }
+
+    async fn get_catalog(
+        &self,
+        request: Request<pb::GetCatalogRequest>,
+    ) -> Result<Response<pb::GetCatalogResponse>, Status> {
+        let (entries, missing) = self.catalog.entries(&request.into_inner().product_ids).await?;
+        Ok(Response::new(pb::GetCatalogResponse {
+            products: entries.into_iter().map(convert::wire_catalog_entry).collect(),
+            missing,
+        }))
+    }
 }

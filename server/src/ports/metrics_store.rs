@@ -175,6 +175,9 @@ pub trait CatalogRows: Send + Sync + 'static {
 
     /// Visits every catalog row in ascending product order, streaming.
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError>;
+
+    /// The catalog rows of `ids` (at most a page's), in ascending product order.
+    async fn catalog_entries(&self, ids: &[i64]) -> Result<Vec<CatalogEntry>, StoreError>;
 }
 
 /// What each recompute published (for ExplainRank), and the profiles versions were computed

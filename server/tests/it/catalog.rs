@@ -125,3 +125,27 @@ async fn a_refused_catalog_call_names_the_field_and_writes_nothing() {
     assert_eq!(app.client.update_catalog(ok).await.expect("valid").into_inner().updated, 1);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn get_catalog_reads_the_entries_titles_included_and_names_the_missing() {
+    let mut app = TestApp::spawn(&[]).await;
+    let mut hero = entry(7, &["brand:acme"], false);
+    hero.title = "Trail runner 2 — blue".into();
+    let plain = entry(3, &[], true);
+    app.client
+        .update_catalog(v1::UpdateCatalogRequest { products: vec![hero.clone(), plain.clone()] })
+        .await
+        .expect("update");
+    let read = v1::GetCatalogRequest { product_ids: vec![99, 7, 3, 99] };
+    let read = app.client.get_catalog(read).await.expect("GetCatalog").into_inner();
+    assert_eq!(read.products, vec![plain, hero], "ascending product id");
+    assert_eq!(read.missing, vec![99], "once");
+    for (ids, field) in
+        [(vec![], "product_ids:"), (vec![1, 0], "product_ids[1]:"), ((1..=1_001).collect(), "product_ids:")]
+    {
+        let err = app.client.get_catalog(v1::GetCatalogRequest { product_ids: ids }).await.expect_err("refused");
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(err.message().starts_with(field), "{field}: {}", err.message());
+    }
+    app.stop().await;
+}

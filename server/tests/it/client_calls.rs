@@ -130,6 +130,9 @@ impl RankingService for Scripted {
     ) -> Result<Response<Encoded<v1::GetTopNResponse>>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn get_catalog(&self, _: Request<v1::GetCatalogRequest>) -> Result<Response<v1::GetCatalogResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

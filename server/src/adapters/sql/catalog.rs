@@ -1,4 +1,5 @@
-//! `product_catalog`: UpdateCatalog's upserts and the recompute's scan.
+//! `product_catalog`: UpdateCatalog's upserts, GetCatalog's read by key and the recompute's
+//! scan.
 
 use futures_util::TryStreamExt;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
@@ -79,6 +80,30 @@ pub async fn hidden(db: &DatabaseConnection) -> Result<Vec<i64>, StoreError> {
     rows.iter().map(|r| r.try_get_by_index::<i64>(0).map_err(StoreError::database)).collect()
 }
 
+/// The rows of `ids` (at most a page's products), in ascending product order.
+pub async fn entries(db: &DatabaseConnection, ids: &[i64]) -> Result<Vec<CatalogEntry>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let select = Query::select()
+        .columns(["product_id", "hidden", "segments", "title"].map(Alias::new))
+        .from(table())
+        .and_where(Expr::col(Alias::new("product_id")).is_in(ids.iter().copied()))
+        .order_by(Alias::new("product_id"), Order::Asc)
+        .to_owned();
+    let rows = db.query_all(&select).await.map_err(StoreError::database)?;
+    rows.iter().map(|row| entry_of(row).map_err(StoreError::database)).collect()
+}
+
+fn entry_of(row: &sea_orm::QueryResult) -> Result<CatalogEntry, sea_orm::DbErr> {
+    Ok(CatalogEntry {
+        product_id: row.try_get_by_index::<i64>(0)?,
+        hidden: row.try_get_by_index::<i16>(1)? != 0,
+        segments: split(&row.try_get_by_index::<String>(2)?),
+        title: row.try_get_by_index::<String>(3)?,
+    })
+}
+
 /// Visits every catalog row in ascending product order, streaming.
 pub async fn scan(db: &DatabaseConnection, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
     let select = Query::select()
@@ -90,12 +115,7 @@ pub async fn scan(db: &DatabaseConnection, visit: &mut (dyn FnMut(CatalogEntry) 
     let mut rows = db.stream_raw(statement).await.map_err(StoreError::database)?;
     let mut count = 0;
     while let Some(row) = rows.try_next().await.map_err(StoreError::database)? {
-        visit(CatalogEntry {
-            product_id: row.try_get_by_index::<i64>(0).map_err(StoreError::database)?,
-            hidden: row.try_get_by_index::<i16>(1).map_err(StoreError::database)? != 0,
-            segments: split(&row.try_get_by_index::<String>(2).map_err(StoreError::database)?),
-            title: row.try_get_by_index::<String>(3).map_err(StoreError::database)?,
-        });
+        visit(entry_of(&row).map_err(StoreError::database)?);
         count += 1;
     }
     Ok(count)

@@ -314,6 +314,10 @@ impl CatalogRows for SqlMetricsStore {
     async fn scan_catalog(&self, visit: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
         catalog::scan(&self.db, visit).await
     }
+
+    async fn catalog_entries(&self, ids: &[i64]) -> Result<Vec<CatalogEntry>, StoreError> {
+        catalog::entries(&self.db, ids).await
+    }
 }
 
 #[async_trait]

@@ -165,6 +165,10 @@ impl CatalogRows for EpochRows {
     async fn scan_catalog(&self, _: &mut (dyn FnMut(CatalogEntry) + Send)) -> Result<u64, StoreError> {
         Ok(0)
     }
+
+    async fn catalog_entries(&self, _: &[i64]) -> Result<Vec<CatalogEntry>, StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait::async_trait]

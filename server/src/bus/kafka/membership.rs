@@ -59,6 +59,9 @@ impl ClientContext for Membership {
     }
 }
 
+/// Records' places: topic, partition, offset.
+pub(super) type Offsets<'b> = Vec<(&'b str, i32, i64)>;
+
 impl Membership {
     /// A fresh one: no revocation seen yet.
     pub(super) fn new(metrics: Arc<Metrics>, connected: Connected) -> Self {
@@ -71,19 +74,23 @@ impl Membership {
     }
 
     /// The batch's records whose partition was not revoked since its fetch began (as
-    /// topic, partition, offset), and how many records were on revoked ones.
-    pub(super) fn still_owned<'b>(&self, batch: &'b Batch<'_>) -> (Vec<(&'b str, i32, i64)>, usize) {
+    /// topic, partition, offset), and the first offset of each partition that was (its
+    /// records' offsets are not stored).
+    pub(super) fn still_owned<'b>(&self, batch: &'b Batch<'_>) -> (Offsets<'b>, Offsets<'b>) {
         let mut kept = Vec::with_capacity(batch.records.len());
         if self.generation() == batch.generation {
             kept.extend(batch.records.iter().map(|m| (m.topic(), m.partition(), m.offset())));
-            return (kept, 0);
+            return (kept, Vec::new());
         }
         let revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
-        let mut moved = 0;
+        let mut moved: Offsets<'b> = Vec::new();
         for m in &batch.records {
             let since = revoked.get(&(m.topic().to_string(), m.partition())).copied().unwrap_or(0);
             if since > batch.generation {
-                moved += 1;
+                match moved.iter_mut().find(|(t, p, _)| *t == m.topic() && *p == m.partition()) {
+                    Some(first) => first.2 = first.2.min(m.offset()),
+                    None => moved.push((m.topic(), m.partition(), m.offset())),
+                }
             } else {
                 kept.push((m.topic(), m.partition(), m.offset()));
             }

@@ -11,7 +11,8 @@
 //! - *committing after a revoke*: every revocation bumps a generation and marks the partitions
 //!   it took with it; a batch stores no offset for a partition revoked since its fetch began
 //!   (those records, committed in SQL, come again to the partition's next owner and are
-//!   DUPLICATEs), and stores the others' as usual; rebalance callbacks run inside `recv`, on
+//!   DUPLICATEs; when that owner is this consumer again, whose fetch position is already past
+//!   them, the partition is sought back to them), and stores the others' as usual; rebalance callbacks run inside `recv`, on
 //!   this task, so none can fall between the check and the store;
 //! - *assigning twice*: the assignment is left to rdkafka's own rebalance handler (eager or
 //!   incremental, as the protocol is); [`Membership`] only hooks before it (commit what is stored, drop the lag series);
@@ -47,6 +48,7 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::FutureProducer;
+use rdkafka::topic_partition_list::Offset;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
@@ -72,6 +74,9 @@ pub(crate) const RECOVERY: &str = "none";
 /// a broker restart, with the group's revocation waiting in the queue for good. A wait that
 /// ends polls the queue again.
 const QUEUE_WAIT: Duration = Duration::from_millis(250);
+
+/// Longest a seek back of a partition waits for the client.
+const SEEK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The Kafka source's settings.
 #[derive(Debug, Clone)]
@@ -360,9 +365,21 @@ impl Worker {
         {
             tracing::warn!(error = %e, "kafka commit after dead letters failed; the auto-commit sends the same offsets");
         }
-        if moved > 0 {
+        // A partition revoked during the batch and assigned back to this consumer since would
+        // never give its records again (its fetch position is past them): it is sought back to
+        // the batch's first record of it, which comes again (a DUPLICATE) and is stored then.
+        // A partition now another consumer's starts there from the committed offset anyway.
+        if !moved.is_empty() {
+            let owned = consumer.assignment().unwrap_or_default();
+            for (topic, partition, first) in &moved {
+                if owned.find_partition(topic, *partition).is_some()
+                    && let Err(e) = consumer.seek(topic, *partition, Offset::Offset(*first), SEEK_TIMEOUT)
+                {
+                    tracing::warn!(error = %e, topic, partition, "kafka seek back failed; the partition's records after it wait for its next owner");
+                }
+            }
             tracing::info!(
-                records = moved,
+                partitions = moved.len(),
                 "partitions revoked during the batch: their offsets are not stored, those records come again as duplicates"
             );
         }

@@ -185,16 +185,26 @@ impl Membership {
 /// Why a segment name is refused, for the caller's error message; `None` when it is valid:
 /// `[a-z0-9][a-z0-9_.:-]{0,63}`.
 pub fn segment_problem(name: &str) -> Option<String> {
+    name_problem(name, MAX_SEGMENT_LEN, b"_.:-")
+}
+
+/// Why a name (a segment, a control id) is refused; `None` when it is valid: 1 to `longest`
+/// bytes, a-z or 0-9 first, then a-z, 0-9 or one of `punctuation`.
+pub fn name_problem(name: &str, longest: usize, punctuation: &[u8]) -> Option<String> {
     let bytes = name.as_bytes();
     let Some(first) = bytes.first() else { return Some("must not be empty".into()) };
-    if bytes.len() > MAX_SEGMENT_LEN {
-        return Some(format!("must be at most {MAX_SEGMENT_LEN} characters, got {}", bytes.len()));
+    if bytes.len() > longest {
+        return Some(format!("must be at most {longest} characters, got {}", bytes.len()));
     }
     if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
         return Some("must start with a-z or 0-9".into());
     }
-    let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b':' | b'-');
-    bytes.iter().position(|b| !allowed(b)).map(|at| format!("may hold only a-z 0-9 _ . : - (byte {at} is not one)"))
+    let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || punctuation.contains(b);
+    let listed: Vec<String> = punctuation.iter().map(|b| char::from(*b).to_string()).collect();
+    bytes
+        .iter()
+        .position(|b| !allowed(b))
+        .map(|at| format!("may hold only a-z 0-9 {} (byte {at} is not one)", listed.join(" ")))
 }
 
 /// The stored form of a segment set: sorted, repeats removed, joined by single spaces.

@@ -20,7 +20,7 @@ pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
         Ok(pb::EventType::Retract) => Some(RawKind::Event(EventKind::Retract)),
         Ok(pb::EventType::Unspecified) | Err(_) => None,
     };
-    let occurred_at = e.occurred_at.map(timestamp).transpose()?;
+    let occurred_at = e.occurred_at.as_ref().map(|t| instant("occurred_at", t)).transpose()?;
     let (event_id, product_id, amount, signal) = (e.event_id, e.product_id, e.amount, e.signal);
     let (retracts, actor_id) = (e.retracts, e.actor_id);
     Ok(RawEvent { event_id, product_id, kind, amount, occurred_at, signal, retracts, actor_id })
@@ -31,13 +31,14 @@ pub fn raw_events(events: Vec<pb::Event>) -> Result<Vec<RawEvent>, Invalid> {
     events.into_iter().enumerate().map(|(i, e)| raw_event(e).map_err(|err| err.within_element("events", i))).collect()
 }
 
-fn timestamp(t: prost_types::Timestamp) -> Result<DateTime<Utc>, Invalid> {
+/// The instant a wire timestamp names, or why it names none, as the error of `field`.
+pub fn instant(field: &'static str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>, Invalid> {
     let nanos = u32::try_from(t.nanos)
         .ok()
         .filter(|n| *n < 1_000_000_000)
-        .ok_or_else(|| Invalid::field("occurred_at", format!("nanos must be 0-999999999, got {}", t.nanos)))?;
+        .ok_or_else(|| Invalid::field(field, format!("nanos must be 0-999999999, got {}", t.nanos)))?;
     DateTime::<Utc>::from_timestamp(t.seconds, nanos)
-        .ok_or_else(|| Invalid::field("occurred_at", format!("seconds {} is not a representable instant", t.seconds)))
+        .ok_or_else(|| Invalid::field(field, format!("seconds {} is not a representable instant", t.seconds)))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 pub mod served;
 
-use crate::catalog::{Segment, segment_problem};
+use crate::catalog::{Segment, name_problem, segment_problem};
 
 pub use served::{Served, ServedEntry, boosted, pinned_positions, serve, tied_ranks};
 
@@ -168,16 +168,7 @@ fn refuse(field: &'static str, reason: impl Into<String>) -> Result<(), Refusal>
 
 /// Why a control id is refused; `None` when it is valid: `[a-z0-9][a-z0-9_.-]{0,63}`.
 pub fn id_problem(id: &str) -> Option<String> {
-    let bytes = id.as_bytes();
-    let Some(first) = bytes.first() else { return Some("must not be empty".into()) };
-    if bytes.len() > MAX_ID_LEN {
-        return Some(format!("must be at most {MAX_ID_LEN} characters, got {}", bytes.len()));
-    }
-    if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
-        return Some("must start with a-z or 0-9".into());
-    }
-    let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-');
-    bytes.iter().position(|b| !allowed(b)).map(|at| format!("may hold only a-z 0-9 _ . - (byte {at} is not one)"))
+    name_problem(id, MAX_ID_LEN, b"_.-")
 }
 
 /// Checks what a caller may set: the id, the schedule, the note and the action's bounds.

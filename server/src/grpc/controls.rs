@@ -1,7 +1,6 @@
 //! The merchandising controls on the wire: `Control` and its actions read into the domain's
 //! (each field checked and named), and back.
 
-use chrono::DateTime;
 use ranking_proto::v1 as pb;
 
 use crate::app::controls::ControlFilter;
@@ -11,13 +10,7 @@ use crate::domain::controls::{Action, Control, Windows};
 
 /// Unix microseconds of a wire instant, the field named when it is none.
 pub fn instant_us(field: &'static str, t: &prost_types::Timestamp) -> Result<i64, Invalid> {
-    let nanos = u32::try_from(t.nanos)
-        .ok()
-        .filter(|n| *n < 1_000_000_000)
-        .ok_or_else(|| Invalid::field(field, format!("nanos must be 0-999999999, got {}", t.nanos)))?;
-    DateTime::from_timestamp(t.seconds, nanos)
-        .map(|at| at.timestamp_micros())
-        .ok_or_else(|| Invalid::field(field, format!("seconds {} is not a representable instant", t.seconds)))
+    crate::wire::instant(field, t).map(|at| at.timestamp_micros())
 }
 
 fn timestamp(us: i64) -> prost_types::Timestamp {

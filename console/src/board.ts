@@ -8,6 +8,8 @@ import { api, isAborted, isUnauthenticated } from "./api";
 import { age, clock, field, fill, h, num, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector, type Choice } from "./selector";
 import { report, type Page } from "./page";
+import { label, learnTitles } from "./names";
+import { ControlKinds } from "./marks";
 
 const SIZES = [20, 50, 100];
 
@@ -41,6 +43,10 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
   // Page 1 is live; page k > 1 comes from the token chain of one version.
   let page = 1;
   let tokens: string[] = [];
+  const kinds = new ControlKinds();
+  // Titles and control kinds read before a page is drawn, so it is drawn once, by name.
+  const learn = (products: RankedProduct[], signal: AbortSignal) =>
+    Promise.all([learnTitles(products.map((p) => p.productId), signal), kinds.learn(products, signal)]);
 
   const showVersion = () => {
     if (page > 1 || !live) return;
@@ -65,7 +71,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
         { class: moved, "data-product": String(p.productId) },
         h("td", { class: "rank" }, num(p.rank)),
         h("td", { class: "change" }, changeOf(p, change)),
-        h("th", { scope: "row" }, h("a", { href: `#/product?id=${p.productId}&${dateParams(choice)}` }, `Product ${p.productId}`)),
+        h("th", { scope: "row" }, h("a", { href: `#/product?id=${p.productId}&${dateParams(choice)}` }, label(p.productId)), kinds.marks(p)),
         h("td", { class: "score", "data-score": String(p.score) }, num(p.score)),
       );
     });
@@ -94,6 +100,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
         );
         for await (const m of stream) {
           delay = 250;
+          await learn(m.products, stop.signal);
           live = { products: m.products, version: m.version, total: m.total };
           fill(status);
           if (page === 1) {
@@ -146,6 +153,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
           tokens.push(answer.nextPageToken);
         }
         const answer = await api.getTopN({ pageToken: tokens[to - 2], limit: size }, { signal });
+        await learn(answer.products, signal);
         if (signal.aborted) return;
         page = to;
         before = new Map();

@@ -5,17 +5,19 @@ import "./style.css";
 import { access, setToken, token } from "./api";
 import { board } from "./board";
 import { catalog } from "./catalog";
+import { controls } from "./controls";
 import { h } from "./dom";
 import { movers } from "./movers";
 import type { Page } from "./page";
 import { product } from "./product";
 
-const PAGES: Record<string, Page> = { board, product, movers, catalog };
-const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", catalog: "Catalog" };
+const PAGES: Record<string, Page> = { board, product, movers, catalog, controls };
+const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", catalog: "Catalog", controls: "Controls" };
 
 const main = document.getElementById("main")!;
 const tokenButton = document.getElementById("token-button")!;
 const catalogLink = document.querySelector<HTMLElement>('a[data-page="catalog"]')!.parentElement!;
+const controlsLink = document.querySelector<HTMLElement>('a[data-page="controls"]')!.parentElement!;
 let leave: () => void = () => {};
 let panel: HTMLElement | null = null;
 
@@ -39,12 +41,10 @@ function show(): void {
   if (!namesAPage()) return;
   leave();
   const { name, params } = route();
-  if (name === "catalog" && catalogLink.hidden) {
+  const closed = { catalog: [catalogLink, "Changing the catalog needs a token that may write to it."], controls: [controlsLink, "Merchandising controls need the admin token."] } as const;
+  if ((name === "catalog" || name === "controls") && closed[name][0].hidden) {
     leave = () => {};
-    main.replaceChildren(
-      h("h1", {}, "Catalog"),
-      h("p", {}, "Changing the catalog needs a token that may write to it. Enter it with the Token button."),
-    );
+    main.replaceChildren(h("h1", {}, TITLES[name]), h("p", {}, `${closed[name][1]} Enter it with the Token button.`));
     return;
   }
   for (const link of document.querySelectorAll<HTMLAnchorElement>("nav a")) {
@@ -70,7 +70,7 @@ function openPanel(): void {
     h("button", { type: "submit" }, "Use token"),
     h("button", { type: "button", class: "link", onclick: () => { setToken(""); closePanel(); } }, "Forget"),
     h("button", { type: "button", class: "link", onclick: () => closePanel() }, "Close"),
-    h("p", { class: "hint" }, "The read token opens the board, products and movers; the catalog needs a token that may change it."),
+    h("p", { class: "hint" }, "The read token opens the board, products and movers; the catalog needs a token that may change it, the controls the admin token."),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -90,7 +90,9 @@ function closePanel(): void {
 }
 
 async function refreshAccess(): Promise<void> {
-  catalogLink.hidden = !(await access()).catalog;
+  const may = await access();
+  catalogLink.hidden = !may.catalog;
+  controlsLink.hidden = !may.admin;
 }
 
 tokenButton.addEventListener("click", openPanel);

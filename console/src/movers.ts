@@ -5,6 +5,7 @@ import { api } from "./api";
 import { field, fill, h, num, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
 import { report, type Page } from "./page";
+import { label, learnTitles } from "./names";
 
 export const movers: Page = ({ main, params, navigate, askToken }) => {
   const choice = choiceOf(params);
@@ -24,6 +25,7 @@ export const movers: Page = ({ main, params, navigate, askToken }) => {
       { window: choice.window, date: choice.date, segment: choice.segment, direction, limit: 20, withinTop: BigInt(within) },
       { signal: stop.signal },
     );
+    await learnTitles(answer.products.map((p) => p.productId), stop.signal);
     fill(
       section,
       h("h2", { id }, title),
@@ -54,6 +56,6 @@ function row(p: RankedProduct): HTMLElement {
     h("td", {}, num(p.rank)),
     h("td", {}, num(p.previousRank)),
     h("td", { class: up ? "up" : "down" }, `${up ? "▲" : "▼"} ${num(up ? p.rankChange : -p.rankChange)}`),
-    h("th", { scope: "row" }, h("a", { href: `#/product?id=${p.productId}` }, `Product ${p.productId}`)),
+    h("th", { scope: "row" }, h("a", { href: `#/product?id=${p.productId}` }, label(p.productId))),
   );
 }

@@ -8,6 +8,8 @@ import { api, isNotFound } from "./api";
 import { field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
 import { report, type Page } from "./page";
+import { label, learnTitles } from "./names";
+import { kindOf } from "./marks";
 
 /** Colours of the score's parts, in order; chosen to stay apart for colour-blind readers. */
 const PALETTE = ["#1f5fa8", "#b35900", "#2e7d32", "#7b3fa0", "#00838f", "#8d6e00", "#ad1457"];
@@ -25,7 +27,8 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
   const position = h("section", { "aria-labelledby": "position-title", id: "position" });
   const score = h("section", { "aria-labelledby": "score-title", id: "score" });
   const axes = h("section", { "aria-labelledby": "axes-title", id: "axes" });
-  fill(main, h("h1", {}, idText ? `Product ${idText}` : "Product"), form, status, position, score, axes);
+  const title = h("h1", {}, idText ? `Product ${idText}` : "Product");
+  fill(main, title, form, status, position, score, axes);
   if (!idText) {
     say(status, "Enter a product id.", "info");
     return () => {};
@@ -45,7 +48,9 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
         api.getRank({ productId, window: Window.DAILY, date: choice.date, segment: choice.segment, neighbors: 3 }, { signal: stop.signal }),
         api.explainRank({ productId, date: choice.date, segment: choice.segment }, { signal: stop.signal }),
       ]);
-      drawPosition(position, rank, choice.segment);
+      await learnTitles([productId, ...rank.above.map((e) => e.productId), ...rank.below.map((e) => e.productId)], stop.signal);
+      fill(title, label(productId));
+      drawPosition(position, rank, explained, choice.segment);
       drawScore(score, explained);
       drawAxes(axes, explained.axes);
     } catch (error) {
@@ -58,14 +63,14 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
   return () => stop.abort();
 };
 
-function drawPosition(section: HTMLElement, answer: GetRankResponse, segment: string): void {
+function drawPosition(section: HTMLElement, answer: GetRankResponse, explained: ExplainRankResponse, segment: string): void {
   const p = answer.product!;
   const row = (e: RankedProduct, self: boolean) =>
     h(
       "tr",
       { class: self ? "self" : "", "aria-current": self ? "true" : null },
       h("td", {}, num(e.rank)),
-      h("th", { scope: "row" }, self ? `Product ${e.productId}` : h("a", { href: `#/product?id=${e.productId}` }, `Product ${e.productId}`)),
+      h("th", { scope: "row" }, self ? label(e.productId) : h("a", { href: `#/product?id=${e.productId}` }, label(e.productId))),
       h("td", { class: "score" }, num(e.score)),
     );
   fill(
@@ -82,6 +87,10 @@ function drawPosition(section: HTMLElement, answer: GetRankResponse, segment: st
       h("dd", {}, `${p.topPercent.toFixed(2)} %`),
       h("dt", {}, "Yesterday"),
       h("dd", {}, p.previousRank === 0n ? "not ranked" : `rank ${num(p.previousRank)}`),
+      explained.controls.length > 0 ? [h("dt", {}, "Without controls"), h("dd", { id: "organic-rank" }, explained.organicRank === 0n ? "not ranked" : `rank ${num(explained.organicRank)}`)] : null,
+      explained.controls.length > 0
+        ? [h("dt", {}, "Controls"), h("dd", { id: "acting-controls" }, explained.controls.map((c) => `${c.controlId} (${kindOf(c)})`).join(", "))]
+        : null,
     ),
     h(
       "table",

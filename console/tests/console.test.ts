@@ -1,5 +1,5 @@
-// The console in a real browser against a real server: what the board, product, movers and
-// catalog pages show is what the API serves; they move without a reload; a wrong token is
+// The console in a real browser against a real server: what the board, product, movers,
+// catalog and controls pages show is what the API serves; they move without a reload; a wrong token is
 // refused in words; every control is reachable by keyboard; axe-core finds no violation; at
 // 360 px nothing overflows. Screenshots of each page go to target/console/.
 
@@ -11,7 +11,7 @@ import { after, before, test } from "node:test";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { EventType, Window } from "../src/gen/ranking/v1/ranking_pb";
-import { TOKENS, browser, seed, startServer, type Server } from "./harness";
+import { TOKENS, browser, eventually, seed, startServer, type Server } from "./harness";
 
 const PRODUCTS = 300;
 const SHOTS = process.env.RANKING_CONSOLE_SHOTS ?? "screenshots";
@@ -140,6 +140,8 @@ test("hiding a product on the catalog page takes it off the open board", async (
   await editor.screenshot({ path: join(SHOTS, "catalog.png"), fullPage: true });
   await page.waitForFunction((id) => !document.querySelector(`#board tbody tr[data-product="${id}"]`), third, { timeout: 60_000 });
   await server.client(TOKENS.admin).updateCatalog({ products: [{ productId: BigInt(third), hidden: false }] });
+  // Served again before the next test reads the board (its pages are of one version).
+  await eventually("the product is ranked again", async () => (await server.client(TOKENS.read).getRank({ productId: BigInt(third), window: Window.DAILY })).product !== undefined);
   await context.close();
 });
 
@@ -198,6 +200,7 @@ test("the catalog page is offered only to a token that may change the catalog", 
     if (offered) await link.waitFor();
     else await page.locator("#board tbody tr[data-product]").first().waitFor();
     assert.equal(await link.isVisible(), offered);
+    assert.equal(await page.locator('a[data-page="controls"]').isVisible(), access.admin, "the controls page is offered to the admin token alone");
     await context.close();
   }
 });
@@ -219,7 +222,77 @@ test("the movers page lists what ListMovers lists", async () => {
   await context.close();
 });
 
-const PAGES = ["#/board", "#/product?id=150", "#/movers", "#/catalog"];
+test("a pin put on the controls page is served on the board, marked, beside the organic board", async () => {
+  const reader = server.client(TOKENS.read);
+  const pinned = (await reader.getTopN({ window: Window.DAILY, offset: 40, limit: 1 })).products[0];
+  const { context, page } = await open(TOKENS.admin);
+  await page.getByRole("link", { name: "Controls" }).click();
+  await page.locator("form.control-form").waitFor();
+  await page.getByLabel("Id", { exact: true }).fill("console-pin");
+  await page.locator("form.control-form select[name=kind]").selectOption("pin");
+  await page.locator('form.control-form input[name="product"]').fill(String(pinned.productId));
+  await page.getByLabel("Position").fill("1");
+  await page.getByLabel("Note").fill("campaign");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText(/Saved console-pin \(revision \d+\)/).waitFor();
+  await page.locator('#controls tr[data-control="console-pin"]').waitFor();
+
+  // The boards side by side are PreviewTopN's, organic and served, once the pin is served.
+  const served = async () => (await reader.previewTopN({ selector: { limit: 20 } })).products.map((p) => String(p.productId));
+  const organic = (await reader.previewTopN({ selector: { limit: 20 }, organic: true })).products.map((p) => String(p.productId));
+  assert.equal((await served())[0], String(pinned.productId));
+  await page.getByRole("button", { name: "Show" }).click();
+  const column = (board: string) => page.$$eval(`table[data-board="${board}"] tbody tr`, (rows) => rows.map((r) => r.getAttribute("data-product")));
+  await page.waitForFunction((id) => document.querySelector('table[data-board="served"] tbody tr')?.getAttribute("data-product") === id, String(pinned.productId));
+  assert.deepEqual(await column("served"), await served());
+  assert.deepEqual(await column("organic"), organic);
+  assert.equal(await page.textContent('table[data-board="served"] tbody tr .mark'), "pinned");
+
+  // A draft boost previewed, not saved: served with it, stored without it.
+  const lifted = organic[10];
+  await page.getByLabel("Id", { exact: true }).fill("console-draft");
+  await page.locator("form.control-form select[name=kind]").selectOption("boost");
+  await page.getByLabel("Products", { exact: true }).fill(lifted);
+  await page.getByLabel("Points (negative buries)").fill("1000000");
+  await page.getByRole("button", { name: "Preview draft" }).click();
+  await page.getByText("Served, with the draft console-draft").waitFor();
+  const drafted = await reader.previewTopN({
+    selector: { limit: 20 },
+    drafts: [{ controlId: "console-draft", action: { case: "boost", value: { productIds: [BigInt(lifted)], points: 1_000_000 } } }],
+  });
+  assert.deepEqual(await column("served"), drafted.products.map((p) => String(p.productId)));
+  assert.deepEqual((await column("served")).slice(0, 2), [String(pinned.productId), lifted]);
+  assert.equal(await page.textContent(`table[data-board="served"] tr[data-product="${lifted}"] .mark`), "boosted");
+  assert.equal((await reader.listControls({})).controls.some((c) => c.controlId === "console-draft"), false, "a preview writes nothing");
+  await page.screenshot({ path: join(SHOTS, "controls.png"), fullPage: true });
+
+  // The board marks the pinned entry, with its organic rank.
+  await page.goto(`${server.url}/console/#/board`);
+  await page.waitForFunction((id) => document.querySelector("#board tbody tr[data-product]")?.getAttribute("data-product") === id, String(pinned.productId), { timeout: 60_000 });
+  assert.equal(await page.textContent("#board tbody tr .mark.pinned"), "pinned");
+  assert.equal(await page.textContent("#board tbody tr .organic"), `organic ${pinned.rank}`);
+  await page.screenshot({ path: join(SHOTS, "board-pinned.png"), fullPage: true });
+
+  // Deleted from the list, the pin leaves the board.
+  await page.goto(`${server.url}/console/#/controls`);
+  await page.getByRole("button", { name: "Delete console-pin" }).click();
+  await page.getByText("Deleted console-pin.").waitFor();
+  await eventually("the pin is no longer served", async () => (await reader.getTopN({ window: Window.DAILY, limit: 1 })).products[0].productId !== pinned.productId);
+  await context.close();
+});
+
+test("titles from the catalog name the products on the board", async () => {
+  const admin = server.client(TOKENS.admin);
+  const first = (await admin.getTopN({ window: Window.DAILY, limit: 1 })).products[0];
+  await admin.updateCatalog({ products: [{ productId: first.productId, title: "Trail runner 2" }] });
+  const { context, page } = await open(TOKENS.read);
+  await page.locator("#board tbody tr[data-product]").first().waitFor();
+  assert.equal(await page.textContent(`#board tr[data-product="${first.productId}"] th a`), `Trail runner 2 #${first.productId}`);
+  await admin.updateCatalog({ products: [{ productId: first.productId, title: "" }] });
+  await context.close();
+});
+
+const PAGES = ["#/board", "#/product?id=150", "#/movers", "#/catalog", "#/controls"];
 
 /** Waits until the page at `hash` has drawn what it reads. */
 async function drawn(page: Page, hash: string): Promise<void> {
@@ -228,6 +301,7 @@ async function drawn(page: Page, hash: string): Promise<void> {
     "#/product?id=150": "#main-score",
     "#/movers": "#rising-title",
     "#/catalog": "form.catalog",
+    "#/controls": "form.control-form",
   };
   await page.locator(ready[hash]).first().waitFor();
 }

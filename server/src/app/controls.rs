@@ -64,6 +64,8 @@ pub struct Preview {
     pub drafts: Vec<Control>,
     /// Ids of controls as if deleted.
     pub without: Vec<String>,
+    /// No control counts: the organic board.
+    pub organic: bool,
 }
 
 /// Most drafts and deletions of one preview.
@@ -152,7 +154,14 @@ impl Controls {
                 return Err(Invalid::element("without", i, problem).into());
             }
         }
-        let (_, mut controls) = self.store.controls().await?;
+        if preview.organic {
+            for (field, n) in [("drafts", preview.drafts.len()), ("without", preview.without.len())] {
+                if n > 0 {
+                    return Err(Invalid::field(field, "must be empty when organic is set").into());
+                }
+            }
+        }
+        let (_, mut controls) = if preview.organic { (0, Vec::new()) } else { self.store.controls().await? };
         controls.retain(|c| !preview.without.contains(&c.id) && !preview.drafts.iter().any(|d| d.id == c.id));
         // Of two drafts with one id, the later is the one put last.
         for (i, draft) in preview.drafts.iter().enumerate() {

@@ -256,6 +256,7 @@ pub fn preview(req: pb::PreviewTopNRequest, now_us: i64) -> Result<Preview, Inva
         at_us: req.at.as_ref().map(|t| controls::instant_us("at", t)).transpose()?,
         drafts,
         without: req.without,
+        organic: req.organic,
     })
 }
 

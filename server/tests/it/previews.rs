@@ -126,6 +126,7 @@ fn preview_request(
         at: at_time.map(at),
         drafts,
         without: without.into_iter().map(String::from).collect(),
+        organic: false,
     }
 }
 
@@ -196,6 +197,11 @@ async fn a_preview_serves_the_board_as_the_rules_say_at_any_instant_and_writes_n
     assert!(!preview.products.iter().any(|p| p.product_id == 7));
     assert_eq!(preview.products.last().map(|p| p.product_id), Some(5));
 
+    // The organic board, whatever acts on it.
+    let plain = v1::PreviewTopNRequest { organic: true, ..preview_request(Some(now + Age::hours(2)), vec![], vec![]) };
+    let preview = app.client.preview_top_n(plain).await.expect("preview").into_inner();
+    assert_eq!(of(&preview), of(&organic));
+
     // An hour later the later boost acts too.
     let then = now + Age::hours(2);
     let preview =
@@ -250,6 +256,8 @@ async fn a_bad_preview_names_its_field() {
             v1::PreviewTopNRequest { without: vec!["fine".into(), "Not Fine".into()], ..Default::default() },
             "without[1]:",
         ),
+        (v1::PreviewTopNRequest { organic: true, drafts: vec![pin("ok", 1, 1)], ..Default::default() }, "drafts:"),
+        (v1::PreviewTopNRequest { organic: true, without: vec!["fine".into()], ..Default::default() }, "without:"),
     ];
     for (request, field) in cases {
         let err = app.client.preview_top_n(request).await.expect_err("refused");

@@ -76,6 +76,9 @@ pub enum ControlsAction {
         /// As if this control were deleted (repeat for several).
         #[arg(long)]
         without: Vec<String>,
+        /// The organic board: no control counts.
+        #[arg(long, conflicts_with = "without")]
+        organic: bool,
         #[arg(long, default_value_t = 10)]
         limit: u32,
     },
@@ -209,11 +212,16 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
                 println!("{} {control_id}", if deleted { "deleted" } else { "no control" });
             }
         }
-        ControlsAction::Preview { segment, weekly, at, without, limit } => {
+        ControlsAction::Preview { segment, weekly, at, without, organic, limit } => {
             let window = if weekly { v1::Window::Weekly } else { v1::Window::Daily };
             let selector = v1::GetTopNRequest { window: window as i32, segment, limit, ..Default::default() };
-            let request =
-                v1::PreviewTopNRequest { selector: Some(selector), at: at.map(timestamp), drafts: Vec::new(), without };
+            let request = v1::PreviewTopNRequest {
+                selector: Some(selector),
+                at: at.map(timestamp),
+                drafts: Vec::new(),
+                without,
+                organic,
+            };
             let r = client.preview_top_n(request).await?;
             if json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();

@@ -22,6 +22,7 @@ mod reads;
 mod recompute;
 mod retention;
 mod runs;
+mod served_parts;
 mod watch;
 mod write_path;
 
@@ -207,6 +208,11 @@ enum Scenario {
         #[arg(default_value = REDIS)]
         redis: String,
     },
+    /// Where a served board's time goes, step by step, in process (no store).
+    ServedParts {
+        #[arg(default_value_t = 1_000_000)]
+        products: i64,
+    },
     /// Recompute with the weekly ranking and 1,000 segments.
     Segments {
         #[arg(default_value_t = 1_000_000)]
@@ -315,6 +321,7 @@ async fn run(scenario: Scenario) {
         Scenario::Watch { redis } => watch::bench_watch(&redis).await,
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
         Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
+        Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,
         Scenario::ReadPath => reads::bench_read_path().await,
         Scenario::GrpcWeb => grpc_web::bench_grpc_web().await,

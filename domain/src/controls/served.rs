@@ -141,58 +141,49 @@ pub fn serve<'c>(
     let pins = placed_pins(&sorted, &excluded);
     let pinned: HashSet<i64> = pins.iter().map(|p| p.product_id).collect();
 
-    // 1 and 2: the organic board without excluded products, boosts applied, sorted again.
-    let ranked = || organic.iter().zip(1u64..);
-    let taken_off: Vec<ServedEntry> = ranked()
-        .filter_map(|(e, organic_rank)| {
-            let ids = exclusions.get(&e.product_id)?;
-            Some(ServedEntry {
-                product_id: e.product_id,
-                score: e.score,
-                organic_rank,
-                organic_score: e.score,
-                control_ids: ids.iter().map(|s| s.to_string()).collect(),
-                pinned: false,
-            })
-        })
-        .collect();
-    let mut boosted: Vec<ServedEntry> = ranked()
-        .filter(|(e, _)| !excluded.contains(&e.product_id))
-        .map(|(e, organic_rank)| {
-            let (score, control_ids) = match boosts.get(&e.product_id) {
-                Some((sum, ids)) => {
-                    let score = if *sum != 0.0 { boost(e.score, *sum) } else { e.score };
-                    (score, ids.iter().map(|s| s.to_string()).collect())
-                }
-                None => (e.score, Vec::new()),
-            };
-            ServedEntry {
-                product_id: e.product_id,
-                score,
-                organic_rank,
-                organic_score: e.score,
-                control_ids,
-                pinned: false,
+    // 1 and 2 in one pass: an untouched entry keeps its place among the untouched (the organic
+    // board is in ranking order), excluded ones leave, boosted ones are set aside with their
+    // new scores and merged back in ranking order, pinned ones are set aside for step 3. The
+    // touched products are at most a few thousand: one hash lookup per entry, no sort of the
+    // board.
+    let touched: HashSet<i64> = exclusions.keys().chain(boosts.keys()).chain(pinned.iter()).copied().collect();
+    let mut untouched: Vec<ServedEntry> = Vec::with_capacity(organic.len());
+    let mut moved: Vec<ServedEntry> = Vec::new();
+    let mut placed: HashMap<i64, ServedEntry> = HashMap::new();
+    let mut taken_off: Vec<ServedEntry> = Vec::new();
+    for (e, organic_rank) in organic.iter().zip(1u64..) {
+        let mut entry = ServedEntry {
+            product_id: e.product_id,
+            score: e.score,
+            organic_rank,
+            organic_score: e.score,
+            control_ids: Vec::new(),
+            pinned: false,
+        };
+        if !touched.contains(&e.product_id) {
+            untouched.push(entry);
+            continue;
+        }
+        if let Some(ids) = exclusions.get(&e.product_id) {
+            entry.control_ids = ids.iter().map(|s| s.to_string()).collect();
+            taken_off.push(entry);
+            continue;
+        }
+        if let Some((sum, ids)) = boosts.get(&e.product_id) {
+            if *sum != 0.0 {
+                entry.score = boost(e.score, *sum);
             }
-        })
-        .collect();
-    if !boosts.is_empty() {
-        boosted.sort_by(|a, b| {
-            let (a, b) = (
-                Scored { product_id: a.product_id, score: a.score },
-                Scored { product_id: b.product_id, score: b.score },
-            );
-            ranking_order(&a, &b)
-        });
+            entry.control_ids = ids.iter().map(|s| s.to_string()).collect();
+        }
+        match pinned.contains(&e.product_id) {
+            true => drop(placed.insert(e.product_id, entry)),
+            false => moved.push(entry),
+        }
     }
+    let rest = merged(untouched, moved);
 
-    // 3: the pinned products out of the board, then each at the place it takes among all the
-    // served entries (with its score as boosted, or 0 without an organic entry).
-    let (mut placed, rest): (HashMap<i64, ServedEntry>, Vec<ServedEntry>) = {
-        let (pinned_entries, rest): (Vec<ServedEntry>, Vec<ServedEntry>) =
-            boosted.into_iter().partition(|e| pinned.contains(&e.product_id));
-        (pinned_entries.into_iter().map(|e| (e.product_id, e)).collect(), rest)
-    };
+    // 3: each pinned product at the place it takes among all the served entries (with its
+    // score as boosted, or 0 without an organic entry).
     let total = rest.len() + pins.len();
     let mut at: BTreeMap<usize, &PlacedPin> = BTreeMap::new();
     for pin in &pins {
@@ -203,27 +194,50 @@ pub fn serve<'c>(
             at.insert(i, pin);
         }
     }
+    let mut entries = Vec::with_capacity(total);
     let mut rest = rest.into_iter();
-    let entries = (0..total)
-        .filter_map(|i| match at.get(&i) {
-            Some(pin) => {
-                let mut entry = placed.remove(&pin.product_id).unwrap_or(ServedEntry {
-                    product_id: pin.product_id,
-                    score: 0.0,
-                    organic_rank: 0,
-                    organic_score: 0.0,
-                    control_ids: Vec::new(),
-                    pinned: true,
-                });
-                entry.pinned = true;
-                entry.control_ids.push(pin.control_id.to_string());
-                entry.control_ids.sort();
-                Some(entry)
-            }
-            None => rest.next(),
-        })
-        .collect();
+    for (&i, pin) in &at {
+        entries.extend(rest.by_ref().take(i - entries.len()));
+        let mut entry = placed.remove(&pin.product_id).unwrap_or(ServedEntry {
+            product_id: pin.product_id,
+            score: 0.0,
+            organic_rank: 0,
+            organic_score: 0.0,
+            control_ids: Vec::new(),
+            pinned: true,
+        });
+        entry.pinned = true;
+        entry.control_ids.push(pin.control_id.to_string());
+        entry.control_ids.sort();
+        entries.push(entry);
+    }
+    entries.extend(rest);
     Served { entries, excluded: taken_off }
+}
+
+/// Two boards in ranking order as one: `moved` (a few boosted entries, in any order) sorted
+/// and merged into `untouched`.
+fn merged(untouched: Vec<ServedEntry>, mut moved: Vec<ServedEntry>) -> Vec<ServedEntry> {
+    if moved.is_empty() {
+        return untouched;
+    }
+    let order = |a: &ServedEntry, b: &ServedEntry| {
+        ranking_order(
+            &Scored { product_id: a.product_id, score: a.score },
+            &Scored { product_id: b.product_id, score: b.score },
+        )
+    };
+    moved.sort_by(order);
+    let mut board = Vec::with_capacity(untouched.len() + moved.len());
+    let mut moved = moved.into_iter().peekable();
+    for entry in untouched {
+        while let Some(m) = moved.next_if(|m| order(m, &entry).is_lt()) {
+            board.push(m);
+        }
+        board.push(entry);
+    }
+    board.extend(moved);
+    board
 }
 
 /// The competition rank of each served entry: a pinned entry's is its own rank (its place is

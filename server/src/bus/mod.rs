@@ -30,6 +30,7 @@ use crate::ports::{Outcome, StoreError};
 pub mod decode;
 pub mod jetstream;
 pub mod kafka;
+pub mod repeats;
 
 /// The grpc.health service name of the bus sources.
 pub const HEALTH_SERVICE: &str = "ranking.bus";

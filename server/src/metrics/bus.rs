@@ -1,4 +1,4 @@
-//! The event-bus sources' metrics: records by source and outcome, lag per
+//! The event-bus sources' metrics: records by source and outcome, dead letters, lag per
 //! partition, batch time, whether each source is connected, partitions moved by rebalances.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -16,6 +16,15 @@ pub struct RecordLabels {
     /// `accepted`, `duplicate` or `invalid`; `unavailable`: in a batch the store could not
     /// take, to be tried again (counted once per attempt).
     pub outcome: &'static str,
+}
+
+/// Labels of `ranking_bus_dead_letters_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeadLetterLabels {
+    /// `kafka` or `jetstream`.
+    pub source: &'static str,
+    /// `first`, or `again`: this replica had dead-lettered the same record before.
+    pub delivery: &'static str,
 }
 
 /// Labels of `ranking_bus_lag_records`.
@@ -48,6 +57,8 @@ pub struct MoveLabels {
 pub struct BusMetrics {
     /// Records by source and outcome.
     pub records: Family<RecordLabels, Counter>,
+    /// Records delivered to the dead-letter destination, first time or again.
+    pub dead_letters: Family<DeadLetterLabels, Counter>,
     /// Records not yet consumed: Kafka high watermark − committed offset, JetStream pending.
     pub lag: Family<LagLabels, Gauge>,
     /// Seconds per batch, from its first record to its offsets stored / messages acked.
@@ -64,12 +75,18 @@ impl BusMetrics {
     pub fn registered(registry: &mut Registry) -> Self {
         let bus = Self {
             records: Family::default(),
+            dead_letters: Family::default(),
             lag: Family::default(),
             batch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             connected: Family::default(),
             partitions_moved: Family::default(),
         };
         registry.register("bus_records", "Event-bus records by source and outcome", bus.records.clone());
+        registry.register(
+            "bus_dead_letters",
+            "Records delivered to the dead-letter destination: first, or again by this replica",
+            bus.dead_letters.clone(),
+        );
         registry.register(
             "bus_lag_records",
             "Records not yet consumed (Kafka: high watermark - committed offset; JetStream: pending)",

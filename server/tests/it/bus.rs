@@ -408,6 +408,11 @@ async fn jetstream_shutdown_acknowledges_what_committed() {
     let db = app.db.as_ref().expect("db").url.clone();
     eventually("all 400 in SQL", || async { count_events(&db).await == 400 }).await;
     eventually("the poison record dead-lettered", || async { bus.dead_letters().await.len() == 1 }).await;
+    let metrics = app.scrape_metrics().await;
+    assert!(
+        metrics.contains("ranking_bus_dead_letters_total{source=\"jetstream\",delivery=\"first\"} 1\n"),
+        "one dead letter, counted as a first delivery"
+    );
     app.stop().await;
     let (delivered_unacknowledged, undelivered, floor) = bus.unacknowledged().await;
     assert_eq!((delivered_unacknowledged, undelivered, floor), (0, 0, 401), "acknowledged at the stop");

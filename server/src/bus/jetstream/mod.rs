@@ -32,6 +32,7 @@ mod pulls;
 use self::pulls::{Pulled, read_pull};
 use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
 use crate::app::ingest::Ingest;
+use crate::bus::repeats::DeadLetterLog;
 use crate::metrics::Metrics;
 use crate::metrics::bus::LagLabels;
 
@@ -64,6 +65,7 @@ pub struct JetStreamSource {
     options: JetStreamOptions,
     sink: Sink,
     metrics: Arc<Metrics>,
+    dead_letter_log: DeadLetterLog,
     connected: Connected,
 }
 
@@ -71,7 +73,8 @@ impl JetStreamSource {
     /// The source; it connects when it runs.
     pub fn new(options: JetStreamOptions, ingest: Arc<Ingest>, metrics: Arc<Metrics>, connected: Connected) -> Self {
         let sink = Sink::new(ingest, metrics.clone(), options.batch.format, SOURCE);
-        Self { options, sink, metrics, connected }
+        let dead_letter_log = DeadLetterLog::new(metrics.clone(), SOURCE);
+        Self { options, sink, metrics, connected, dead_letter_log }
     }
 
     /// Connects (and reconnects, by the client), then consumes until `stop`: one [`Step`]
@@ -315,7 +318,10 @@ impl JetStreamSource {
         let published =
             async { context.publish_with_headers(subject.clone(), headers, m.payload.clone()).await?.await };
         match published.await {
-            Ok(_) => AckKind::Term,
+            Ok(_) => {
+                self.dead_letter_log.delivered(&origin);
+                AckKind::Term
+            }
             Err(e) => {
                 tracing::warn!(error = %e, subject = %subject, "dead letter not published; the record is naked and retried");
                 AckKind::Nak(Some(Duration::from_secs(5)))

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::KafkaOptions;
 use crate::bus::Backoff;
+use crate::bus::repeats::DeadLetterLog;
 
 /// Longest a dead letter may wait in the producer's queue before its delivery counts as
 /// failed (and is retried).
@@ -39,6 +40,7 @@ pub(super) fn producer(options: &KafkaOptions) -> anyhow::Result<Option<(FutureP
 pub(super) async fn dead_letter(
     dead_letters: Option<&(FutureProducer, String)>,
     invalid: &[(&BorrowedMessage<'_>, &str)],
+    log: &DeadLetterLog,
     stop: &CancellationToken,
 ) -> bool {
     if invalid.is_empty() {
@@ -69,7 +71,11 @@ pub(super) async fn dead_letter(
                 if let Some(payload) = m.payload() {
                     record = record.payload(payload);
                 }
-                producer.send(record, DEAD_LETTER_TIMEOUT).await.map_err(|(e, _)| e)
+                let sent = producer.send(record, DEAD_LETTER_TIMEOUT).await.map_err(|(e, _)| e);
+                if sent.is_ok() {
+                    log.delivered(&origin);
+                }
+                sent
             }
         });
         let results = futures_util::future::join_all(sends).await;

@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Backoff, BatchOptions, Connected, Disposition, Sink};
 use crate::app::ingest::Ingest;
+use crate::bus::repeats::DeadLetterLog;
 use crate::metrics::Metrics;
 use membership::{Membership, next_offsets};
 
@@ -185,8 +186,10 @@ impl KafkaSource {
         let subscription = Subscription { config, topics: options.topics.clone(), metrics: metrics.clone(), connected };
         let consumer = subscription.consumer()?;
         let dead_letters = dead_letters::producer(&options)?;
+        let dead_letter_log = DeadLetterLog::new(metrics.clone(), SOURCE);
         let sink = Sink::new(ingest, metrics, options.batch.format, SOURCE);
-        Ok(Self { subscription, consumer, worker: Worker { dead_letters, sink, batch: options.batch } })
+        let worker = Worker { dead_letters, dead_letter_log, sink, batch: options.batch };
+        Ok(Self { subscription, consumer, worker })
     }
 
     /// Consumes until `stop`, then commits what is stored and closes the consumer, giving the
@@ -246,6 +249,7 @@ async fn close(consumer: GroupConsumer, grace: Duration) {
 /// What consumes: the batches' sink and the dead-letter producer.
 struct Worker {
     dead_letters: Option<(FutureProducer, String)>,
+    dead_letter_log: DeadLetterLog,
     sink: Sink,
     batch: BatchOptions,
 }
@@ -346,7 +350,7 @@ impl Worker {
                 Disposition::Recorded(_) => None,
             })
             .collect();
-        if !dead_letters::dead_letter(self.dead_letters.as_ref(), &invalid, stop).await {
+        if !dead_letters::dead_letter(self.dead_letters.as_ref(), &invalid, &self.dead_letter_log, stop).await {
             return false;
         }
         let (kept, moved) = consumer.context().still_owned(&batch);

@@ -56,8 +56,8 @@ test: test-deploy console
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
-	./scripts/walkthrough.sh
-	./scripts/console.sh test
+	./scripts/walkthrough.sh $(TARGET_DIR)/debug/ranking-server
+	RANKING_SERVER_BIN=$(TARGET_DIR)/debug/ranking-server ./scripts/console.sh test
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
 	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \
@@ -116,7 +116,7 @@ fmt:
 
 ## Benchmarks (release build): figures printed as Markdown tables, also written to
 ## target/bench-report.md. See BENCHMARKS.md for recorded runs.
-BENCH = target/release/ranking-bench
+BENCH = $(TARGET_DIR)/release/ranking-bench
 bench:
 	$(CARGO) build --release -p ranking-server -p ranking-bench
 	./scripts/test-services.sh
@@ -141,7 +141,7 @@ bench:
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
 	$(BENCH) grpc-web | tee -a target/bench-report.md
-	RANKING_SERVER_BIN=target/release/ranking-server ./scripts/console.sh bench | tee -a target/bench-report.md
+	RANKING_SERVER_BIN=$(TARGET_DIR)/release/ranking-server ./scripts/console.sh bench | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) cluster 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	seeds=$(CLUSTER_SEEDS) && $(BENCH) fencing 1000000 $(REDIS_URL_TEST) $$seeds | tee -a target/bench-report.md
 	$(BENCH) freeze $(REDIS_URL_TEST) | tee -a target/bench-report.md

@@ -100,6 +100,12 @@ impl RankingService for Bare {
     async fn get_catalog(&self, _: Request<v1::GetCatalogRequest>) -> Result<Response<v1::GetCatalogResponse>, Status> {
         none()
     }
+    async fn get_rank_history(
+        &self,
+        _: Request<v1::GetRankHistoryRequest>,
+    ) -> Result<Response<v1::GetRankHistoryResponse>, Status> {
+        none()
+    }
 }
 
 /// Serves the bare server on a free port of 127.0.0.1, answering GetTopN with the encoded

@@ -181,6 +181,12 @@ impl RankingClient {
         self.unary(request, |mut c, r| async move { c.preview_top_n(r).await }).await
     }
 
+    /// A product's rank history on a board (read token): each ended day of the range, its
+    /// best rank, days in the top 10 and 100, streak and restated days.
+    pub async fn rank_history(&self, request: v1::GetRankHistoryRequest) -> Result<v1::GetRankHistoryResponse, Status> {
+        self.unary(request, |mut c, r| async move { c.get_rank_history(r).await }).await
+    }
+
     /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
     pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
         self.unary(request.into(), |mut c, r| async move { c.recompute(r).await }).await

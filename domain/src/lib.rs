@@ -19,6 +19,7 @@
 //! - [`ranking`]: one day's population turned into encoded scores.
 //! - [`explain`]: a product's daily score taken apart (ExplainRank).
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
+//! - [`history`]: the kept tops of ended days, and a product's history over them.
 
 pub mod calendar;
 pub mod cap;
@@ -28,6 +29,7 @@ pub mod delta;
 pub mod encoding;
 pub mod event;
 pub mod explain;
+pub mod history;
 pub mod layout;
 pub mod live;
 pub mod normalize;

@@ -20,6 +20,7 @@ mod m20261202_000006_change_epochs;
 mod m20261204_000007_retractions;
 mod m20261204_000008_actor_counts;
 mod m20261205_000009_merchandising_controls;
+mod m20261205_000010_rank_history;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000007_retractions::Migration),
             Box::new(m20261204_000008_actor_counts::Migration),
             Box::new(m20261205_000009_merchandising_controls::Migration),
+            Box::new(m20261205_000010_rank_history::Migration),
         ]
     }
 }

@@ -29,6 +29,7 @@ use crate::adapters::sql::SqlMetricsStore;
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
 use crate::app::explain::Explainer;
+use crate::app::history::History;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
 use crate::app::recompute::ControlPasses;
@@ -130,6 +131,7 @@ impl Application {
         let explainer =
             Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
         let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
+        let history = Arc::new(History::new(store.clone(), policy.clone()));
         let controls = Arc::new(Controls::new(store, queries.clone(), recompute.control_passes(), policy));
         let live = recompute.live_passes();
         let control_passes = recompute.control_passes();
@@ -154,6 +156,7 @@ impl Application {
             explainer,
             catalog,
             controls,
+            history,
             watch: watch.clone(),
             recompute,
             access: Arc::new(access.clone()),

@@ -77,6 +77,32 @@ impl EventLedger for NoEvents {
     }
 }
 
+/// No history is kept: every day is kept first, and none is there to read.
+#[async_trait::async_trait]
+impl crate::ports::HistoryRows for NoEvents {
+    async fn keep_day(
+        &self,
+        _: crate::ports::HistoryBoard<'_>,
+        _: NaiveDate,
+        _: u64,
+        _: &[u8],
+        _: i64,
+    ) -> Result<crate::ports::Kept, crate::ports::StoreError> {
+        Ok(crate::ports::Kept::First)
+    }
+
+    async fn kept_days(
+        &self,
+        _: crate::ports::HistoryBoard<'_>,
+    ) -> Result<Vec<crate::domain::history::KeptDay>, crate::ports::StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn prune_history(&self, _: NaiveDate) -> Result<u64, crate::ports::StoreError> {
+        Ok(0)
+    }
+}
+
 /// No controls are ever stored: a put is refused as the database being down would be.
 #[async_trait::async_trait]
 impl crate::ports::ControlRows for NoEvents {

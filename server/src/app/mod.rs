@@ -20,6 +20,7 @@
 pub mod catalog;
 pub mod controls;
 pub mod explain;
+pub mod history;
 pub mod ingest;
 pub mod invalid;
 pub mod lease;

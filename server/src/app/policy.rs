@@ -92,7 +92,15 @@ pub struct Policy {
     /// The scoring profile: signals, main score, carry-over and tie-break axes;
     /// its fingerprint is recorded with every version.
     pub profile: Arc<ScoringProfile>,
+    /// Entries of a whole board kept per ended day (`RANKING_HISTORY_TOP`); a segment's board
+    /// keeps at most [`SEGMENT_HISTORY_TOP`].
+    pub history_top: usize,
+    /// Days of rank history kept (`RANKING_HISTORY_DAYS`).
+    pub history_days: u32,
 }
+
+/// Entries of a segment's board kept per ended day, at most.
+pub const SEGMENT_HISTORY_TOP: usize = 100;
 
 /// What a deployment sets of a [`Policy`]; the rest are the service's fixed constants or
 /// set with the `with_*` methods.
@@ -145,7 +153,21 @@ impl Policy {
             clock: Clock::System,
             max_segments: 10_000,
             profile,
+            history_top: 1_000,
+            history_days: 400,
         }
+    }
+
+    /// The same policy keeping the top `top` of each whole board per ended day, for `days`.
+    pub fn with_history(mut self, top: usize, days: u32) -> Self {
+        self.history_top = top;
+        self.history_days = days;
+        self
+    }
+
+    /// The first day of rank history kept on `today`.
+    pub fn oldest_history_day(&self, today: NaiveDate) -> NaiveDate {
+        today.checked_sub_days(chrono::Days::new(u64::from(self.history_days))).unwrap_or(today)
     }
 
     /// The same policy with live passes every `interval` (zero: none).

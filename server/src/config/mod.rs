@@ -292,6 +292,14 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_MAX_SEGMENTS", value_name = "RANKING_MAX_SEGMENTS", default_value_t = 10_000)]
     pub max_segments: usize,
 
+    /// Entries of each whole board kept per ended day in the rank history (segments: 100).
+    #[arg(long, env = "RANKING_HISTORY_TOP", value_name = "RANKING_HISTORY_TOP", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub history_top: u32,
+
+    /// Days of rank history kept.
+    #[arg(long, env = "RANKING_HISTORY_DAYS", value_name = "RANKING_HISTORY_DAYS", default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..=3_650))]
+    pub history_days: u32,
+
     /// WatchTopN streams open at once on a replica; beyond it RESOURCE_EXHAUSTED.
     #[arg(long, env = "RANKING_MAX_WATCHERS", value_name = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
     pub max_watchers: usize,
@@ -329,7 +337,8 @@ impl RankingSettings {
             .with_snapshot_ttl(self.snapshot_ttl)
             .with_max_segments(self.max_segments)
             .with_recompute_lease(self.recompute_lease)
-            .with_live_interval(self.live_interval))
+            .with_live_interval(self.live_interval)
+            .with_history(self.history_top as usize, self.history_days))
     }
 }
 

@@ -54,6 +54,11 @@ pub fn direction(value: i32) -> Result<Direction, Invalid> {
 
 /// `YYYY-MM-DD` exactly (four-digit year, nothing before or after); empty is `None`.
 pub fn date(value: &str) -> Result<Option<NaiveDate>, Invalid> {
+    named_date("date", value)
+}
+
+/// A YYYY-MM-DD date of the field `name` (empty: none).
+pub fn named_date(name: &'static str, value: &str) -> Result<Option<NaiveDate>, Invalid> {
     if value.is_empty() {
         return Ok(None);
     }
@@ -63,7 +68,7 @@ pub fn date(value: &str) -> Result<Option<NaiveDate>, Invalid> {
         .then(|| NaiveDate::parse_from_str(value, "%Y-%m-%d").ok())
         .flatten()
         .map(Some)
-        .ok_or_else(|| Invalid::field("date", format!("{} is not a date in YYYY-MM-DD form", quote(value))))
+        .ok_or_else(|| Invalid::field(name, format!("{} is not a date in YYYY-MM-DD form", quote(value))))
 }
 
 /// The ranking a read names.

@@ -8,6 +8,7 @@ pub mod connections;
 pub mod controls;
 pub mod convert;
 pub mod error;
+pub mod history;
 pub mod layers;
 pub mod rpcs;
 pub mod service;

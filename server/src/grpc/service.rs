@@ -11,10 +11,11 @@ use tonic::{Request, Response, Status};
 
 use super::auth::{self, AccessPolicy};
 use super::rpcs::Class;
-use super::{controls, convert};
+use super::{controls, convert, history};
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
 use crate::app::explain::{ExplainQuery, Explainer};
+use crate::app::history::History;
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
 use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
@@ -30,6 +31,7 @@ pub struct RankingApi {
     pub explainer: Arc<Explainer>,
     pub catalog: Arc<Catalog>,
     pub controls: Arc<Controls>,
+    pub history: Arc<History>,
     pub watch: Arc<WatchHub>,
     pub recompute: Arc<Recompute>,
     /// Which token opens which calls, for GetAccess.
@@ -225,5 +227,14 @@ impl RankingService for RankingApi {
             products: entries.into_iter().map(convert::wire_catalog_entry).collect(),
             missing,
         }))
+    }
+
+    async fn get_rank_history(
+        &self,
+        request: Request<pb::GetRankHistoryRequest>,
+    ) -> Result<Response<pb::GetRankHistoryResponse>, Status> {
+        let query = history::query(request.into_inner())?;
+        let (_, _, summary) = self.history.rank_history(query).await?;
+        Ok(Response::new(history::response(summary)))
     }
 }

@@ -231,6 +231,12 @@ pub trait ChangeFeed: Send + Sync + 'static {
 
 /// The SQL single source of truth: every port above, which one store serves. A component
 /// that needs one concern takes that port alone.
-pub trait MetricsStore: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows {}
+pub trait MetricsStore:
+    EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows
+{
+}
 
-impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows> MetricsStore for T {}
+impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows> MetricsStore
+    for T
+{
+}

@@ -2,7 +2,8 @@
 //!
 //! - [`MetricsStore`] (`metrics_store.rs`): the SQL single source of truth, as one port per
 //!   concern: [`EventLedger`], [`DayScans`], [`CatalogRows`], [`RunLog`], [`ChangeFeed`];
-//!   [`ControlRows`] (`controls.rs`), the merchandising controls.
+//!   [`ControlRows`] (`controls.rs`), the merchandising controls; [`HistoryRows`]
+//!   (`history.rs`), the kept tops of ended days.
 //! - [`RankingStore`]: the derived rankings (Redis, or the embedded in-process store).
 //! - [`LeaseLock`] (`lease.rs`): mutual exclusion of a day's work across replicas, and the
 //!   [`Fence`] its writes carry.
@@ -24,9 +25,11 @@ pub use crate::domain::snapshot::ServedParts;
 use crate::domain::snapshot::Snapshot;
 
 mod controls;
+mod history;
 mod lease;
 mod metrics_store;
 pub use controls::{ControlRows, DeleteOutcome, PutOutcome};
+pub use history::{HistoryBoard, HistoryRows, Kept};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use metrics_store::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,

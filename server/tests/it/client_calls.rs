@@ -133,6 +133,12 @@ impl RankingService for Scripted {
     async fn get_catalog(&self, _: Request<v1::GetCatalogRequest>) -> Result<Response<v1::GetCatalogResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn get_rank_history(
+        &self,
+        _: Request<v1::GetRankHistoryRequest>,
+    ) -> Result<Response<v1::GetRankHistoryResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

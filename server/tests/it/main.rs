@@ -25,6 +25,7 @@ mod frozen;
 mod grpc_metrics;
 mod grpc_web;
 mod hardening;
+mod history;
 mod hostile_web;
 use ranking_test_kit as helpers;
 mod kafka_faults;

@@ -208,3 +208,32 @@ async fn rankctl_puts_lists_previews_and_deletes_controls() {
     assert!(!wrong.0 && wrong.1.contains("control.pin.position"), "{}", wrong.1);
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_history_shows_an_ended_days_rank() {
+    let mut app = crate::helpers::TestApp::spawn(&[]).await;
+    let yesterday = chrono::Utc::now().date_naive() - chrono::Days::new(1);
+    let noon = yesterday.and_hms_opt(12, 0, 0).expect("noon").and_utc();
+    app.record(vec![
+        crate::helpers::event("h-1", 7, ranking_client::v1::EventType::Order, 5_000, noon),
+        crate::helpers::event("h-2", 8, ranking_client::v1::EventType::View, 0, noon),
+    ])
+    .await;
+    app.recompute(&yesterday.to_string()).await;
+    let endpoint = format!("http://{}", app.addr);
+    let day = yesterday.to_string();
+    let (json, table, refused) = tokio::task::spawn_blocking(move || {
+        let json = run(&endpoint, &["--json", "history", "7", "--from", &day, "--to", &day]);
+        let table = run(&endpoint, &["history", "8", "--from", &day, "--to", &day]);
+        let refused = run(&endpoint, &["history", "7", "--from", "soon"]);
+        (json, table, refused)
+    })
+    .await
+    .expect("rankctl");
+    assert!(json.0, "{}", json.1);
+    assert!(json.1.starts_with(&format!(r#"{{"best_rank":1,"best_rank_date":"{yesterday}","#)), "{}", json.1);
+    assert!(json.1.contains(&format!(r#"{{"date":"{yesterday}","rank":1,"organic_rank":1,"#)), "{}", json.1);
+    assert!(table.0 && table.1.contains("best rank 2"), "{}", table.1);
+    assert!(!refused.0 && refused.1.contains("InvalidArgument") && refused.1.contains("from:"), "{}", refused.1);
+    app.stop().await;
+}

@@ -9,6 +9,7 @@ use ranking_client::tonic::transport::{Certificate, ClientTlsConfig};
 use ranking_client::{RankingClient, events, v1};
 
 mod controls;
+mod history;
 mod output;
 
 use output::{entry_json, explain_json, explain_table, table};
@@ -138,6 +139,8 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         limit: u32,
     },
+    /// A product's rank on each ended day (the last 90 by default), its best rank and streak.
+    History(history::HistoryArgs),
     /// Merchandising controls: pins, boosts, burials and exclusions of a board, on a schedule.
     Controls {
         #[command(subcommand)]
@@ -358,6 +361,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Controls { action } => controls::run(&client, action, cli.json).await?,
+        Command::History(args) => history::run(&client, args, cli.json).await?,
         Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden, title } } => {
             let entry = v1::CatalogEntry { product_id, segments, hidden, title };
             let updated = client.update_catalog(vec![entry]).await?.updated;

@@ -8,6 +8,7 @@
 //! - [`dialect`]: every difference between the engines;
 //! - [`catalog`]: `product_catalog` (UpdateCatalog, and the recompute's scan of it);
 //! - [`controls`]: the merchandising controls and their revision;
+//! - [`history`]: the kept tops of ended days (rank history);
 //! - [`partitions`]: the day partitions of `events` and `actor_counts` on PostgreSQL
 //!   (created ahead, dropped by retention);
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
@@ -20,6 +21,7 @@ pub mod catalog;
 pub mod changes;
 pub mod controls;
 pub mod dialect;
+pub mod history;
 mod ledger;
 mod metrics_row;
 pub mod partitions;
@@ -45,11 +47,12 @@ use tokio::sync::Mutex;
 use self::dialect::{Dialect, Read};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::controls::Control;
+use crate::domain::history::KeptDay;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::metrics::SqlLimitLabels;
 use crate::ports::{
-    CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, ProductDay, PutOutcome,
-    RankingRun, RunLog, StoreError,
+    CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, HistoryBoard, HistoryRows,
+    Kept, ProductDay, PutOutcome, RankingRun, RunLog, StoreError,
 };
 
 /// Connection settings of the SQL store.
@@ -343,6 +346,30 @@ impl ControlRows for SqlMetricsStore {
 
     async fn control_revision(&self) -> Result<u64, StoreError> {
         controls::current_revision(&self.db).await
+    }
+}
+
+#[async_trait]
+impl HistoryRows for SqlMetricsStore {
+    async fn keep_day(
+        &self,
+        board: HistoryBoard<'_>,
+        date: NaiveDate,
+        version: u64,
+        top: &[u8],
+        kept_at_us: i64,
+    ) -> Result<Kept, StoreError> {
+        let _gate = self.write_turn().await;
+        history::keep_day(&self.db, board, date, version, top, kept_at_us).await
+    }
+
+    async fn kept_days(&self, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError> {
+        history::kept_days(&self.db, board).await
+    }
+
+    async fn prune_history(&self, before: NaiveDate) -> Result<u64, StoreError> {
+        let _gate = self.write_turn().await;
+        history::prune(&self.db, before).await
     }
 }
 

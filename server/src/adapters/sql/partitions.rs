@@ -1,6 +1,7 @@
 //! Day partitions on PostgreSQL of `events` (migration `m20261201_000003`) and of
 //! `actor_counts` (`m20261204_000008`): one partition per `metric_date`, named
-//! `events_YYYYMMDD` / `actor_counts_YYYYMMDD`, plus `…_default` for a day that has none.
+//! `events_YYYYMMDD` / `actor_counts_YYYYMMDD`, plus `…_default` for a day that has none;
+//! and month partitions of `rank_history` (below).
 //!
 //! The store creates the partitions of the days about to receive events (at start-up and at
 //! every retention run: from the oldest retained day to [`AHEAD_DAYS`] after today, UTC, which
@@ -63,7 +64,9 @@ pub async fn ensure(db: &DatabaseConnection, from: NaiveDate, to: NaiveDate) -> 
 pub async fn ensure_ahead(db: &DatabaseConnection, oldest: NaiveDate) -> Result<(), StoreError> {
     let today = Utc::now().date_naive();
     let to = today.checked_add_days(Days::new(AHEAD_DAYS)).unwrap_or(today);
-    ensure(db, oldest.min(today), to).await
+    ensure(db, oldest.min(today), to).await?;
+    // The history's month partitions, over the same days and the month after them.
+    ensure_months(db, oldest.min(today), to.checked_add_months(chrono::Months::new(1)).unwrap_or(to)).await
 }
 
 /// Drops the partitions of days before `day`, of every partitioned table; returns the days
@@ -71,17 +74,7 @@ pub async fn ensure_ahead(db: &DatabaseConnection, oldest: NaiveDate) -> Result<
 pub async fn drop_before(db: &DatabaseConnection, day: NaiveDate) -> Result<Vec<NaiveDate>, StoreError> {
     let mut dropped = Vec::new();
     for table in PARTITIONED {
-        let rows = db
-            .query_all_raw(Statement::from_sql_and_values(
-                db.get_database_backend(),
-                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-                 WHERE i.inhparent = $1::regclass",
-                vec![Value::from(table)],
-            ))
-            .await
-            .map_err(StoreError::database)?;
-        for row in rows {
-            let name: String = row.try_get_by_index(0).map_err(StoreError::database)?;
+        for name in partitions_of(db, table).await? {
             let Some(date) = day_of(table, &name).filter(|d| *d < day) else { continue };
             // The name was read from the catalog and matched the table's name + 8 digits.
             db.execute_unprepared(&format!("DROP TABLE IF EXISTS \"{name}\"")).await.map_err(StoreError::database)?;
@@ -93,9 +86,89 @@ pub async fn drop_before(db: &DatabaseConnection, day: NaiveDate) -> Result<Vec<
     Ok(dropped)
 }
 
+/// Month partitions on PostgreSQL of `rank_history` (migration `m20261205_000010`): one per
+/// calendar month of `day`, named `rank_history_YYYYMM`, plus `rank_history_default`. A kept
+/// day is one row per board, so a month is a few thousand rows: months, not days, keep the
+/// partitions few over 400 days.
+pub const MONTHLY: [&str; 1] = ["rank_history"];
+
+/// Creates the missing month partitions of `$table` for the months of `$1..=$2`.
+const ENSURE_MONTHS: &str = r"
+DO $$
+DECLARE m date;
+BEGIN
+    FOR m IN SELECT generate_series(date_trunc('month', $1::date), $2::date, interval '1 month')::date LOOP
+        IF to_regclass('$table_' || to_char(m, 'YYYYMM')) IS NULL THEN
+            BEGIN
+                EXECUTE format('CREATE TABLE %I PARTITION OF $table FOR VALUES FROM (%L) TO (%L)',
+                               '$table_' || to_char(m, 'YYYYMM'), m, (m + interval '1 month')::date);
+            EXCEPTION WHEN duplicate_table OR unique_violation OR check_violation THEN
+                NULL;
+            END;
+        END IF;
+    END LOOP;
+END $$;
+";
+
+/// Creates the month partitions of every monthly table from `from`'s month to `to`'s.
+pub async fn ensure_months(db: &DatabaseConnection, from: NaiveDate, to: NaiveDate) -> Result<(), StoreError> {
+    for table in MONTHLY {
+        let sql = ENSURE_MONTHS
+            .replace("$1", &format!("'{from}'"))
+            .replace("$2", &format!("'{to}'"))
+            .replace("$table", table);
+        db.execute_unprepared(&sql).await.map_err(StoreError::database)?;
+    }
+    Ok(())
+}
+
+/// The first day of the month of a partition of `table` named `{table}_YYYYMM`.
+pub fn month_of(table: &str, partition: &str) -> Option<NaiveDate> {
+    let digits = partition.strip_prefix(table)?.strip_prefix('_')?;
+    if digits.len() != 6 {
+        return None;
+    }
+    NaiveDate::parse_from_str(&format!("{digits}01"), "%Y%m%d").ok()
+}
+
+/// Drops the partitions of `table` whose whole month is before `day`.
+pub async fn drop_months_before(db: &DatabaseConnection, table: &str, day: NaiveDate) -> Result<(), StoreError> {
+    for name in partitions_of(db, table).await? {
+        let Some(month) = month_of(table, &name) else { continue };
+        let Some(next) = month.checked_add_months(chrono::Months::new(1)) else { continue };
+        if next <= day {
+            // The name was read from the catalog and matched the table's name + 6 digits.
+            db.execute_unprepared(&format!("DROP TABLE IF EXISTS \"{name}\"")).await.map_err(StoreError::database)?;
+        }
+    }
+    Ok(())
+}
+
+/// The names of `table`'s partitions.
+async fn partitions_of(db: &DatabaseConnection, table: &str) -> Result<Vec<String>, StoreError> {
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE i.inhparent = $1::regclass",
+            vec![Value::from(table)],
+        ))
+        .await
+        .map_err(StoreError::database)?;
+    rows.iter().map(|row| row.try_get_by_index::<String>(0).map_err(StoreError::database)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_month_partitions_have_a_month() {
+        assert_eq!(month_of("rank_history", "rank_history_202612"), NaiveDate::from_ymd_opt(2026, 12, 1));
+        assert_eq!(month_of("rank_history", "rank_history_default"), None);
+        assert_eq!(month_of("rank_history", "rank_history_20261201"), None);
+        assert_eq!(month_of("rank_history", "rank_history_202613"), None);
+    }
 
     #[test]
     fn only_day_partitions_have_a_day() {

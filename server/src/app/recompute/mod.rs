@@ -44,12 +44,15 @@ use super::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::PopulationStats;
 use crate::metrics::Metrics;
-use crate::ports::{EventLedger, Fence, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError};
+use crate::ports::{
+    EventLedger, Fence, HistoryRows, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError,
+};
 
 mod build;
 mod control_passes;
 mod controls;
 pub mod faults;
+mod keep;
 mod live;
 mod publish;
 mod withdraw;
@@ -102,6 +105,7 @@ pub struct Recompute {
     leases: Arc<DayLeases>,
     rankings: Arc<dyn RankingStore>,
     ledger: Arc<dyn EventLedger>,
+    history: Arc<dyn HistoryRows>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
     live: Arc<LivePasses>,
@@ -132,6 +136,7 @@ impl Recompute {
             policy: policy.clone(),
             metrics: metrics.clone(),
             controls: controls.clone(),
+            history: keep::HistoryKeeper { rows: store.clone(), policy: policy.clone() },
             faults: FaultPoints::default(),
         });
         let rebuild = Arc::new(Rebuild {
@@ -169,7 +174,18 @@ impl Recompute {
             policy.clone(),
             tasks,
         ));
-        Self { rebuild, leases, rankings, ledger: store, policy, metrics, live, withdrawals, control_passes }
+        Self {
+            rebuild,
+            leases,
+            rankings,
+            ledger: store.clone(),
+            history: store,
+            policy,
+            metrics,
+            live,
+            withdrawals,
+            control_passes,
+        }
     }
 
     /// The policy the recompute follows.
@@ -241,8 +257,11 @@ impl Recompute {
     /// Deletes events, daily metrics and their ledger entries that retention no longer
     /// keeps at `now`. Returns the rows deleted.
     pub async fn prune(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
-        let oldest_day = self.policy.oldest_retained_day(self.policy.today(now));
-        self.ledger.prune(self.policy.events_pruned_before(now), oldest_day, PRUNE_CHUNK).await
+        let today = self.policy.today(now);
+        let oldest_day = self.policy.oldest_retained_day(today);
+        let events = self.ledger.prune(self.policy.events_pruned_before(now), oldest_day, PRUNE_CHUNK).await?;
+        let days = self.history.prune_history(self.policy.oldest_history_day(today)).await?;
+        Ok(events + days)
     }
 
     /// Recency of day `date`, measured from its start to its end.

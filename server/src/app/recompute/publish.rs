@@ -12,6 +12,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use super::Computed;
 use super::controls::{CurrentControls, served_at, served_now};
 use super::faults::FaultPoints;
+use super::keep::HistoryKeeper;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::catalog::{Membership, Segment};
@@ -59,6 +60,8 @@ pub(super) struct Publisher {
     pub metrics: Arc<Metrics>,
     /// The merchandising controls every published board is served with.
     pub controls: Arc<CurrentControls>,
+    /// Where the boards of ended days are kept as their history.
+    pub history: HistoryKeeper,
     /// Where a test holds the work before it writes.
     pub faults: FaultPoints,
 }
@@ -88,6 +91,7 @@ impl Publisher {
         self.faults.before_publish().await;
         let version = self.rankings.publish_copy(key, &served, life, form, fence).await?;
         self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
+        self.history.keep(key, version, &served).await?;
         self.snapshots.install_copy(key, version, served).await;
         Ok(version)
     }
@@ -211,6 +215,7 @@ impl Publisher {
                 },
             }
         }
+        self.history.keep_all(&copies).await?;
         // Installed together: one swap of this replica's copies rather than one per segment.
         self.snapshots.install_copies(copies).await;
         self.rankings.record_segments(whole_key, &published, life.expire_at).await

@@ -186,6 +186,13 @@ impl Dialect {
         }
     }
 
+    /// Whether a select can lock the rows it reads to the commit (`FOR UPDATE`). SQLite has
+    /// no row locks: its writer holds the database's write lock, and this process's writers
+    /// take turns ([`Self::serialises_writers`]).
+    pub fn locks_rows(self) -> bool {
+        !matches!(self, Self::Sqlite)
+    }
+
     /// Whether an insert can report which rows it inserted (`RETURNING`).
     pub fn returns_inserted(self) -> bool {
         self == Self::Postgres
@@ -252,7 +259,8 @@ impl Dialect {
         }
     }
 
-    /// Whether `events` is partitioned by day (PostgreSQL; [`super::partitions`]).
+    /// Whether `events` is partitioned by day and `rank_history` by month (PostgreSQL;
+    /// [`super::partitions`]).
     pub fn partitions_events(self) -> bool {
         matches!(self, Self::Postgres)
     }

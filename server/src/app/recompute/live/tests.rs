@@ -149,6 +149,31 @@ impl crate::ports::ControlRows for EpochRows {
 }
 
 #[async_trait::async_trait]
+impl crate::ports::HistoryRows for EpochRows {
+    async fn keep_day(
+        &self,
+        board: crate::ports::HistoryBoard<'_>,
+        date: NaiveDate,
+        version: u64,
+        top: &[u8],
+        at: i64,
+    ) -> Result<crate::ports::Kept, StoreError> {
+        crate::test_support::NoEvents.keep_day(board, date, version, top, at).await
+    }
+
+    async fn kept_days(
+        &self,
+        board: crate::ports::HistoryBoard<'_>,
+    ) -> Result<Vec<crate::domain::history::KeptDay>, StoreError> {
+        crate::test_support::NoEvents.kept_days(board).await
+    }
+
+    async fn prune_history(&self, before: NaiveDate) -> Result<u64, StoreError> {
+        crate::test_support::NoEvents.prune_history(before).await
+    }
+}
+
+#[async_trait::async_trait]
 impl CatalogRows for EpochRows {
     async fn update_catalog(&self, _: &[CatalogEntry]) -> Result<(), StoreError> {
         Ok(())

@@ -1,0 +1,158 @@
+//! `rank_history`: the kept top of each board's ended days, one row per board (window,
+//! segment, profile) and day, with the version it was kept from and how often it was
+//! restated. A day is kept in one transaction that reads its row (locked where the engine
+//! can) and writes it only from a newer version; a product's history is one range read of
+//! its board's rows (the primary key's prefix). Retention drops PostgreSQL's month partitions
+//! before the cutoff and deletes the rest row by row.
+
+use chrono::NaiveDate;
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockType, Order, Query, SelectStatement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+
+use super::dialect::Dialect;
+use super::partitions;
+use crate::domain::history::KeptDay;
+use crate::ports::{HistoryBoard, Kept, StoreError};
+
+fn table() -> Alias {
+    Alias::new("rank_history")
+}
+
+fn col(name: &str) -> Expr {
+    Expr::col(Alias::new(name))
+}
+
+/// The window's code in `board_window`: as the API numbers it (1 daily, 3 weekly).
+fn window_code(board: &HistoryBoard<'_>) -> i16 {
+    if board.weekly { 3 } else { 1 }
+}
+
+fn of_board(select: &mut SelectStatement, board: &HistoryBoard<'_>) {
+    select
+        .and_where(col("board_window").eq(window_code(board)))
+        .and_where(col("segment").eq(board.segment.as_ref().map_or("", |s| s.as_str())))
+        .and_where(col("profile").eq(board.profile));
+}
+
+/// Keeps `top` as `board`'s day `date` from `version` (see [`crate::ports::HistoryRows`]). Two
+/// writers of a day's first row meet at the primary key: the loser reads the winner's row
+/// and decides again.
+pub async fn keep_day(
+    db: &DatabaseConnection,
+    board: HistoryBoard<'_>,
+    date: NaiveDate,
+    version: u64,
+    top: &[u8],
+    kept_at_us: i64,
+) -> Result<Kept, StoreError> {
+    match keep_once(db, board, date, version, top, kept_at_us).await {
+        Err(first) => match keep_once(db, board, date, version, top, kept_at_us).await {
+            Ok(kept) => Ok(kept),
+            Err(_) => Err(first),
+        },
+        kept => kept,
+    }
+}
+
+async fn keep_once(
+    db: &DatabaseConnection,
+    board: HistoryBoard<'_>,
+    date: NaiveDate,
+    version: u64,
+    top: &[u8],
+    kept_at_us: i64,
+) -> Result<Kept, StoreError> {
+    let version = i64::try_from(version).map_err(|_| StoreError::Corrupt(format!("version {version} too large")))?;
+    let txn = db.begin().await.map_err(StoreError::database)?;
+    let mut select = Query::select()
+        .columns([Alias::new("version"), Alias::new("top_entries"), Alias::new("restated")])
+        .from(table())
+        .and_where(col("day").eq(date))
+        .to_owned();
+    of_board(&mut select, &board);
+    if Dialect::of(db.get_database_backend()).locks_rows() {
+        select.lock(LockType::Update);
+    }
+    let kept = txn.query_one(&select).await.map_err(StoreError::database)?;
+    let outcome = match kept {
+        // Nothing ranked on a day never kept (a recompute of a day before its events came):
+        // nothing to keep, and its first real top is not a restatement.
+        None if top.is_empty() => Kept::Unchanged,
+        None => {
+            let insert = Query::insert()
+                .into_table(table())
+                .columns(
+                    ["board_window", "segment", "profile", "day", "version", "top_entries", "restated", "kept_at_us"]
+                        .map(Alias::new),
+                )
+                .values_panic([
+                    window_code(&board).into(),
+                    board.segment.as_ref().map_or("", |s| s.as_str()).into(),
+                    board.profile.into(),
+                    date.into(),
+                    version.into(),
+                    top.to_vec().into(),
+                    0i32.into(),
+                    kept_at_us.into(),
+                ])
+                .to_owned();
+            txn.execute(&insert).await.map_err(StoreError::database)?;
+            Kept::First
+        }
+        Some(row) => {
+            let kept_version: i64 = row.try_get_by_index(0).map_err(StoreError::database)?;
+            let kept_top: Vec<u8> = row.try_get_by_index(1).map_err(StoreError::database)?;
+            let restated: i32 = row.try_get_by_index(2).map_err(StoreError::database)?;
+            if kept_version >= version {
+                return Ok(Kept::Stale);
+            }
+            let same = kept_top == top;
+            let mut update = Query::update()
+                .table(table())
+                .value(Alias::new("version"), version)
+                .value(Alias::new("kept_at_us"), kept_at_us)
+                .and_where(col("day").eq(date))
+                .and_where(col("board_window").eq(window_code(&board)))
+                .and_where(col("segment").eq(board.segment.as_ref().map_or("", |s| s.as_str())))
+                .and_where(col("profile").eq(board.profile))
+                .to_owned();
+            if !same {
+                update.value(Alias::new("top_entries"), top.to_vec()).value(Alias::new("restated"), restated + 1);
+            }
+            txn.execute(&update).await.map_err(StoreError::database)?;
+            if same { Kept::Unchanged } else { Kept::Restated }
+        }
+    };
+    txn.commit().await.map_err(StoreError::database)?;
+    Ok(outcome)
+}
+
+/// Every kept day of `board`, oldest first.
+pub async fn kept_days(db: &DatabaseConnection, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError> {
+    let mut select = Query::select()
+        .columns([Alias::new("day"), Alias::new("top_entries"), Alias::new("restated")])
+        .from(table())
+        .order_by(Alias::new("day"), Order::Asc)
+        .to_owned();
+    of_board(&mut select, &board);
+    let rows = db.query_all(&select).await.map_err(StoreError::database)?;
+    rows.into_iter()
+        .map(|row| {
+            let restated: i32 = row.try_get_by_index(2).map_err(StoreError::database)?;
+            Ok(KeptDay {
+                date: row.try_get_by_index(0).map_err(StoreError::database)?,
+                top: row.try_get_by_index(1).map_err(StoreError::database)?,
+                restated: u32::try_from(restated).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// Deletes the days before `before` (on PostgreSQL, whole months' partitions first).
+pub async fn prune(db: &DatabaseConnection, before: NaiveDate) -> Result<u64, StoreError> {
+    if Dialect::of(db.get_database_backend()).partitions_events() {
+        partitions::drop_months_before(db, "rank_history", before).await?;
+    }
+    let delete = Query::delete().from_table(table()).and_where(col("day").lt(before)).to_owned();
+    Ok(db.execute(&delete).await.map_err(StoreError::database)?.rows_affected())
+}

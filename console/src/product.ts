@@ -4,12 +4,13 @@
 
 import type { AxisExplanation, ExplainRankResponse, GetRankResponse, RankedProduct } from "./gen/ranking/v1/ranking_pb";
 import { Window } from "./gen/ranking/v1/ranking_pb";
-import { api, isNotFound } from "./api";
+import { api, describe, isNotFound } from "./api";
 import { field, fill, h, num, say, statusLine } from "./dom";
 import { choiceOf, paramsOf, selector } from "./selector";
 import { report, type Page } from "./page";
 import { label, learnTitles } from "./names";
 import { kindOf } from "./marks";
+import { drawHistory } from "./history";
 
 /** Colours of the score's parts, in order; chosen to stay apart for colour-blind readers. */
 const PALETTE = ["#1f5fa8", "#b35900", "#2e7d32", "#7b3fa0", "#00838f", "#8d6e00", "#ad1457"];
@@ -27,8 +28,9 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
   const position = h("section", { "aria-labelledby": "position-title", id: "position" });
   const score = h("section", { "aria-labelledby": "score-title", id: "score" });
   const axes = h("section", { "aria-labelledby": "axes-title", id: "axes" });
+  const past = h("section", { "aria-labelledby": "history-title", id: "history" });
   const title = h("h1", {}, idText ? `Product ${idText}` : "Product");
-  fill(main, title, form, status, position, score, axes);
+  fill(main, title, form, status, position, past, score, axes);
   if (!idText) {
     say(status, "Enter a product id.", "info");
     return () => {};
@@ -41,6 +43,15 @@ export const product: Page = ({ main, params, navigate, askToken }) => {
     return () => {};
   }
   const stop = new AbortController();
+
+  // The last 90 ended days of the same board, drawn when they come (a page without them
+  // still shows the rest).
+  void api
+    .getRankHistory({ productId, segment: choice.segment, window: Window.DAILY }, { signal: stop.signal })
+    .then((answer) => drawHistory(past, answer))
+    .catch((error) => {
+      if (!stop.signal.aborted) fill(past, h("h2", { id: "history-title" }, "History"), h("p", {}, `No history: ${describe(error)}`));
+    });
 
   void (async () => {
     try {

@@ -121,6 +121,13 @@ test("the product page's drawn parts sum to the served main score, and its norms
   assert.deepEqual(norms, explained.axes.map((a) => [a.axis, String(a.norm)]));
   const rank = await server.client(TOKENS.read).getRank({ productId: id, window: Window.DAILY });
   assert.equal(await page.textContent("#rank"), `${rank.product!.rank} of ${rank.total}`);
+  // The last 90 days: the kept history of the daily board (yesterday was recomputed ended).
+  const past = await server.client(TOKENS.read).getRankHistory({ productId: id });
+  await page.locator("#best-rank").waitFor();
+  assert.ok(past.bestRank > 0n, "yesterday's board is kept");
+  assert.equal(await page.textContent("#best-rank"), `${fmt.format(past.bestRank)} on ${past.bestRankDate}`);
+  const dots = await page.$$eval("circle.rank-dot", (cs) => cs.map((c) => [c.getAttribute("data-date"), c.getAttribute("data-rank")]));
+  assert.deepEqual(dots, past.days.filter((d) => d.rank > 0n).map((d) => [d.date, String(d.rank)]));
   await page.screenshot({ path: join(SHOTS, "product.png"), fullPage: true });
   await context.close();
 });

@@ -20,6 +20,7 @@
 //! - [`explain`]: a product's daily score taken apart (ExplainRank).
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 //! - [`history`]: the kept tops of ended days, and a product's history over them.
+//! - [`feed`]: the ranking feed's changes between two fed tops, and their checksum.
 
 pub mod calendar;
 pub mod cap;
@@ -29,6 +30,7 @@ pub mod delta;
 pub mod encoding;
 pub mod event;
 pub mod explain;
+pub mod feed;
 pub mod history;
 pub mod layout;
 pub mod live;

@@ -10,6 +10,7 @@
 //! - [`startup`]: builds everything from [`config::Settings`] and serves until stopped.
 //! - [`grpc`]: handlers, conversions, error mapping, instrumentation layer.
 //! - [`bus`]: the Kafka and JetStream sources of events, beside the gRPC ingestion.
+//! - [`feed`]: the ranking feed's sinks (Kafka, JetStream): fed versions on the wire.
 //! - [`wire`]: the wire event read into the domain's, shared by [`grpc`] and [`bus`].
 //! - [`app`]: the application services (ingest, queries, recompute, scheduler) and the
 //!   one policy they share.
@@ -23,6 +24,7 @@ pub mod adapters;
 pub mod app;
 pub mod bus;
 pub mod config;
+pub mod feed;
 /// The score engine, a crate of its own so that Cargo keeps it pure (`ranking-domain`).
 pub use ranking_domain as domain;
 pub mod grpc;

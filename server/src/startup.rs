@@ -29,11 +29,12 @@ use crate::adapters::sql::SqlMetricsStore;
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
 use crate::app::explain::Explainer;
+use crate::app::feed::Feeder;
 use crate::app::history::History;
 use crate::app::ingest::{GroupCommit, Ingest};
 use crate::app::queries::Queries;
 use crate::app::recompute::ControlPasses;
-use crate::app::recompute::{LivePasses, Recompute};
+use crate::app::recompute::{LivePasses, Recompute, Stores};
 use crate::app::scheduler::Scheduler;
 use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
@@ -45,7 +46,7 @@ use crate::grpc::layers::{AdmissionLayer, HygieneLayer, ObserveLayer};
 use crate::grpc::service::RankingApi;
 use crate::metrics::Metrics;
 use crate::metrics_endpoint::MetricsEndpoint;
-use crate::ports::{LeaseLock, MetricsStore, RankingStore};
+use crate::ports::{FeedCursors, FeedSink, LeaseLock, MetricsStore, RankingStore};
 use crate::web::console::ConsoleLayer;
 use crate::web::cors;
 use crate::web::host::HostLayer;
@@ -64,6 +65,7 @@ pub struct Application {
     scheduler: Arc<Scheduler>,
     live: Arc<LivePasses>,
     control_passes: Arc<ControlPasses>,
+    feeder: Arc<Feeder>,
     snapshots: Arc<Snapshots>,
     watch: Arc<WatchHub>,
     metrics: Arc<Metrics>,
@@ -97,17 +99,29 @@ impl Application {
 
         // Every background task of the service, joined by `run_until_stopped`.
         let tasks = TaskTracker::new();
-        let (rankings, leases): (Arc<dyn RankingStore>, Arc<dyn LeaseLock>) = match settings.redis.options() {
+        type Derived = (Arc<dyn RankingStore>, Arc<dyn LeaseLock>, Arc<dyn FeedCursors>);
+        let (rankings, leases, cursors): Derived = match settings.redis.options() {
             Some(mut options) => {
                 options.staging_ttl = policy.staging_ttl;
                 let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
-                (Arc::new(CoalescingStore::new(redis.clone(), metrics.stores.top_fetches.clone())), redis)
+                (
+                    Arc::new(CoalescingStore::new(redis.clone(), metrics.stores.top_fetches.clone())),
+                    redis.clone(),
+                    redis,
+                )
             }
             None => {
                 let memory = Arc::new(MemoryRankingStore::new());
-                (memory.clone(), memory)
+                (memory.clone(), memory.clone(), memory)
             }
         };
+        let feeder = Arc::new(Feeder::new(
+            cursors,
+            feed_sinks(&settings).map_err(anyhow::Error::msg)?,
+            policy.clone(),
+            metrics.clone(),
+            settings.feed.followed(),
+        ));
 
         let (ingest, group_commit) =
             Ingest::new(store.clone(), store.clone(), rankings.clone(), policy.clone(), metrics.clone());
@@ -118,13 +132,12 @@ impl Application {
             settings.ranking.snapshot_max_entries,
         ));
         let recompute = Arc::new(Recompute::new(
-            store.clone(),
-            rankings.clone(),
-            leases,
+            Stores { sql: store.clone(), rankings: rankings.clone(), leases },
             snapshots.clone(),
             policy.clone(),
             metrics.clone(),
             tasks.clone(),
+            feeder.clone(),
         ));
         let scheduler = Arc::new(Scheduler::new(recompute.clone()));
         let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
@@ -187,6 +200,7 @@ impl Application {
             scheduler,
             live,
             control_passes,
+            feeder,
             snapshots,
             watch,
             metrics,
@@ -222,6 +236,7 @@ impl Application {
         tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
         tasks.spawn(self.live.run(stop_tasks.clone()));
         tasks.spawn(self.control_passes.run(stop_tasks.clone()));
+        tasks.spawn(self.feeder.run(stop_tasks.clone()));
         tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");
@@ -380,4 +395,17 @@ fn tls_config(settings: &ServerSettings) -> anyhow::Result<Option<ServerTlsConfi
         tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
     }
     Ok(Some(tls))
+}
+
+/// The ranking feed's sinks the settings name (none: the feed is off).
+fn feed_sinks(settings: &Settings) -> Result<Vec<Arc<dyn FeedSink>>, String> {
+    let mut sinks: Vec<Arc<dyn FeedSink>> = Vec::new();
+    if let Some((brokers, topic)) = settings.feed.kafka(&settings.bus)? {
+        sinks.push(Arc::new(crate::feed::kafka::KafkaFeed::new(&brokers, &topic)?));
+    }
+    if let Some((url, subject)) = settings.feed.nats(&settings.bus)? {
+        let keep = settings.feed.feed_snapshot * 2;
+        sinks.push(Arc::new(crate::feed::jetstream::JetStreamFeed::new(&url, &subject, keep)));
+    }
+    Ok(sinks)
 }

@@ -37,14 +37,15 @@ impl Wired {
         let policy = Arc::new(policy.with_clock(clock));
         let metrics = Arc::new(Metrics::new());
         let snapshots = Arc::new(Snapshots::new(store.clone(), policy.clone(), metrics.clone(), max_entries));
+        let stores =
+            crate::app::recompute::Stores { sql: Arc::new(NoEvents), rankings: store.clone(), leases: store.clone() };
         let recompute = Arc::new(Recompute::new(
-            Arc::new(NoEvents),
-            store.clone(),
-            store.clone(),
+            stores,
             snapshots.clone(),
             policy.clone(),
             metrics.clone(),
             tokio_util::task::TaskTracker::new(),
+            Arc::new(crate::app::feed::Feeder::off(policy.clone(), metrics.clone())),
         ));
         Self { policy, metrics, snapshots, recompute }
     }

@@ -9,6 +9,8 @@
 //! - [`catalog`]: UpdateCatalog (segments, hidden products; hiding takes effect at once).
 //! - [`controls`]: the merchandising controls (pins, boosts, exclusions on a schedule).
 //! - [`explain`]: ExplainRank, the one read that consults SQL (a product's rows only).
+//! - [`history`]: GetRankHistory, a product's rank on the kept tops of ended days.
+//! - [`feed`]: the ranking feed: each published version's changes out to the sinks.
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; live passes,
 //!   withdrawals, retention.
 //! - [`lease`]: the day's lease every change of its rankings holds, and the fence it carries.
@@ -20,6 +22,7 @@
 pub mod catalog;
 pub mod controls;
 pub mod explain;
+pub mod feed;
 pub mod history;
 pub mod ingest;
 pub mod invalid;

@@ -22,6 +22,7 @@ use crate::domain::profile::Weights;
 
 pub use browser::{AllowedHosts, BrowserSettings, Origins};
 pub use bus::BusSettings;
+pub use feed::FeedSettings;
 
 /// Real-time product ranking service over gRPC.
 ///
@@ -43,6 +44,8 @@ pub struct Settings {
     pub observability: ObservabilitySettings,
     #[command(flatten, next_help_heading = "Event bus")]
     pub bus: BusSettings,
+    #[command(flatten, next_help_heading = "Ranking feed")]
+    pub feed: FeedSettings,
     #[command(flatten, next_help_heading = "Browsers")]
     pub browser: BrowserSettings,
     /// Checks the scoring profile in FILE (TOML), prints its signals, terms and
@@ -453,6 +456,7 @@ impl Settings {
 
 pub mod browser;
 pub mod bus;
+pub mod feed;
 pub mod profile;
 
 #[cfg(test)]

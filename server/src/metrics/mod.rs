@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 pub mod bus;
 pub mod connections;
 pub mod controls;
+pub mod feed;
 pub mod grpc;
 pub mod ingest;
 pub mod leases;
@@ -50,6 +51,8 @@ pub struct Metrics {
     pub leases: leases::LeaseMetrics,
     /// Event-bus sources.
     pub bus: bus::BusMetrics,
+    /// The ranking feed.
+    pub feed: feed::FeedMetrics,
 }
 
 impl Default for Metrics {
@@ -76,6 +79,7 @@ impl Metrics {
             shoppers: shoppers::ShopperMetrics::registered(&mut registry),
             leases: leases::LeaseMetrics::registered(&mut registry),
             bus: bus::BusMetrics::registered(&mut registry),
+            feed: feed::FeedMetrics::registered(&mut registry),
             rpc: grpc::RpcMetrics::registered(&mut registry),
             registry,
             standard,

@@ -5,6 +5,8 @@
 //!   [`ControlRows`] (`controls.rs`), the merchandising controls; [`HistoryRows`]
 //!   (`history.rs`), the kept tops of ended days.
 //! - [`RankingStore`]: the derived rankings (Redis, or the embedded in-process store).
+//! - [`FeedCursors`] (`feed.rs`): where the ranking feed has got to on each board, and
+//!   [`FeedSink`], where its records go.
 //! - [`LeaseLock`] (`lease.rs`): mutual exclusion of a day's work across replicas, and the
 //!   [`Fence`] its writes carry.
 //!
@@ -25,10 +27,12 @@ pub use crate::domain::snapshot::ServedParts;
 use crate::domain::snapshot::Snapshot;
 
 mod controls;
+mod feed;
 mod history;
 mod lease;
 mod metrics_store;
 pub use controls::{ControlRows, DeleteOutcome, PutOutcome};
+pub use feed::{FeedBatch, FeedCause, FeedCursor, FeedCursors, FeedSink, pack_top, unpack_top};
 pub use history::{HistoryBoard, HistoryRows, Kept};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use metrics_store::{

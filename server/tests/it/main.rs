@@ -20,6 +20,7 @@ mod cluster;
 mod controls;
 mod dashboard;
 mod explain;
+mod feed;
 mod fencing;
 mod frozen;
 mod grpc_metrics;

@@ -17,8 +17,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, Fence, Form, Found, HourlyIncrement, Page, Placements, RankingKey, RankingStore,
-    Scored, StoreError, VersionLife,
+    Announcement, Announcements, FeedCursor, Fence, Form, Found, HourlyIncrement, Page, Placements, RankingKey,
+    RankingStore, Scored, StoreError, VersionLife,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -104,6 +104,8 @@ pub struct MemoryRankingStore {
     leases: Mutex<HashMap<String, (String, tokio::time::Instant)>>,
     /// The segments published with each daily and weekly ranking.
     segments: Mutex<HashMap<RankingKey, Vec<Segment>>>,
+    /// The feed's cursor of each board, and until when it is kept.
+    feed: Mutex<HashMap<RankingKey, (FeedCursor, DateTime<Utc>)>>,
 }
 
 impl Default for MemoryRankingStore {
@@ -115,6 +117,7 @@ impl Default for MemoryRankingStore {
             announce: broadcast::channel(64).0,
             leases: Mutex::default(),
             segments: Mutex::default(),
+            feed: Mutex::default(),
         }
     }
 }
@@ -374,6 +377,7 @@ impl RankingStore for MemoryRankingStore {
     }
 }
 
+mod feed;
 mod lease;
 #[cfg(test)]
 mod tests;

@@ -54,6 +54,11 @@ impl Keys {
         format!("{}:superseded", self.base(key))
     }
 
+    /// The feed's cursor of a ranking (a hash), in its day's slot.
+    pub fn feed_cursor(&self, key: RankingKey) -> String {
+        format!("{}:feed", self.base(key))
+    }
+
     /// The set of segments published with a whole ranking.
     pub fn segments(&self, whole: RankingKey) -> String {
         format!("{}:segments", self.base(whole))

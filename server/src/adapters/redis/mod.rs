@@ -15,6 +15,7 @@
 //! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:R:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
 //! | `P:R:staging:<token>[:packed\|:index\|:pins\|:served]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index`, `v<N>:pins`, `v<N>:served` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
+//! | `P:R:feed` | hash | the ranking feed's cursor of the board: the last version fed (`version`), when it was last sent whole (`whole_at`, Unix ms) and its fed top (`top`, 24 bytes per entry); moved to later versions only ([`feed`]) |
 //! | `P:R:segments` (daily and weekly) | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
 //! | `P:{daily:D}:lock` | string | the day's lease, which the publication script checks |
@@ -47,6 +48,7 @@
 //! - [`publish`]: staging and publishing a version.
 //! - [`placements`]: products' places, from either form of ranking.
 //! - [`lease`]: [`LeaseLock`](crate::ports::LeaseLock) on Redis.
+//! - [`feed`]: [`FeedCursors`](crate::ports::FeedCursors) on Redis.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +59,7 @@ use futures_util::StreamExt;
 use redis::RedisError;
 
 pub mod connection;
+mod feed;
 mod keys;
 mod lease;
 mod packed;

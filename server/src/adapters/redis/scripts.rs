@@ -22,6 +22,8 @@ pub(super) struct Scripts {
     pub release: Script,
     /// Extends a lease its holder still has.
     pub renew: Script,
+    /// Moves a board's feed cursor to a later version only.
+    pub feed_cursor: Script,
 }
 
 impl Scripts {
@@ -34,6 +36,7 @@ impl Scripts {
             packed_placements: Script::new(include_str!("scripts/packed_placements.lua")),
             release: Script::new(include_str!("scripts/release.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
+            feed_cursor: Script::new(include_str!("scripts/feed_cursor.lua")),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::domain::ranking::{Contender, rank_population};
 use crate::domain::score::{CarryLedger, DayStanding};
 use crate::domain::vocabulary::CarryOver;
 use crate::metrics::phases::Phases;
-use crate::ports::{CatalogRows, DayScans, Fence, RankingKey, Scored, StoreError};
+use crate::ports::{CatalogRows, DayScans, FeedCause, Fence, RankingKey, Scored, StoreError};
 
 /// Appends to a population list growing by a quarter when full instead of doubling: the
 /// largest lists of a recompute are its populations, and a doubling briefly holds the old and
@@ -68,7 +68,7 @@ impl Rebuild {
             };
             let (version, catalog) = tokio::try_join!(publication, self.publisher.membership())?;
             let daily = started.elapsed();
-            self.publisher.publish_segments(key, &whole, &catalog, life, fence).await?;
+            self.publisher.publish_segments(key, &whole, &catalog, life, fence, FeedCause::Recompute).await?;
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
         let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
@@ -84,7 +84,7 @@ impl Rebuild {
         let weekly = RankingKey::Weekly(date);
         self.publisher.publish_whole(weekly, &week, clamped, life, false, fence).await?;
         phases.lap("weekly");
-        self.publisher.publish_segments(weekly, &week, &catalog, life, fence).await?;
+        self.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
         phases.lap("segments");
         self.publisher.metrics.recompute.phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })

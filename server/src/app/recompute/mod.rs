@@ -37,6 +37,7 @@ use self::faults::FaultPoints;
 pub use self::live::LivePasses;
 use self::publish::Publisher;
 pub use self::withdraw::Withdrawals;
+use super::feed::Feeder;
 use super::invalid::Invalid;
 use super::lease::DayLeases;
 use super::policy::{PRUNE_CHUNK, Policy};
@@ -100,6 +101,13 @@ pub enum RecomputeError {
     Abandoned,
 }
 
+/// The stores a recompute works on: SQL (every port), the ranking store and its leases.
+pub struct Stores {
+    pub sql: Arc<dyn MetricsStore>,
+    pub rankings: Arc<dyn RankingStore>,
+    pub leases: Arc<dyn LeaseLock>,
+}
+
 pub struct Recompute {
     rebuild: Arc<Rebuild>,
     leases: Arc<DayLeases>,
@@ -118,14 +126,14 @@ impl Recompute {
     /// the ports it uses; published versions are installed in `snapshots`; withdrawals run as
     /// tasks of `tasks`.
     pub fn new(
-        store: Arc<dyn MetricsStore>,
-        rankings: Arc<dyn RankingStore>,
-        leases: Arc<dyn LeaseLock>,
+        stores: Stores,
         snapshots: Arc<Snapshots>,
         policy: Arc<Policy>,
         metrics: Arc<Metrics>,
         tasks: TaskTracker,
+        feeder: Arc<Feeder>,
     ) -> Self {
+        let Stores { sql: store, rankings, leases } = stores;
         let leases = Arc::new(DayLeases::new(leases, policy.clone(), metrics.clone()));
         let controls = Arc::new(CurrentControls::new(store.clone()));
         let publisher = Arc::new(Publisher {
@@ -137,6 +145,7 @@ impl Recompute {
             metrics: metrics.clone(),
             controls: controls.clone(),
             history: keep::HistoryKeeper { rows: store.clone(), policy: policy.clone() },
+            feeder: feeder.clone(),
             faults: FaultPoints::default(),
         });
         let rebuild = Arc::new(Rebuild {
@@ -173,6 +182,7 @@ impl Recompute {
             controls.clone(),
             policy.clone(),
             tasks,
+            feeder,
         ));
         Self {
             rebuild,

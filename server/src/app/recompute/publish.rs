@@ -13,12 +13,15 @@ use super::Computed;
 use super::controls::{CurrentControls, served_at, served_now};
 use super::faults::FaultPoints;
 use super::keep::HistoryKeeper;
+use crate::app::feed::Feeder;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
-use crate::ports::{CatalogRows, Fence, Form, RankingKey, RankingRun, RankingStore, RunLog, StoreError, VersionLife};
+use crate::ports::{
+    CatalogRows, FeedCause, Fence, Form, RankingKey, RankingRun, RankingStore, RunLog, StoreError, VersionLife,
+};
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
 /// published, this replica's copy, and the index its segments are found in), with what
@@ -62,6 +65,8 @@ pub(super) struct Publisher {
     pub controls: Arc<CurrentControls>,
     /// Where the boards of ended days are kept as their history.
     pub history: HistoryKeeper,
+    /// The ranking feed, told of every version published.
+    pub feeder: Arc<Feeder>,
     /// Where a test holds the work before it writes.
     pub faults: FaultPoints,
 }
@@ -92,6 +97,7 @@ impl Publisher {
         let version = self.rankings.publish_copy(key, &served, life, form, fence).await?;
         self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
         self.history.keep(key, version, &served).await?;
+        self.feeder.note(key, version, &served, if live { FeedCause::LivePass } else { FeedCause::Recompute });
         self.snapshots.install_copy(key, version, served).await;
         Ok(version)
     }
@@ -133,14 +139,14 @@ impl Publisher {
             let key = RankingKey::Daily(date);
             let version = self.publish_whole(key, &daily.whole, daily.clamped, life, true, fence).await?;
             self.record(date, version, daily.stats, daily.clock).await?;
-            self.publish_segments(key, &daily.whole, catalog, life, fence).await?;
+            self.publish_segments(key, &daily.whole, catalog, life, fence, FeedCause::LivePass).await?;
             Ok::<_, StoreError>(version)
         };
         let week = async {
             let key = RankingKey::Weekly(date);
             let weekly = weekly.await?;
             self.publish_whole(key, &weekly.whole, weekly.clamped, life, true, fence).await?;
-            self.publish_segments(key, &weekly.whole, catalog, life, fence).await
+            self.publish_segments(key, &weekly.whole, catalog, life, fence, FeedCause::LivePass).await
         };
         let (version, ()) = tokio::try_join!(day, week)?;
         Ok(version)
@@ -173,6 +179,7 @@ impl Publisher {
         catalog: &Membership,
         life: VersionLife,
         fence: &Fence,
+        cause: FeedCause,
     ) -> Result<(), StoreError> {
         let previous = self.rankings.published_segments(whole_key).await?;
         let mut lists: Vec<(Segment, Vec<u32>)> =
@@ -216,6 +223,9 @@ impl Publisher {
             }
         }
         self.history.keep_all(&copies).await?;
+        for (key, version, served) in &copies {
+            self.feeder.note(*key, *version, served, cause);
+        }
         // Installed together: one swap of this replica's copies rather than one per segment.
         self.snapshots.install_copies(copies).await;
         self.rankings.record_segments(whole_key, &published, life.expire_at).await

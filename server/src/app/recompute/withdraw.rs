@@ -9,12 +9,13 @@ use tokio_util::task::TaskTracker;
 
 use super::RecomputeError;
 use super::controls::{CurrentControls, served_now};
+use crate::app::feed::Feeder;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{Fence, Form, RankingKey, RankingStore, Scored, StoreError, VersionLife};
+use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, Scored, StoreError, VersionLife};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
 struct Withdrawal {
@@ -34,6 +35,8 @@ pub struct Withdrawals {
     pending: Mutex<HashMap<NaiveDate, Withdrawal>>,
     /// Where withdrawal tasks run: the service's tracker, joined at shutdown.
     tasks: TaskTracker,
+    /// The ranking feed, told of every version published.
+    feeder: Arc<Feeder>,
 }
 
 impl Withdrawals {
@@ -44,8 +47,9 @@ impl Withdrawals {
         controls: Arc<CurrentControls>,
         policy: Arc<Policy>,
         tasks: TaskTracker,
+        feeder: Arc<Feeder>,
     ) -> Self {
-        Self { rankings, snapshots, leases, controls, policy, pending: Mutex::default(), tasks }
+        Self { rankings, snapshots, leases, controls, policy, pending: Mutex::default(), tasks, feeder }
     }
 
     /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
@@ -125,6 +129,7 @@ impl Withdrawals {
             let organic = Arc::new(Snapshot::from_ranked(kept).map_err(StoreError::ranking)?);
             let served = served_now(&self.controls, &self.policy, key, &organic).await?;
             let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+            self.feeder.note(key, version, &served, FeedCause::Withdrawal);
             self.snapshots.install_copy(key, version, served).await;
         }
         let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();

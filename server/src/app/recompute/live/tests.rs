@@ -268,14 +268,15 @@ fn fixture_with(live_interval: Duration) -> Fixture {
     let policy = Arc::new(Policy::new(settings).with_live_interval(live_interval));
     let metrics = Arc::new(Metrics::new());
     let snapshots = Arc::new(Snapshots::new(ranking.clone(), policy.clone(), metrics.clone(), 10_000));
+    let stores =
+        crate::app::recompute::Stores { sql: rows.clone(), rankings: ranking.clone(), leases: ranking.clone() };
     let recompute = Arc::new(Recompute::new(
-        rows.clone(),
-        ranking.clone(),
-        ranking.clone(),
+        stores,
         snapshots,
-        policy,
-        metrics,
+        policy.clone(),
+        metrics.clone(),
         tokio_util::task::TaskTracker::new(),
+        Arc::new(crate::app::feed::Feeder::off(policy, metrics)),
     ));
     Fixture { rows, ranking, recompute }
 }

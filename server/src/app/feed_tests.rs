@@ -1,0 +1,114 @@
+//! The feeder against an in-process cursor store and recording sinks: whole first, then
+//! changes against the cursor; a failing sink keeps the board and folds what comes meanwhile;
+//! an older version than the cursor's sends nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use chrono::NaiveDate;
+
+use super::*;
+use crate::adapters::memory::MemoryRankingStore;
+use crate::app::policy::PolicySettings;
+use crate::domain::snapshot::Scored;
+
+#[derive(Default)]
+struct Recorded {
+    batches: Mutex<Vec<FeedBatch>>,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl FeedSink for Recorded {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    async fn send(&self, batch: &FeedBatch) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::ranking("broker down"));
+        }
+        self.batches.lock().expect("lock").push(batch.clone());
+        Ok(())
+    }
+}
+
+fn board(ids: &[i64]) -> Snapshot {
+    let entries =
+        ids.iter().zip((1..=ids.len()).rev()).map(|(&p, s)| Scored { product_id: p, score: s as f64 }).collect();
+    Snapshot::from_ranked(entries).expect("ranked")
+}
+
+fn feeder(sink: Arc<Recorded>, cursors: Arc<MemoryRankingStore>, whole_every: Duration) -> Feeder {
+    let settings = FeedSettings { top: 3, interval: Duration::from_millis(10), whole_every };
+    let policy = Arc::new(Policy::new(PolicySettings::default()));
+    Feeder::new(cursors, vec![sink], policy, Arc::new(Metrics::default()), settings)
+}
+
+fn key() -> RankingKey {
+    RankingKey::Daily(NaiveDate::from_ymd_opt(2026, 12, 5).expect("date"))
+}
+
+#[tokio::test]
+async fn a_board_goes_whole_first_then_as_changes_against_its_cursor() {
+    let sink = Arc::new(Recorded::default());
+    let cursors = Arc::new(MemoryRankingStore::new());
+    let feed = feeder(sink.clone(), cursors.clone(), Duration::from_secs(3_600));
+    feed.note(key(), 10, &board(&[1, 2, 3, 4]), FeedCause::Recompute);
+    feed.round().await;
+    feed.note(key(), 11, &board(&[2, 1, 3, 4]), FeedCause::LivePass);
+    feed.round().await;
+    let batches = sink.batches.lock().expect("lock").clone();
+    assert_eq!(batches.len(), 2);
+    assert_eq!((batches[0].version, batches[0].previous_version, batches[0].changes.len()), (10, 0, 3));
+    assert_eq!((batches[1].version, batches[1].previous_version, batches[1].cause), (11, 10, FeedCause::LivePass));
+    let moved: Vec<(i64, u64, u64)> =
+        batches[1].changes.iter().map(|c| (c.product_id, c.rank, c.previous_rank)).collect();
+    assert_eq!(moved, vec![(2, 1, 2), (1, 2, 1)], "only the top 3 is fed; 3 kept its place");
+    assert_eq!((batches[1].entries, batches[1].checksum), (3, checksum([2, 1, 3])));
+    assert_eq!(cursors.feed_cursor(key()).await.expect("cursor").map(|c| c.version), Some(11));
+    // Nothing noted, nothing sent.
+    feed.round().await;
+    assert_eq!(sink.batches.lock().expect("lock").len(), 2);
+}
+
+#[tokio::test]
+async fn a_failing_sink_keeps_the_board_and_the_next_round_folds_what_came_meanwhile() {
+    let sink = Arc::new(Recorded::default());
+    let cursors = Arc::new(MemoryRankingStore::new());
+    let feed = feeder(sink.clone(), cursors.clone(), Duration::from_secs(3_600));
+    feed.note(key(), 10, &board(&[1, 2, 3]), FeedCause::Recompute);
+    feed.round().await;
+    sink.down.store(true, Ordering::SeqCst);
+    feed.note(key(), 11, &board(&[2, 1, 3]), FeedCause::LivePass);
+    feed.round().await;
+    assert_eq!(cursors.feed_cursor(key()).await.expect("cursor").map(|c| c.version), Some(10));
+    feed.note(key(), 12, &board(&[3, 2, 1]), FeedCause::Controls);
+    sink.down.store(false, Ordering::SeqCst);
+    feed.round().await;
+    let batches = sink.batches.lock().expect("lock").clone();
+    assert_eq!(batches.iter().map(|b| (b.version, b.previous_version)).collect::<Vec<_>>(), vec![(10, 0), (12, 10)]);
+    assert_eq!(batches[1].checksum, checksum([3, 2, 1]));
+}
+
+#[tokio::test]
+async fn an_older_version_than_the_cursor_sends_nothing_and_a_snapshot_goes_whole() {
+    let sink = Arc::new(Recorded::default());
+    let cursors = Arc::new(MemoryRankingStore::new());
+    let feed = feeder(sink.clone(), cursors.clone(), Duration::ZERO);
+    let ahead = FeedCursor { version: 20, whole_at_ms: 0, top: Vec::new() };
+    cursors.advance_feed_cursor(key(), &ahead, chrono::Utc::now() + chrono::Duration::days(1)).await.expect("cursor");
+    feed.note(key(), 19, &board(&[1]), FeedCause::Recompute);
+    feed.round().await;
+    assert!(sink.batches.lock().expect("lock").is_empty(), "another replica fed a later version");
+    // With a snapshot due every round, each version goes whole.
+    feed.note(key(), 21, &board(&[1, 2]), FeedCause::Recompute);
+    feed.round().await;
+    feed.note(key(), 22, &board(&[1, 2]), FeedCause::Recompute);
+    feed.round().await;
+    let batches = sink.batches.lock().expect("lock").clone();
+    assert_eq!(
+        batches.iter().map(|b| (b.version, b.previous_version, b.changes.len())).collect::<Vec<_>>(),
+        vec![(21, 0, 2), (22, 0, 2)]
+    );
+}

@@ -107,6 +107,9 @@ mod tests {
             expected = (expected ^ u64::from(b)).wrapping_mul(0x100000001b3);
         }
         assert_eq!(checksum([42]), expected);
+        // The figures of docs/API.md's Python checksum.
+        assert_eq!(checksum([42]), 10_327_725_056_075_130_052);
+        assert_eq!(checksum([1, 2]), 1_996_706_736_776_675_461);
         assert_eq!(checksum([]), 0xcbf29ce484222325);
         assert_ne!(checksum([1, 2]), checksum([2, 1]));
     }

@@ -124,6 +124,9 @@ async fn every_panel_of_the_dashboard_shows_a_scraped_server() {
     let bus = crate::helpers::bus::TestBus::jetstream(&nats).await;
     let mut flags = vec!["--live-interval=100ms".to_string()];
     flags.extend(bus.flags(100));
+    // The feed to JetStream too, for its panels.
+    flags.push(format!("--feed-nats-subject=feed{:016x}", crate::helpers::rand_u64()));
+    flags.push(format!("--feed-nats-url={nats}"));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let app = TestApp::spawn(&flags).await;
     let round = std::sync::atomic::AtomicUsize::new(0);

@@ -7,7 +7,8 @@
 //! calls that are safe to repeat (all of them: writes carry idempotent event ids, reads and
 //! recomputes have no side effect that a repeat could double), and batches over the
 //! service's bounds split into several calls. [`events`] builds events with a fresh
-//! time-ordered id (UUID v7) and the current time.
+//! time-ordered id (UUID v7) and the current time. [`feed`] follows a board of the ranking
+//! feed from its records, checking every version.
 //!
 //! The crate's `cli` feature (on by default) builds `rankctl`; a service that only calls the
 //! ranking service depends on it with `default-features = false`.
@@ -40,6 +41,7 @@ use tonic::transport::{Channel, Endpoint};
 mod builder;
 mod calls;
 pub mod events;
+pub mod feed;
 mod retry;
 mod streams;
 

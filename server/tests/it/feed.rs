@@ -267,6 +267,33 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
         let again = apply(&twice);
         assert_eq!(ranked(&again[&daily_name].top), held, "{bus}: duplicates change nothing");
     }
+    // rankctl follow, the consumer's reference, reads the same and ends at the served top.
+    let served = app.top("", TOP as u32).await;
+    let want: Vec<String> = served.products.iter().map(|p| format!(r#""product_id":{}"#, p.product_id)).collect();
+    let (endpoint, day) = (format!("http://{}", app.addr), today.clone());
+    let follows = [
+        vec!["--kafka".to_string(), brokers.clone(), "--topic".into(), topic.clone()],
+        vec!["--nats".to_string(), nats.clone(), "--subject".into(), subject.clone()],
+    ];
+    for bus in follows {
+        let mut args: Vec<String> = vec!["--json".into(), "follow".into()];
+        args.extend(bus);
+        args.extend(["--date".into(), day.clone(), "--limit".into(), TOP.to_string(), "--once".into()]);
+        let endpoint = endpoint.clone();
+        let (ok, out) = tokio::task::spawn_blocking(move || {
+            crate::rankctl::run(&endpoint, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .expect("rankctl");
+        assert!(ok, "{out}");
+        let last = out.lines().rfind(|l| l.starts_with('{')).expect("a version printed");
+        assert!(last.contains(&format!(r#""version":{}"#, served.version)), "{last}");
+        let shown: Vec<&str> = last.split('{').skip(2).collect();
+        assert_eq!(shown.len(), want.len(), "{last}");
+        for (entry, product) in shown.iter().zip(&want) {
+            assert!(entry.contains(product.as_str()), "{entry} is {product}");
+        }
+    }
     let metrics = app.scrape_metrics().await;
     assert!(metrics.contains("ranking_feed_records_total{sink=\"kafka\",kind=\"version\"}"), "records counted");
     app.stop().await;

@@ -13,7 +13,7 @@ fn rankctl() -> PathBuf {
     bin
 }
 
-fn run(endpoint: &str, args: &[&str]) -> (bool, String) {
+pub(crate) fn run(endpoint: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(rankctl()).arg("--endpoint").arg(endpoint).args(args).output().expect("rankctl runs");
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)

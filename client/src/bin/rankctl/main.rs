@@ -9,6 +9,7 @@ use ranking_client::tonic::transport::{Certificate, ClientTlsConfig};
 use ranking_client::{RankingClient, events, v1};
 
 mod controls;
+mod follow;
 mod history;
 mod output;
 
@@ -139,6 +140,8 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         limit: u32,
     },
+    /// Follow a board of the ranking feed (Kafka or JetStream), checking every version.
+    Follow(follow::FollowArgs),
     /// A product's rank on each ended day (the last 90 by default), its best rank and streak.
     History(history::HistoryArgs),
     /// Merchandising controls: pins, boosts, burials and exclusions of a board, on a schedule.
@@ -202,6 +205,10 @@ fn window(w: Window) -> i32 {
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    // The feed is read from its bus: no call to the service.
+    if let Command::Follow(args) = cli.command {
+        return follow::run(args, cli.json).await;
+    }
     let mut builder = RankingClient::builder(cli.endpoint).request_timeout(Duration::from_secs(30));
     if let Some(token) = cli.token {
         builder = builder.bearer_token(token);
@@ -362,6 +369,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Controls { action } => controls::run(&client, action, cli.json).await?,
         Command::History(args) => history::run(&client, args, cli.json).await?,
+        Command::Follow(_) => unreachable!("followed above, without a connection"),
         Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden, title } } => {
             let entry = v1::CatalogEntry { product_id, segments, hidden, title };
             let updated = client.update_catalog(vec![entry]).await?.updated;

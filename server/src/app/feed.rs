@@ -116,7 +116,12 @@ impl Feeder {
                 () = self.wake.notified() => {}
                 () = tokio::time::sleep(self.settings.interval) => {}
             }
-            self.round().await;
+            // A round waiting on a sink that does not answer is dropped at the shutdown: what
+            // it did not feed, the next publisher feeds.
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.round() => {}
+            }
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(self.settings.interval) => {}

@@ -331,3 +331,85 @@ async fn a_feed_cursor_moves_forward_only_in_redis() {
     let redis = ranking_server::adapters::redis::RedisRankingStore::connect(&options).expect("redis");
     moves_forward_only(&redis).await;
 }
+
+/// Tests with a broker of their own (stopped and restarted), run once by `make test`, in its
+/// PostgreSQL + Redis pass.
+mod once_per_run {
+    use super::*;
+    use crate::helpers::{TestDb, settings};
+
+    /// Replica B feeds version 1; replica A publishes version 2 and dies without feeding it
+    /// (its broker unreachable); the broker stops for 10 s while B publishes version 3. The
+    /// feed's chain has no gap: B's next fed version carries every change since version 1 and
+    /// ends at the served version.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs Kafka's jars, a database server and Redis: make test's PostgreSQL + Redis pass"]
+    async fn a_replica_dead_before_feeding_and_a_broker_outage_leave_no_gap() {
+        crate::bus::assert_shared_servers();
+        let broker = crate::helpers::bus::ThrowawayBroker::start();
+        let topic = format!("feed-{:016x}", rand_u64());
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", broker.address()).create().expect("admin");
+        let created = admin
+            .create_topics(&[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))], &AdminOptions::new())
+            .await
+            .expect("create topic");
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        let db = TestDb::create().await;
+        let prefix = format!("--redis-prefix=test-{:016x}", rand_u64());
+        let replica = |brokers: String| {
+            let flags = [
+                prefix.clone(),
+                format!("--feed-kafka-topic={topic}"),
+                format!("--feed-kafka-brokers={brokers}"),
+                format!("--feed-top={TOP}"),
+                "--feed-interval=50ms".to_string(),
+            ];
+            settings(&db.url, &flags.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        let now = Utc::now() - Age::seconds(5);
+        let mut b = TestApp::spawn_on(replica(broker.address())).await;
+        b.record((1..=40).flat_map(|p| views(&format!("a{p}"), p, (p as usize % 11) + 1, now)).collect()).await;
+        let v1 = b.recompute("").await.version;
+        let today = b.top("", 1).await.date;
+        let fed = async || {
+            let records = kafka_records(&broker.address(), &topic).await;
+            records.iter().rev().find_map(|r| match &r.record {
+                Some(Record::Version(v))
+                    if v.board.as_ref().is_some_and(|b| b.segment.is_empty() && b.window == 1 && b.date == today) =>
+                {
+                    Some(v.version)
+                }
+                _ => None,
+            })
+        };
+        eventually("version 1 fed", async || fed().await >= Some(v1)).await;
+
+        // A publishes version 2 and never feeds it.
+        let mut a = TestApp::spawn_on(replica("127.0.0.1:1".into())).await;
+        a.record((1..=10).map(|p| event(&format!("o{p}"), p, v1::EventType::Order, 10_000 * p, now)).collect()).await;
+        let v2 = a.recompute("").await.version;
+        assert!(v2 > v1);
+        a.stop().await;
+
+        // The broker down for 10 s while B publishes version 3.
+        broker.stop();
+        b.record((11..=20).map(|p| event(&format!("o{p}"), p, v1::EventType::Order, 20_000 * p, now)).collect()).await;
+        let v3 = b.recompute("").await.version;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        broker.restart();
+        eventually("version 3 fed", async || fed().await == Some(v3)).await;
+
+        let records = kafka_records(&broker.address(), &topic).await;
+        let boards = apply(&records);
+        let daily = &boards[&format!("{}/{today}//default", v1::Window::Daily as i32)];
+        assert!(!daily.closed.contains(&v2), "version 2 folded into version 3: {:?}", daily.closed);
+        assert_eq!(daily.closed.last(), Some(&v3));
+        let served = b.top("", TOP as u32).await;
+        assert_eq!(served.version, v3);
+        let want: Vec<(i64, f64)> = served.products.iter().map(|p| (p.product_id, p.score)).collect();
+        assert_eq!(ranked(&daily.top), want, "the held top is the served one");
+        b.stop().await;
+        db.drop_db().await;
+    }
+}

@@ -133,6 +133,7 @@ bench:
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) controls 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) served-parts 1000000 | tee -a target/bench-report.md
+	$(BENCH) history 1000 | tee -a target/bench-report.md
 	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md

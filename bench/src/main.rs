@@ -13,6 +13,7 @@ mod cores;
 mod fencing;
 mod freeze;
 mod grpc_web;
+mod history;
 mod hostile;
 mod hostile_web;
 mod ingest;
@@ -208,6 +209,12 @@ enum Scenario {
         #[arg(default_value = REDIS)]
         redis: String,
     },
+    /// The rank history on PostgreSQL: bytes per kept entry, GetRankHistory of 400 days
+    /// against GetRank.
+    History {
+        #[arg(default_value_t = 1_000)]
+        top: usize,
+    },
     /// Where a served board's time goes, step by step, in process (no store).
     ServedParts {
         #[arg(default_value_t = 1_000_000)]
@@ -322,6 +329,7 @@ async fn run(scenario: Scenario) {
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
         Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
         Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
+        Scenario::History { top } => history::bench_history(top).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,
         Scenario::ReadPath => reads::bench_read_path().await,
         Scenario::GrpcWeb => grpc_web::bench_grpc_web().await,

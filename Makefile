@@ -134,6 +134,7 @@ bench:
 	$(BENCH) controls 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) served-parts 1000000 | tee -a target/bench-report.md
 	$(BENCH) history 1000 | tee -a target/bench-report.md
+	kafka=$(KAFKA_BROKERS_BENCH) && $(BENCH) feed $(REDIS_URL_TEST) $$kafka 100000 | tee -a target/bench-report.md
 	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md

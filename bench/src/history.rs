@@ -32,7 +32,8 @@ pub async fn bench_history(top: usize) {
     let conn = Database::connect(&pg.url()).await.expect("connect");
     partitions::ensure_months(&conn, first, today).await.expect("month partitions");
     let whole = |weekly| HistoryBoard { weekly, segment: None, profile: "" };
-    let segments: Vec<Segment> = (0..100).map(|i| Segment::parse(&format!("category:c{i}")).expect("segment")).collect();
+    let segments: Vec<Segment> =
+        (0..100).map(|i| Segment::parse(&format!("category:c{i}")).expect("segment")).collect();
     let mut entries = 0u64;
     let started = Instant::now();
     for d in 1..=400u64 {

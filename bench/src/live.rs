@@ -103,6 +103,9 @@ struct Figures {
     recompute_cpu_ms: f64,
     recompute_rows: i64,
     rank_vs_health: f64,
+    /// The holder's feed: records acknowledged per second, and its lag p50 and p99 (bucket
+    /// bounds, ms).
+    feed: (f64, f64, f64),
 }
 
 /// Every case of `sizes`, or only those of `cases` (`interval:popularity`) when some are given.
@@ -127,7 +130,7 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
                 if !cases.is_empty() && !cases.contains(&format!("{interval}:{distribution}").as_str()) {
                     continue;
                 }
-                all.push(run(&pg, redis, products, distribution, interval).await);
+                all.push(run(&pg, redis, products, distribution, interval, None).await);
             }
         }
     }
@@ -181,11 +184,12 @@ async fn run(
     products: i64,
     distribution: &'static str,
     interval: &'static str,
+    feed: Option<(&str, &str)>,
 ) -> Figures {
     let prefix = format!("bench-live-{:x}", Utc::now().timestamp_micros());
     let holder_metrics = crate::helpers::free_port();
     let envs = |metrics: u16| {
-        vec![
+        let mut envs = vec![
             ("DATABASE_URL", pg.url()),
             ("REDIS_URL", redis.to_string()),
             ("RANKING_REDIS_PREFIX", prefix.clone()),
@@ -193,7 +197,12 @@ async fn run(
             ("RANKING_LIVE_INTERVAL", interval.to_string()),
             ("RANKING_MAX_CONCURRENT_CALLS", "100000".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
-        ]
+        ];
+        if let Some((brokers, topic)) = feed {
+            envs.push(("RANKING_FEED_KAFKA_BROKERS", brokers.to_string()));
+            envs.push(("RANKING_FEED_KAFKA_TOPIC", topic.to_string()));
+        }
+        envs
     };
     let holder = ServerProcess::start(&envs(holder_metrics)).await;
     // The holder has read the day whole and published it before the other replica starts.
@@ -387,6 +396,13 @@ async fn run(
         recompute_cpu_ms,
         recompute_rows: rows_in_days * 2,
         rank_vs_health: median(ratios),
+        feed: (
+            (delta("ranking_feed_records_total{sink=\"kafka\",kind=\"change\"}")
+                + delta("ranking_feed_records_total{sink=\"kafka\",kind=\"version\"}"))
+                / load_seconds,
+            bucket_quantile(&before, &after, "ranking_feed_lag_seconds", 0.5) * 1e3,
+            bucket_quantile(&before, &after, "ranking_feed_lag_seconds", 0.99) * 1e3,
+        ),
     };
     for server in [holder, other] {
         server.terminate();
@@ -395,4 +411,44 @@ async fn run(
     let conn = crate::helpers::redis_connection(redis, ranking_server::adapters::redis::RedisMode::Single);
     crate::helpers::delete_keys(&conn, &prefix).await;
     figures
+}
+
+/// The feed during live passes: the same load with the feed off, then on (to a topic of
+/// `brokers`), on `products` products: the publication phase's time in both, the feed's records
+/// per second and its lag from publication to the closing record acknowledged.
+pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+
+    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
+    let today = Utc::now().date_naive();
+    crate::serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
+    crate::recompute::seed_day(&pg.url(), today.pred_opt().expect("yesterday"), products).await;
+    crate::recompute::seed_day(&pg.url(), today, products).await;
+    let db = Database::connect(pg.url()).await.expect("connect");
+    db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
+    drop(db);
+    let topic = format!("bench-feed-{:x}", Utc::now().timestamp_micros());
+    let admin: AdminClient<DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin");
+    let topics = [NewTopic::new(&topic, 1, TopicReplication::Fixed(1))];
+    admin.create_topics(&topics, &AdminOptions::new()).await.expect("create topic");
+    let off = run(&pg, redis, products, "uniform", "1s", None).await;
+    let on = run(&pg, redis, products, "uniform", "1s", Some((brokers, &topic))).await;
+    println!("\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, uniform)\n");
+    println!(
+        "| feed | events/s | passes | publish phase ms (mean) | pass wall ms (mean) | feed records/s | publication → version acknowledged p50 / p99 ≤ ms | target |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|---|");
+    for (name, f) in [("off", &off), ("on (Kafka, top 1,000)", &on)] {
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} / {:.0} | |",
+            f.events_per_second, f.passes, f.phases_ms[3], f.pass_ms, f.feed.0, f.feed.1, f.feed.2
+        );
+    }
+    println!(
+        "| on ÷ off | | | {:.2} | {:.2} | | | publication ≤ 1.05 ×; lag p99 ≤ 1,000 ms |",
+        on.phases_ms[3] / off.phases_ms[3].max(1e-9),
+        on.pass_ms / off.pass_ms.max(1e-9)
+    );
 }

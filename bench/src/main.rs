@@ -209,6 +209,14 @@ enum Scenario {
         #[arg(default_value = REDIS)]
         redis: String,
     },
+    /// The ranking feed during live passes, off then on (Kafka at `brokers`).
+    Feed {
+        #[arg(default_value = REDIS)]
+        redis: String,
+        brokers: String,
+        #[arg(default_value_t = 100_000)]
+        products: i64,
+    },
     /// The rank history on PostgreSQL: bytes per kept entry, GetRankHistory of 400 days
     /// against GetRank.
     History {
@@ -330,6 +338,7 @@ async fn run(scenario: Scenario) {
         Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
         Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
         Scenario::History { top } => history::bench_history(top).await,
+        Scenario::Feed { redis, brokers, products } => live::bench_feed(&redis, &brokers, products).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,
         Scenario::ReadPath => reads::bench_read_path().await,
         Scenario::GrpcWeb => grpc_web::bench_grpc_web().await,

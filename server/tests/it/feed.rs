@@ -338,10 +338,10 @@ mod once_per_run {
     use super::*;
     use crate::helpers::{TestDb, settings};
 
-    /// Replica B feeds version 1; replica A publishes version 2 and dies without feeding it
-    /// (its broker unreachable); the broker stops for 10 s while B publishes version 3. The
-    /// feed's chain has no gap: B's next fed version carries every change since version 1 and
-    /// ends at the served version.
+    /// Replica B feeds version 1; replica A, a process whose feed cannot reach its broker,
+    /// publishes version 2 and is killed (SIGKILL) before feeding it; the broker stops for
+    /// 10 s while B publishes version 3. The feed's chain has no gap: B's next fed version
+    /// carries every change since version 1 and ends at the served version.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs Kafka's jars, a database server and Redis: make test's PostgreSQL + Redis pass"]
     async fn a_replica_dead_before_feeding_and_a_broker_outage_leave_no_gap() {
@@ -385,12 +385,25 @@ mod once_per_run {
         };
         eventually("version 1 fed", async || fed().await >= Some(v1)).await;
 
-        // A publishes version 2 and never feeds it.
-        let mut a = TestApp::spawn_on(replica("127.0.0.1:1".into())).await;
-        a.record((1..=10).map(|p| event(&format!("o{p}"), p, v1::EventType::Order, 10_000 * p, now)).collect()).await;
-        let v2 = a.recompute("").await.version;
+        // A publishes version 2 and is killed before it feeds it.
+        let envs = [
+            ("DATABASE_URL", db.url.clone()),
+            ("REDIS_URL", crate::helpers::test_redis().expect("RANKING_TEST_REDIS")),
+            ("RANKING_REDIS_MODE", crate::helpers::test_redis_mode().to_string()),
+            ("RANKING_REDIS_PREFIX", prefix.trim_start_matches("--redis-prefix=").to_string()),
+            ("RANKING_RECOMPUTE_INTERVAL", "0".to_string()),
+            ("RANKING_FEED_KAFKA_TOPIC", topic.clone()),
+            ("RANKING_FEED_KAFKA_BROKERS", "127.0.0.1:1".to_string()),
+        ];
+        let a = crate::helpers::process::ServerProcess::start(&envs).await;
+        let mut client = ranking_client::connect(format!("http://{}", a.addr)).await.expect("connect");
+        let orders: Vec<v1::Event> =
+            (1..=10).map(|p| event(&format!("o{p}"), p, v1::EventType::Order, 10_000 * p, now)).collect();
+        client.record_events(v1::RecordEventsRequest { events: orders }).await.expect("record");
+        let v2 = client.recompute(v1::RecomputeRequest::default()).await.expect("recompute").into_inner().version;
         assert!(v2 > v1);
-        a.stop().await;
+        a.kill();
+        a.wait().await;
 
         // The broker down for 10 s while B publishes version 3.
         broker.stop();

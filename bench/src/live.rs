@@ -26,8 +26,10 @@ use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
 use crate::reads::{Shape, cpu_seconds, h2load};
 
-/// Offered load: batches per second × events per batch.
+/// Offered load of the live bench: batches per second × events per batch.
 const BATCHES_PER_SECOND: u64 = 20;
+/// The feed bench's: 20,000 events a second.
+const FEED_BATCHES_PER_SECOND: u64 = 40;
 const BATCH: u64 = 500;
 /// Writers sending them, each its share of the batches.
 const WRITERS: u64 = 2;
@@ -130,7 +132,7 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
                 if !cases.is_empty() && !cases.contains(&format!("{interval}:{distribution}").as_str()) {
                     continue;
                 }
-                all.push(run(&pg, redis, products, distribution, interval, None).await);
+                all.push(run(&pg, redis, products, distribution, interval, None, BATCHES_PER_SECOND).await);
             }
         }
     }
@@ -185,6 +187,7 @@ async fn run(
     distribution: &'static str,
     interval: &'static str,
     feed: Option<(&str, &str)>,
+    batches_per_second: u64,
 ) -> Figures {
     let prefix = format!("bench-live-{:x}", Utc::now().timestamp_micros());
     let holder_metrics = crate::helpers::free_port();
@@ -239,7 +242,7 @@ async fn run(
             let (stop, sent, changed, mut client) = (stop.clone(), sent.clone(), changed.clone(), client.clone());
             tokio::spawn(async move {
                 let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ products as u64 ^ (w << 40));
-                let mut tick = tokio::time::interval(Duration::from_secs(WRITERS) / BATCHES_PER_SECOND as u32);
+                let mut tick = tokio::time::interval(Duration::from_secs(WRITERS) / batches_per_second as u32);
                 let mut second = HashSet::new();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -264,7 +267,7 @@ async fn run(
                     client.record_events(v1::RecordEventsRequest { events }).await.expect("RecordEvents");
                     sent.fetch_add(BATCH, Ordering::Relaxed);
                     n += 1;
-                    if n.is_multiple_of(BATCHES_PER_SECOND / WRITERS) {
+                    if n.is_multiple_of(batches_per_second / WRITERS) {
                         changed.lock().expect("changed").push(std::mem::take(&mut second).len());
                     }
                 }
@@ -433,9 +436,10 @@ pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
         rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin");
     let topics = [NewTopic::new(&topic, 1, TopicReplication::Fixed(1))];
     admin.create_topics(&topics, &AdminOptions::new()).await.expect("create topic");
-    let off = run(&pg, redis, products, "uniform", "1s", None).await;
-    let on = run(&pg, redis, products, "uniform", "1s", Some((brokers, &topic))).await;
-    println!("\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, uniform)\n");
+    let rate = FEED_BATCHES_PER_SECOND;
+    let off = run(&pg, redis, products, "zipf", "1s", None, rate).await;
+    let on = run(&pg, redis, products, "zipf", "1s", Some((brokers, &topic)), rate).await;
+    println!("\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, Zipf popularity)\n");
     println!(
         "| feed | events/s | passes | publish phase ms (mean) | pass wall ms (mean) | feed records/s | publication → version acknowledged p50 / p99 ≤ ms | target |"
     );

@@ -106,6 +106,12 @@ impl RankingService for Bare {
     ) -> Result<Response<v1::GetRankHistoryResponse>, Status> {
         none()
     }
+    async fn compare_rankings(
+        &self,
+        _: Request<v1::CompareRankingsRequest>,
+    ) -> Result<Response<v1::CompareRankingsResponse>, Status> {
+        none()
+    }
 }
 
 /// Serves the bare server on a free port of 127.0.0.1, answering GetTopN with the encoded

@@ -439,7 +439,9 @@ pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
     let rate = FEED_BATCHES_PER_SECOND;
     let off = run(&pg, redis, products, "zipf", "1s", None, rate).await;
     let on = run(&pg, redis, products, "zipf", "1s", Some((brokers, &topic)), rate).await;
-    println!("\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, Zipf popularity)\n");
+    println!(
+        "\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, Zipf popularity)\n"
+    );
     println!(
         "| feed | events/s | passes | publish phase ms (mean) | pass wall ms (mean) | feed records/s | publication → version acknowledged p50 / p99 ≤ ms | target |"
     );

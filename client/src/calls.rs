@@ -187,6 +187,14 @@ impl RankingClient {
         self.unary(request, |mut c, r| async move { c.get_rank_history(r).await }).await
     }
 
+    /// Two boards compared (read token): rank-biased overlap, weighted tau, overlaps, shifts.
+    pub async fn compare_rankings(
+        &self,
+        request: v1::CompareRankingsRequest,
+    ) -> Result<v1::CompareRankingsResponse, Status> {
+        self.unary(request, |mut c, r| async move { c.compare_rankings(r).await }).await
+    }
+
     /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
     pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
         self.unary(request.into(), |mut c, r| async move { c.recompute(r).await }).await

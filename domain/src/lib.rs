@@ -21,10 +21,12 @@
 //! - [`snapshot`]: an immutable ranking in memory (page in O(limit), rank in O(1)).
 //! - [`history`]: the kept tops of ended days, and a product's history over them.
 //! - [`feed`]: the ranking feed's changes between two fed tops, and their checksum.
+//! - [`compare`]: two rankings compared (rank-biased overlap, weighted tau, shifts).
 
 pub mod calendar;
 pub mod cap;
 pub mod catalog;
+pub mod compare;
 pub mod controls;
 pub mod delta;
 pub mod encoding;

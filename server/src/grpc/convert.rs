@@ -242,6 +242,25 @@ pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
     }
 }
 
+/// CompareRankings' answer on the wire.
+pub fn comparison(a: crate::app::queries::CompareAnswer) -> pb::CompareRankingsResponse {
+    let c = a.comparison;
+    pb::CompareRankingsResponse {
+        rbo_ext: c.rbo_ext,
+        rbo_min: c.rbo_min,
+        weighted_tau: c.weighted_tau,
+        overlap_at_10: c.overlap_at_10,
+        overlap_at_100: c.overlap_at_100,
+        largest_shifts: c
+            .largest_shifts
+            .iter()
+            .map(|s| pb::ProductShift { product_id: s.product_id, rank_a: s.rank_a, rank_b: s.rank_b })
+            .collect(),
+        version_a: a.version_a.unwrap_or_default(),
+        version_b: a.version_b.unwrap_or_default(),
+    }
+}
+
 /// PreviewTopN's request (`now_us`: an unset start of a draft).
 pub fn preview(req: pb::PreviewTopNRequest, now_us: i64) -> Result<Preview, Invalid> {
     let board = req.selector.unwrap_or_default();

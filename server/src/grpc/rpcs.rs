@@ -92,6 +92,7 @@ pub const RPCS: &[Rpc] = &[
     rpc(RANKING, "PreviewTopN", Kind::Unary, Class::Read),
     rpc(RANKING, "GetCatalog", Kind::Unary, Class::Read),
     rpc(RANKING, "GetRankHistory", Kind::Unary, Class::Read),
+    rpc(RANKING, "CompareRankings", Kind::Unary, Class::Read),
     rpc(HEALTH, "Check", Kind::Unary, Class::Health),
     rpc(HEALTH, "Watch", Kind::ServerStream, Class::Health),
     rpc(REFLECTION_V1, "ServerReflectionInfo", Kind::BidiStream, Class::Reflection),

@@ -229,6 +229,25 @@ impl RankingService for RankingApi {
         }))
     }
 
+    async fn compare_rankings(
+        &self,
+        request: Request<pb::CompareRankingsRequest>,
+    ) -> Result<Response<pb::CompareRankingsResponse>, Status> {
+        let req = request.into_inner();
+        let query = |board: Option<pb::GetTopNRequest>, name: &'static str| -> Result<TopQuery, Invalid> {
+            let t = board.unwrap_or_default();
+            Ok(TopQuery {
+                selector: convert::selector(t.window, &t.date, t.hour, &t.segment).map_err(|e| e.within(name))?,
+                offset: t.offset,
+                limit: t.limit,
+                page_token: Some(t.page_token).filter(|t| !t.is_empty()),
+            })
+        };
+        let (a, b) = (query(req.a, "a")?, query(req.b, "b")?);
+        let answer = self.queries.compare(a, b, req.persistence).await?;
+        Ok(Response::new(convert::comparison(answer)))
+    }
+
     async fn get_rank_history(
         &self,
         request: Request<pb::GetRankHistoryRequest>,

@@ -139,6 +139,12 @@ impl RankingService for Scripted {
     ) -> Result<Response<v1::GetRankHistoryResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn compare_rankings(
+        &self,
+        _: Request<v1::CompareRankingsRequest>,
+    ) -> Result<Response<v1::CompareRankingsResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

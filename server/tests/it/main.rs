@@ -17,6 +17,7 @@ mod chaos;
 mod client;
 mod client_calls;
 mod cluster;
+mod compare;
 mod controls;
 mod dashboard;
 mod explain;

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ranking_client::tonic::transport::{Certificate, ClientTlsConfig};
 use ranking_client::{RankingClient, events, v1};
 
+mod compare;
 mod controls;
 mod follow;
 mod history;
@@ -140,6 +141,8 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         limit: u32,
     },
+    /// Compare two boards: rank-biased overlap, weighted tau, overlaps, the largest shifts.
+    Compare(compare::CompareArgs),
     /// Follow a board of the ranking feed (Kafka or JetStream), checking every version.
     Follow(follow::FollowArgs),
     /// A product's rank on each ended day (the last 90 by default), its best rank and streak.
@@ -369,6 +372,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Controls { action } => controls::run(&client, action, cli.json).await?,
         Command::History(args) => history::run(&client, args, cli.json).await?,
+        Command::Compare(args) => compare::run(&client, args, cli.json).await?,
         Command::Follow(_) => unreachable!("followed above, without a connection"),
         Command::Catalog { action: CatalogAction::Set { product_id, segments, hidden, title } } => {
             let entry = v1::CatalogEntry { product_id, segments, hidden, title };

@@ -18,6 +18,7 @@
 //! - [`answers`]: kept answers of the hot pages of held copies.
 //! - [`movers`]: ListMovers, the products that moved most.
 //! - [`preview`]: PreviewTopN, a board as controls would serve it.
+//! - [`compare`]: CompareRankings, two boards compared.
 
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use crate::ports::{Page, RankingKey, RankingStore, ServedParts, StoreError};
 
 mod annotate;
 mod answers;
+mod compare;
 mod movers;
 mod preview;
 mod rebuild;
@@ -42,6 +44,7 @@ mod types;
 
 use annotate::Ties;
 use answers::Answers;
+pub use compare::{CompareAnswer, DEFAULT_DEPTH, DEFAULT_PERSISTENCE};
 pub use preview::{PreviewAnswer, PreviewQuery};
 use types::page_limit;
 pub use types::{

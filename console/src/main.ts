@@ -5,14 +5,15 @@ import "./style.css";
 import { access, setToken, token } from "./api";
 import { board } from "./board";
 import { catalog } from "./catalog";
+import { compare } from "./compare";
 import { controls } from "./controls";
 import { h } from "./dom";
 import { movers } from "./movers";
 import type { Page } from "./page";
 import { product } from "./product";
 
-const PAGES: Record<string, Page> = { board, product, movers, catalog, controls };
-const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", catalog: "Catalog", controls: "Controls" };
+const PAGES: Record<string, Page> = { board, product, movers, compare, catalog, controls };
+const TITLES: Record<string, string> = { board: "Board", product: "Product", movers: "Movers", compare: "Compare", catalog: "Catalog", controls: "Controls" };
 
 const main = document.getElementById("main")!;
 const tokenButton = document.getElementById("token-button")!;

@@ -299,7 +299,26 @@ test("titles from the catalog name the products on the board", async () => {
   await context.close();
 });
 
-const PAGES = ["#/board", "#/product?id=150", "#/movers", "#/catalog", "#/controls"];
+test("the compare page shows what CompareRankings says of two boards", async () => {
+  const yesterday = new Date(Date.now() - 24 * 3600 * 1000).toISOString().slice(0, 10);
+  const { context, page } = await open(TOKENS.read, `#/compare?a-window=daily&b-window=daily&b-date=${yesterday}&depth=100&p=0.9`);
+  await page.locator("#rbo").waitFor();
+  const answer = await server.client(TOKENS.read).compareRankings({
+    a: { window: Window.DAILY, limit: 100 },
+    b: { window: Window.DAILY, date: yesterday, limit: 100 },
+    persistence: 0.9,
+  });
+  assert.equal(Number(await page.getAttribute("#rbo", "data-value")), answer.rboExt);
+  assert.equal(Number(await page.getAttribute("#tau", "data-value")), answer.weightedTau);
+  assert.ok(answer.rboExt < 1, "today's board is not yesterday's");
+  const shifts = await page.$$eval("#shifts tbody tr", (rows) => rows.map((r) => r.getAttribute("data-product")));
+  assert.deepEqual(shifts, answer.largestShifts.map((s) => String(s.productId)));
+  await page.locator('table[data-board="b"] tbody tr').first().waitFor();
+  await page.screenshot({ path: join(SHOTS, "compare.png"), fullPage: true });
+  await context.close();
+});
+
+const PAGES = ["#/board", "#/product?id=150", "#/movers", "#/compare", "#/catalog", "#/controls"];
 
 /** Waits until the page at `hash` has drawn what it reads. */
 async function drawn(page: Page, hash: string): Promise<void> {
@@ -308,6 +327,7 @@ async function drawn(page: Page, hash: string): Promise<void> {
     "#/board": ["#board tbody tr[data-product]"],
     "#/product?id=150": ["#main-score", "#best-rank"],
     "#/movers": ["#rising-title", "#falling-title"],
+    "#/compare": ["#rbo", 'table[data-board="b"]'],
     "#/catalog": ["form.catalog"],
     "#/controls": ["#stored-title", 'table[data-board="organic"]', 'table[data-board="served"]'],
   };

@@ -124,6 +124,7 @@ pub fn encoded_top(answer: &TopAnswer) -> ranking_proto::Encoded<pb::GetTopNResp
 
 pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
     pb::GetTopNResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
@@ -135,6 +136,7 @@ pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
 /// One product's entry on the wire.
 pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
     pb::GetRankResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         product: Some(ranked(&a.entry, &a.controls)),
         total: a.total,
         above: a.above.iter().map(|e| ranked(e, &a.controls)).collect(),
@@ -166,6 +168,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
     // them leaves its field empty, and `signals` / `axes` hold every term and axis.
     let named_axis = |name: &str, which: AxisRef| e.axis(which).map(|a| axis(name, a));
     pb::ExplainRankResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         product: Some(ranked(&a.entry, &a.controls)),
         date: a.date.to_string(),
         views: count(e.metrics.views),
@@ -215,6 +218,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
 pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
     let a = &frame.answer;
     pb::WatchTopNResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
@@ -226,6 +230,7 @@ pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
 /// Movers on the wire.
 pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
     pb::ListMoversResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &EntryControls::default())).collect(),
         date: a.date.to_string(),
         version: a.version.unwrap_or_default(),
@@ -235,6 +240,7 @@ pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
 /// Several products' entries on the wire.
 pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
     pb::GetRanksResponse {
+        profile: DEFAULT_PROFILE.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         missing: a.missing,
         total: a.total,
@@ -258,6 +264,21 @@ pub fn comparison(a: crate::app::queries::CompareAnswer) -> pb::CompareRankingsR
             .collect(),
         version_a: a.version_a.unwrap_or_default(),
         version_b: a.version_b.unwrap_or_default(),
+    }
+}
+
+/// The one scoring profile a read names today, and answers with.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// The profile a read names (empty: `default`), and its `actor_id` (at most 128 characters;
+/// no experiment is configured, so it chooses nothing yet): the profile read, or NOT_FOUND.
+pub fn read_profile(profile: &str, actor_id: &str) -> Result<&'static str, tonic::Status> {
+    if actor_id.len() > 128 {
+        return Err(Invalid::field("actor_id", format!("must be at most 128 bytes, got {}", actor_id.len())).into());
+    }
+    match profile {
+        "" | DEFAULT_PROFILE => Ok(DEFAULT_PROFILE),
+        other => Err(tonic::Status::not_found(format!("no scoring profile {}", quote(other)))),
     }
 }
 

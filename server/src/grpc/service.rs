@@ -70,6 +70,7 @@ impl RankingService for RankingApi {
         request: Request<pb::GetTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, &req.actor_id)?;
         let query = TopQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             offset: req.offset,
@@ -81,6 +82,7 @@ impl RankingService for RankingApi {
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, &req.actor_id)?;
         let query = RankQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_id: req.product_id,
@@ -91,6 +93,7 @@ impl RankingService for RankingApi {
 
     async fn get_ranks(&self, request: Request<pb::GetRanksRequest>) -> Result<Response<pb::GetRanksResponse>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, &req.actor_id)?;
         let query = RanksQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_ids: req.product_ids,
@@ -103,6 +106,7 @@ impl RankingService for RankingApi {
         request: Request<pb::ListMoversRequest>,
     ) -> Result<Response<pb::ListMoversResponse>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, &req.actor_id)?;
         let query = MoversQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             direction: convert::direction(req.direction)?,
@@ -132,6 +136,7 @@ impl RankingService for RankingApi {
         request: Request<pb::ExplainRankRequest>,
     ) -> Result<Response<pb::ExplainRankResponse>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, "")?;
         let query = ExplainQuery {
             product_id: req.product_id,
             date: convert::date(&req.date)?,
@@ -147,6 +152,7 @@ impl RankingService for RankingApi {
         request: Request<pb::WatchTopNRequest>,
     ) -> Result<Response<Self::WatchTopNStream>, Status> {
         let req = request.into_inner();
+        convert::read_profile(&req.profile, &req.actor_id)?;
         let selector = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
         let query = WatchQuery { selector, limit: req.limit };
         let watcher = self.watch.watch(query)?;
@@ -213,7 +219,11 @@ impl RankingService for RankingApi {
         &self,
         request: Request<pb::PreviewTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
-        let preview = convert::preview(request.into_inner(), self.controls.now_us())?;
+        let req = request.into_inner();
+        if let Some(selector) = &req.selector {
+            convert::read_profile(&selector.profile, &selector.actor_id)?;
+        }
+        let preview = convert::preview(req, self.controls.now_us())?;
         let answer = self.controls.preview(preview).await?;
         Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer).encode_to_vec().into())))
     }
@@ -234,8 +244,9 @@ impl RankingService for RankingApi {
         request: Request<pb::CompareRankingsRequest>,
     ) -> Result<Response<pb::CompareRankingsResponse>, Status> {
         let req = request.into_inner();
-        let query = |board: Option<pb::GetTopNRequest>, name: &'static str| -> Result<TopQuery, Invalid> {
+        let query = |board: Option<pb::GetTopNRequest>, name: &'static str| -> Result<TopQuery, Status> {
             let t = board.unwrap_or_default();
+            convert::read_profile(&t.profile, &t.actor_id)?;
             Ok(TopQuery {
                 selector: convert::selector(t.window, &t.date, t.hour, &t.segment).map_err(|e| e.within(name))?,
                 offset: t.offset,

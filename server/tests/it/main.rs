@@ -36,6 +36,7 @@ mod live;
 mod operations;
 mod otel;
 mod previews;
+mod profile_reads;
 mod profiles;
 mod rankctl;
 mod redis_store;

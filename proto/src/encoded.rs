@@ -97,6 +97,7 @@ mod tests {
             date: "2026-12-01".into(),
             next_page_token: "t".into(),
             version: 3,
+            profile: "default".into(),
         };
         let encoded = Encoded::new(&message);
         let mut sent = Vec::new();

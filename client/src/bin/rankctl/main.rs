@@ -251,6 +251,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 offset,
                 limit,
                 page_token: page_token.unwrap_or_default(),
+                ..Default::default()
             };
             let r = client.top_n(request).await?;
             if cli.json {
@@ -273,7 +274,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Rank { product_id, ranking: Ranking { window: w, date, hour, segment }, neighbors } => {
             let r = client
-                .rank(v1::GetRankRequest { product_id, window: window(w), date, hour, neighbors, segment })
+                .rank(v1::GetRankRequest {
+                    product_id,
+                    window: window(w),
+                    date,
+                    hour,
+                    neighbors,
+                    segment,
+                    ..Default::default()
+                })
                 .await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
@@ -304,6 +313,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 limit,
                 within_top,
                 segment,
+                ..Default::default()
             };
             let r = client.movers(request).await?;
             if cli.json {
@@ -315,7 +325,16 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour, segment } } => {
-            let r = client.ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour, segment }).await?;
+            let r = client
+                .ranks(v1::GetRanksRequest {
+                    product_ids,
+                    window: window(w),
+                    date,
+                    hour,
+                    segment,
+                    ..Default::default()
+                })
+                .await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
                 let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
@@ -336,7 +355,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Explain { product_id, date, segment } => {
-            let r = client.explain_rank(v1::ExplainRankRequest { product_id, date, segment }).await?;
+            let r =
+                client.explain_rank(v1::ExplainRankRequest { product_id, date, segment, ..Default::default() }).await?;
             if cli.json {
                 println!("{}", explain_json(&r));
             } else {
@@ -345,7 +365,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Watch { ranking: Ranking { window: w, date, hour, segment }, limit } => {
             use std::io::IsTerminal;
-            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit };
+            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit, ..Default::default() };
             let mut changes = client.watch_top_n(request);
             let terminal = std::io::stdout().is_terminal();
             while let Some(change) = futures_util::StreamExt::next(&mut changes).await {

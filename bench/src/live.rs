@@ -110,23 +110,26 @@ struct Figures {
     feed: (f64, f64, f64),
 }
 
+/// A throwaway PostgreSQL migrated (by a server then stopped) and seeded with today and
+/// yesterday of `products` products (a carry-over chain and a week to sum), vacuumed, analysed
+/// and written out now rather than by autovacuum and a checkpoint inside a measured window.
+async fn seeded(products: i64) -> pg::ThrowawayPostgres {
+    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
+    let today = Utc::now().date_naive();
+    crate::serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
+    crate::recompute::seed_day(&pg.url(), today.pred_opt().expect("yesterday"), products).await;
+    crate::recompute::seed_day(&pg.url(), today, products).await;
+    let db = Database::connect(pg.url()).await.expect("connect");
+    db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
+    db.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
+    pg
+}
+
 /// Every case of `sizes`, or only those of `cases` (`interval:popularity`) when some are given.
 pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     let mut all = Vec::new();
     for &products in sizes {
-        let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
-        let today = Utc::now().date_naive();
-        // Migrations first, from a server that is then stopped; then today and yesterday
-        // (a carry-over chain and a week to sum).
-        crate::serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
-        crate::recompute::seed_day(&pg.url(), today.pred_opt().expect("yesterday"), products).await;
-        crate::recompute::seed_day(&pg.url(), today, products).await;
-        // The seeded rows vacuumed, analysed and written out now, not by autovacuum and a
-        // checkpoint inside the first case's window.
-        let db = Database::connect(pg.url()).await.expect("connect");
-        db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
-        db.execute_unprepared("CHECKPOINT").await.expect("checkpoint");
-        drop(db);
+        let pg = seeded(products).await;
         for interval in ["1s", "500ms"] {
             for distribution in ["uniform", "zipf"] {
                 if !cases.is_empty() && !cases.contains(&format!("{interval}:{distribution}").as_str()) {
@@ -423,14 +426,7 @@ pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
 
-    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
-    let today = Utc::now().date_naive();
-    crate::serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
-    crate::recompute::seed_day(&pg.url(), today.pred_opt().expect("yesterday"), products).await;
-    crate::recompute::seed_day(&pg.url(), today, products).await;
-    let db = Database::connect(pg.url()).await.expect("connect");
-    db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
-    drop(db);
+    let pg = seeded(products).await;
     let topic = format!("bench-feed-{:x}", Utc::now().timestamp_micros());
     let admin: AdminClient<DefaultClientContext> =
         rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin");

@@ -459,6 +459,28 @@ fn flag_of(env: &str) -> String {
 }
 
 async fn kafka_dead_letters(brokers: &str, topic: &str) -> Vec<DeadLetter> {
+    partition_records(brokers, topic)
+        .await
+        .into_iter()
+        .map(|m| {
+            let header = |name: &str| {
+                m.headers()
+                    .and_then(|h| h.iter().find(|h| h.key == name).and_then(|h| h.value))
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default()
+            };
+            DeadLetter {
+                payload: m.payload().unwrap_or_default().to_vec(),
+                error: header("ranking-error"),
+                source: header("ranking-source"),
+            }
+        })
+        .collect()
+}
+
+/// Every record of partition 0 of `topic`, in order (as many as its watermarks said when the
+/// read began; a minute at most).
+pub async fn partition_records(brokers: &str, topic: &str) -> Vec<rdkafka::message::OwnedMessage> {
     let brokers = brokers.to_string();
     let topic = topic.to_string();
     tokio::task::spawn_blocking(move || {
@@ -476,17 +498,7 @@ async fn kafka_dead_letters(brokers: &str, topic: &str) -> Vec<DeadLetter> {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while (out.len() as i64) < high - low && std::time::Instant::now() < deadline {
             let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else { continue };
-            let header = |name: &str| {
-                m.headers()
-                    .and_then(|h| h.iter().find(|h| h.key == name).and_then(|h| h.value))
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-                    .unwrap_or_default()
-            };
-            out.push(DeadLetter {
-                payload: m.payload().unwrap_or_default().to_vec(),
-                error: header("ranking-error"),
-                source: header("ranking-source"),
-            });
+            out.push(m.detach());
         }
         out
     })

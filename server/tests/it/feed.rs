@@ -16,11 +16,10 @@ use ranking_server::adapters::memory::MemoryRankingStore;
 use ranking_server::domain::feed::FedEntry;
 use ranking_server::ports::{FeedCursor, FeedCursors, RankingKey};
 use ranking_server::test_support::{eventually, eventually_some};
+use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message as _;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::helpers::bus::{test_kafka, test_nats};
 use crate::helpers::{TestApp, event, rand_u64, views};
@@ -108,28 +107,11 @@ fn apply(records: &[v1::FeedRecord]) -> BTreeMap<String, Held> {
 
 /// Every record of partition 0 of `topic`, in order.
 async fn kafka_records(brokers: &str, topic: &str) -> Vec<v1::FeedRecord> {
-    let (brokers, topic) = (brokers.to_string(), topic.to_string());
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &brokers)
-            .set("group.id", format!("feed-reader-{:016x}", rand_u64()))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let (low, high) = consumer.fetch_watermarks(&topic, 0, Duration::from_secs(30)).expect("watermarks");
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&topic, 0, Offset::Offset(low)).expect("offset");
-        consumer.assign(&tpl).expect("assign");
-        let mut out = Vec::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while (out.len() as i64) < high - low && std::time::Instant::now() < deadline {
-            let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else { continue };
-            out.push(v1::FeedRecord::decode(m.payload().unwrap_or_default()).expect("a FeedRecord"));
-        }
-        out
-    })
-    .await
-    .expect("reader")
+    crate::helpers::bus::partition_records(brokers, topic)
+        .await
+        .iter()
+        .map(|m| v1::FeedRecord::decode(m.payload().unwrap_or_default()).expect("a FeedRecord"))
+        .collect()
 }
 
 /// Every message of the feed's stream, in order.

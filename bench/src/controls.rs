@@ -6,14 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use prost::Message;
 use ranking_client::v1;
 
-use crate::helpers::{metric_value, pg};
+use crate::helpers::metric_value;
 use crate::reads::{Shape, h2load};
-use crate::recompute::seed_day;
-use crate::serve;
+use crate::recompute::seeded_server;
 
 /// Runs of each measured case; the median is reported.
 const RUNS: usize = 3;
@@ -29,7 +27,7 @@ fn control(id: String, action: v1::control::Action) -> v1::Control {
 
 /// 1,000 controls on the whole ranking: 100 pins, 600 boosts and buries of 10 products each,
 /// 300 exclusions of 10 products each, spread over the products.
-fn thousand(products: i64) -> Vec<v1::Control> {
+pub(crate) fn thousand(products: i64) -> Vec<v1::Control> {
     let spread = |i: i64, k: i64| 1 + (i * 7_919 + k * 104_729) % products;
     let mut controls = Vec::new();
     for i in 0..100 {
@@ -52,14 +50,7 @@ fn thousand(products: i64) -> Vec<v1::Control> {
 }
 
 pub async fn bench_controls(products: i64, redis: &str) {
-    let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
-    let mut app = serve(&[
-        format!("--database-url={}", pg.url()),
-        format!("--redis-url={redis}"),
-        format!("--redis-prefix=bench-{:x}", Utc::now().timestamp_micros()),
-    ])
-    .await;
-    seed_day(&pg.url(), Utc::now().date_naive(), products).await;
+    let (_pg, mut app) = seeded_server(products, redis).await;
     // Server-side elapsed ms of a recompute, and its daily phase (ranking and publication of
     // the daily ranking), in seconds.
     let recompute = async |app: &mut crate::Running| {

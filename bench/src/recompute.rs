@@ -11,15 +11,22 @@ use crate::helpers::pg;
 use crate::peak_rss_mb;
 use crate::serve;
 
-pub async fn bench_recompute(products: i64, redis: &str) {
+/// A server in this process on a throwaway PostgreSQL seeded with today's `products` rows,
+/// its rankings in `redis` under a prefix of its own.
+pub(crate) async fn seeded_server(products: i64, redis: &str) -> (pg::ThrowawayPostgres, crate::Running) {
     let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
-    let mut app = serve(&[
+    let app = serve(&[
         format!("--database-url={}", pg.url()),
         format!("--redis-url={redis}"),
         format!("--redis-prefix=bench-{:x}", Utc::now().timestamp_micros()),
     ])
     .await;
     seed_day(&pg.url(), Utc::now().date_naive(), products).await;
+    (pg, app)
+}
+
+pub async fn bench_recompute(products: i64, redis: &str) {
+    let (_pg, mut app) = seeded_server(products, redis).await;
     let rss_before = peak_rss_mb();
     let started = Instant::now();
     let r =

@@ -7,8 +7,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use ranking_server::domain::controls::Control;
 use ranking_server::domain::controls::served::{boosted, serve};
-use ranking_server::domain::controls::{Action, Control, Windows};
 use ranking_server::domain::profile::ScoringProfile;
 use ranking_server::domain::snapshot::{Scored, Snapshot, ranking_order};
 
@@ -34,36 +34,13 @@ fn organic(products: i64, profile: &ScoringProfile) -> Vec<Scored> {
     board
 }
 
-/// The `controls` scenario's 1,000 controls, as the domain holds them.
+/// The `controls` scenario's 1,000 controls, as the domain holds them (read as PutControl
+/// reads them, active from the epoch).
 fn thousand(products: i64) -> Vec<Control> {
-    let spread = |i: i64, k: i64| 1 + (i * 7_919 + k * 104_729) % products;
-    let control = |id: String, action: Action| Control {
-        id,
-        segment: None,
-        windows: Windows::ALL,
-        profile: None,
-        active_from_us: 0,
-        active_until_us: None,
-        action,
-        note: String::new(),
-        revision: 1,
-        updated_at_us: 0,
-    };
-    let mut controls = Vec::new();
-    for i in 0..100 {
-        controls
-            .push(control(format!("pin-{i}"), Action::Pin { product_id: spread(i, 0), position: 1 + i as u32 * 3 }));
-    }
-    for i in 0..600 {
-        let product_ids = (0..10).map(|k| spread(i + 1_000, k)).collect();
-        let points = if i % 3 == 0 { -50.0 } else { 2.5 + i as f64 };
-        controls.push(control(format!("boost-{i}"), Action::Boost { product_ids, points }));
-    }
-    for i in 0..300 {
-        let product_ids = (0..10).map(|k| spread(i + 5_000, k)).collect();
-        controls.push(control(format!("exclude-{i}"), Action::Exclude { product_ids }));
-    }
-    controls
+    crate::controls::thousand(products)
+        .into_iter()
+        .map(|c| ranking_server::grpc::controls::control(c, 0).expect("a valid control"))
+        .collect()
 }
 
 /// Seconds of `f`'s run, median of [`RUNS`].

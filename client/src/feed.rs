@@ -124,11 +124,7 @@ impl Follower {
     }
 }
 
-/// A board's name as the feed keys it: `window/date/segment/profile`.
-pub fn board_name(board: &v1::BoardKey) -> String {
-    let window = if board.window == v1::Window::Weekly as i32 { "weekly" } else { "daily" };
-    format!("{window}/{}/{}/{}", board.date, board.segment, board.profile)
-}
+pub use ranking_proto::feed::{board_name, subject};
 
 /// The board a record is about.
 pub fn board_of(record: &v1::FeedRecord) -> Option<&v1::BoardKey> {

@@ -5,6 +5,7 @@
 
 mod conversions;
 mod encoded;
+pub mod feed;
 
 pub use encoded::Encoded;
 

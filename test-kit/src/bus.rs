@@ -331,30 +331,11 @@ impl TestBus {
         match self {
             Self::Kafka { brokers, dead_letters, .. } => kafka_dead_letters(brokers, dead_letters).await,
             Self::JetStream { url, dead_letters, .. } => {
-                let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
                 let stream_name = format!("DLQ_{}", dead_letters.trim_start_matches("dlq."));
-                let mut stream = js.get_stream(&stream_name).await.expect("dead-letter stream");
-                let count = stream.info().await.expect("stream info").state.messages as usize;
-                if count == 0 {
-                    return Vec::new();
-                }
-                // Unacknowledged: a consumer with acknowledgements stops delivering at its
-                // max_ack_pending (1,000), and a long run dead-letters more than that.
-                let config = pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() };
-                let reader = stream.create_consumer(config).await.expect("reader");
-                // One pull may deliver fewer than asked: pull again until all `count` are read
-                // (a pull that brings nothing ends the read with what it has).
-                let mut out = Vec::new();
-                while out.len() < count {
-                    let before = out.len();
-                    let mut batch = reader
-                        .batch()
-                        .max_messages(count - out.len())
-                        .expires(Duration::from_secs(2))
-                        .messages()
-                        .await
-                        .expect("fetch");
-                    while let Some(Ok(m)) = batch.next().await {
+                stream_messages(url, &stream_name)
+                    .await
+                    .into_iter()
+                    .map(|m| {
                         let header = |name: &str| {
                             m.headers
                                 .as_ref()
@@ -362,17 +343,13 @@ impl TestBus {
                                 .map(|v| v.as_str().to_string())
                                 .unwrap_or_default()
                         };
-                        out.push(DeadLetter {
+                        DeadLetter {
                             payload: m.payload.to_vec(),
                             error: header("ranking-error"),
                             source: header("ranking-source"),
-                        });
-                    }
-                    if out.len() == before {
-                        break;
-                    }
-                }
-                out
+                        }
+                    })
+                    .collect()
             }
         }
     }
@@ -476,6 +453,41 @@ async fn kafka_dead_letters(brokers: &str, topic: &str) -> Vec<DeadLetter> {
             }
         })
         .collect()
+}
+
+/// Every message of the JetStream stream `name`, in order (as many as it held when the read
+/// began).
+pub async fn stream_messages(url: &str, name: &str) -> Vec<async_nats::Message> {
+    let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
+    let mut stream = js.get_stream(name).await.expect("stream");
+    let count = stream.info().await.expect("stream info").state.messages as usize;
+    if count == 0 {
+        return Vec::new();
+    }
+    // Unacknowledged: a consumer with acknowledgements stops delivering at its
+    // max_ack_pending (1,000), and a long run writes more than that.
+    let config = pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() };
+    let reader = stream.create_consumer(config).await.expect("reader");
+    // One pull may deliver fewer than asked: pull again until all `count` are read (a pull
+    // that brings nothing ends the read with what it has).
+    let mut out = Vec::new();
+    while out.len() < count {
+        let before = out.len();
+        let mut batch = reader
+            .batch()
+            .max_messages(count - out.len())
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .expect("fetch");
+        while let Some(Ok(m)) = batch.next().await {
+            out.push(m.message);
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    out
 }
 
 /// Every record of partition 0 of `topic`, in order (as many as its watermarks said when the

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::policy::Policy;
+use super::policy::{DEFAULT_PROFILE, Policy};
 use crate::domain::feed::{FedEntry, changes, checksum};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
@@ -162,7 +162,7 @@ impl Feeder {
         };
         let batch = FeedBatch {
             board: key,
-            profile: "default".into(),
+            profile: DEFAULT_PROFILE.into(),
             version: noted.version,
             previous_version,
             changes: changes(previous_top, &noted.top),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{Days, NaiveDate};
 
 use super::invalid::Invalid;
-use super::policy::Policy;
+use super::policy::{DEFAULT_PROFILE, Policy};
 use crate::domain::catalog::Segment;
 use crate::domain::history::{Summary, summarize};
 use crate::ports::{HistoryBoard, HistoryRows, StoreError};
@@ -61,7 +61,7 @@ impl History {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
         // The service's one profile is `default` (its boards are kept under the empty name).
-        if !query.profile.is_empty() && query.profile != "default" {
+        if !query.profile.is_empty() && query.profile != DEFAULT_PROFILE {
             return Err(HistoryError::UnknownProfile(query.profile));
         }
         let today = self.policy.today(self.policy.now());

@@ -99,6 +99,10 @@ pub struct Policy {
     pub history_days: u32,
 }
 
+/// The name of the service's scoring profile (`RANKING_PROFILE`, or the built-in one): what a
+/// read naming no profile reads, and what every answer and fed record says.
+pub const DEFAULT_PROFILE: &str = "default";
+
 /// Entries of a segment's board kept per ended day, at most.
 pub const SEGMENT_HISTORY_TOP: usize = 100;
 

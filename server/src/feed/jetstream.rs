@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, stream};
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use super::{board_key, board_name, records};
+use super::{board_key, board_name, records, subject};
 use crate::ports::{FeedBatch, FeedSink, StoreError};
 
 /// Longest a connection attempt may take before the batch counts as failed.
@@ -29,14 +29,6 @@ impl JetStreamFeed {
     /// for `keep` when the sink creates it.
     pub fn new(url: &str, prefix: &str, keep: Duration) -> Self {
         Self { url: url.to_string(), prefix: prefix.to_string(), keep, context: Mutex::new(None) }
-    }
-
-    /// The subject of a board: its segment with `.` written `%2E` (a subject token ends at a
-    /// dot), `_all` for the whole ranking.
-    pub fn subject(&self, board: &ranking_proto::v1::BoardKey) -> String {
-        let window = if board.window == ranking_proto::v1::Window::Weekly as i32 { "weekly" } else { "daily" };
-        let segment = if board.segment.is_empty() { "_all".to_string() } else { board.segment.replace('.', "%2E") };
-        format!("{}.{}.{window}.{segment}", self.prefix, board.profile)
     }
 
     async fn context(&self) -> Result<jetstream::Context, StoreError> {
@@ -77,7 +69,7 @@ impl FeedSink for JetStreamFeed {
     async fn send(&self, batch: &FeedBatch) -> Result<(), StoreError> {
         let context = self.context().await?;
         let board = board_key(batch.board, &batch.profile);
-        let (subject, name) = (self.subject(&board), board_name(&board));
+        let (subject, name) = (subject(&self.prefix, &board), board_name(&board));
         let mut acks = Vec::new();
         for record in records(batch) {
             let id = match record.product_id {

@@ -11,6 +11,8 @@
 use prost::Message;
 use ranking_proto::v1 as pb;
 
+pub use ranking_proto::feed::{board_name, subject};
+
 use crate::ports::{FeedBatch, RankingKey};
 
 pub mod jetstream;
@@ -28,13 +30,6 @@ pub fn board_key(key: RankingKey, profile: &str) -> pb::BoardKey {
         segment: key.segment().map(|s| s.as_str().to_string()).unwrap_or_default(),
         profile: profile.to_string(),
     }
-}
-
-/// The board as a Kafka key and in a message id: `window/date/segment/profile` (`daily`,
-/// `weekly`; the segment empty for the whole ranking).
-pub fn board_name(board: &pb::BoardKey) -> String {
-    let window = if board.window == pb::Window::Weekly as i32 { "weekly" } else { "daily" };
-    format!("{window}/{}/{}/{}", board.date, board.segment, board.profile)
 }
 
 /// One encoded record: the product it is about (`None` for the closing version record) and

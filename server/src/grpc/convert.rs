@@ -10,6 +10,7 @@ use super::controls;
 use crate::app::controls::Preview;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
+use crate::app::policy::DEFAULT_PROFILE;
 use crate::app::queries::{
     Direction, EntryControls, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window,
 };
@@ -266,9 +267,6 @@ pub fn comparison(a: crate::app::queries::CompareAnswer) -> pb::CompareRankingsR
         version_b: a.version_b.unwrap_or_default(),
     }
 }
-
-/// The one scoring profile a read names today, and answers with.
-pub const DEFAULT_PROFILE: &str = "default";
 
 /// The profile a read names (empty: `default`), and its `actor_id` (at most 128 characters;
 /// no experiment is configured, so it chooses nothing yet): the profile read, or NOT_FOUND.

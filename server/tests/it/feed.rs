@@ -7,9 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::pull};
+use async_nats::jetstream;
 use chrono::{Duration as Age, Utc};
-use futures_util::StreamExt;
 use prost::Message;
 use ranking_client::v1::{self, feed_record::Record};
 use ranking_server::adapters::memory::MemoryRankingStore;
@@ -118,28 +117,11 @@ async fn kafka_records(brokers: &str, topic: &str) -> Vec<v1::FeedRecord> {
 async fn nats_records(url: &str, prefix: &str) -> Vec<v1::FeedRecord> {
     let js = jetstream::new(async_nats::connect(url).await.expect("nats connects"));
     let name = js.stream_by_subject(format!("{prefix}.>")).await.expect("the feed's stream");
-    let mut stream = js.get_stream(&name).await.expect("stream");
-    let count = stream.info().await.expect("info").state.messages as usize;
-    let config = pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() };
-    let reader = stream.create_consumer(config).await.expect("reader");
-    let mut out = Vec::new();
-    while out.len() < count {
-        let before = out.len();
-        let mut batch = reader
-            .batch()
-            .max_messages(count - out.len())
-            .expires(Duration::from_secs(2))
-            .messages()
-            .await
-            .expect("pull");
-        while let Some(Ok(m)) = batch.next().await {
-            out.push(v1::FeedRecord::decode(m.payload.as_ref()).expect("a FeedRecord"));
-        }
-        if out.len() == before {
-            break;
-        }
-    }
-    out
+    crate::helpers::bus::stream_messages(url, &name)
+        .await
+        .iter()
+        .map(|m| v1::FeedRecord::decode(m.payload.as_ref()).expect("a FeedRecord"))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

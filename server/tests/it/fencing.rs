@@ -206,24 +206,33 @@ async fn a_replica_cut_off_from_redis_in_the_middle_of_a_live_pass_publishes_not
     stalled_replica_publishes_nothing_stale(true, true).await;
 }
 
+/// A database and a Redis prefix for two replicas, their flags (a 60 s lease), and the first
+/// replica, which has ranked products 1, 2 and 3 (3, 2 and 1 views): what a held write is
+/// tested on.
+async fn ranked_replica() -> (TestDb, String, Vec<String>, TestApp) {
+    crate::bus::assert_shared_servers();
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    let flags = vec![format!("--redis-prefix={prefix}"), "--recompute-lease=60s".to_string()];
+    let flagged: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut held = TestApp::spawn_on(settings(&db.url, &flagged)).await;
+    let at = Utc::now() - Age::seconds(30);
+    for (product, n) in [(1, 3), (2, 2), (3, 1)] {
+        held.record(crate::helpers::views(&format!("v{product}"), product, n, at)).await;
+    }
+    held.recompute("").await;
+    (db, prefix, flags, held)
+}
+
 /// The fence itself: a recompute held just before its first write until the other replica
 /// holds the day (its lease gone, as a stall past its life leaves it) is refused by the store
 /// and counted, and the other replica's ranking stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a database server and Redis shared by replicas: make test's Redis passes"]
 async fn a_write_held_until_another_replica_holds_the_day_is_refused_and_counted() {
-    crate::bus::assert_shared_servers();
-    let db = TestDb::create().await;
-    let prefix = format!("t{:x}", rand_u64());
-    let flags = [format!("--redis-prefix={prefix}"), "--recompute-lease=60s".to_string()];
+    let (db, prefix, flags, held) = ranked_replica().await;
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let mut held = TestApp::spawn_on(settings(&db.url, &flags)).await;
     let mut other = TestApp::spawn_on(settings(&db.url, &flags)).await;
-    let at = Utc::now() - Age::seconds(30);
-    held.record(crate::helpers::views("v", 1, 3, at)).await;
-    held.record(crate::helpers::views("w", 2, 2, at)).await;
-    held.record(crate::helpers::views("x", 3, 1, at)).await;
-    held.recompute("").await;
 
     let (reached, release) = held.scheduler.recompute().faults().hold_before_publish();
     let mut client = held.client.clone();
@@ -254,17 +263,8 @@ async fn a_write_held_until_another_replica_holds_the_day_is_refused_and_counted
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a database server and Redis shared by replicas: make test's Redis passes"]
 async fn a_control_pass_held_past_its_lease_publishes_nothing_over_its_successor() {
-    crate::bus::assert_shared_servers();
-    let db = TestDb::create().await;
-    let prefix = format!("t{:x}", rand_u64());
-    let flags = [format!("--redis-prefix={prefix}"), "--recompute-lease=60s".to_string()];
+    let (db, prefix, flags, mut held) = ranked_replica().await;
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let mut held = TestApp::spawn_on(settings(&db.url, &flags)).await;
-    let at = Utc::now() - Age::seconds(30);
-    for (product, n) in [(1, 3), (2, 2), (3, 1)] {
-        held.record(crate::helpers::views(&format!("v{product}"), product, n, at)).await;
-    }
-    held.recompute("").await;
 
     let (reached, release) = held.scheduler.recompute().faults().hold_before_publish();
     let pin = crate::previews::pin("hero", 3, 1);

@@ -161,10 +161,14 @@ async fn nats(url: &str, prefix: &str, once: bool, boards: &mut Boards) -> Resul
     use futures_util::StreamExt;
 
     let js = jetstream::new(async_nats::connect(url).await?);
-    let window = if boards.args.weekly { "weekly" } else { "daily" };
-    let segment =
-        if boards.args.segment.is_empty() { "_all".to_string() } else { boards.args.segment.replace('.', "%2E") };
-    let subject = format!("{prefix}.{}.{window}.{segment}", boards.args.profile);
+    let window = if boards.args.weekly { v1::Window::Weekly } else { v1::Window::Daily };
+    let board = v1::BoardKey {
+        window: window as i32,
+        segment: boards.args.segment.clone(),
+        profile: boards.args.profile.clone(),
+        ..Default::default()
+    };
+    let subject = ranking_client::feed::subject(prefix, &board);
     let stream = js.get_stream(js.stream_by_subject(&subject).await?).await?;
     let config = consumer::pull::OrderedConfig { filter_subject: subject, ..Default::default() };
     let mut messages = stream.create_consumer(config).await?.messages().await?;

@@ -6,7 +6,7 @@
 //! before the cutoff and deletes the rest row by row.
 
 use chrono::NaiveDate;
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockType, Order, Query, SelectStatement};
+use sea_orm::sea_query::{Alias, Cond, Condition, Expr, ExprTrait, LockType, Order, Query};
 use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 
 use super::dialect::Dialect;
@@ -27,11 +27,26 @@ fn window_code(board: &HistoryBoard<'_>) -> i16 {
     if board.weekly { 3 } else { 1 }
 }
 
-fn of_board(select: &mut SelectStatement, board: &HistoryBoard<'_>) {
-    select
-        .and_where(col("board_window").eq(window_code(board)))
-        .and_where(col("segment").eq(board.segment.as_ref().map_or("", |s| s.as_str())))
-        .and_where(col("profile").eq(board.profile));
+/// The segment's name as stored (empty: the whole ranking).
+fn segment_name<'a>(board: &'a HistoryBoard<'_>) -> &'a str {
+    board.segment.as_ref().map_or("", |s| s.as_str())
+}
+
+/// The rows of `board`: the primary key's prefix.
+fn of_board(board: &HistoryBoard<'_>) -> Condition {
+    Cond::all()
+        .add(col("board_window").eq(window_code(board)))
+        .add(col("segment").eq(segment_name(board)))
+        .add(col("profile").eq(board.profile))
+}
+
+/// A day to keep.
+struct Day<'a> {
+    board: HistoryBoard<'a>,
+    date: NaiveDate,
+    version: i64,
+    top: &'a [u8],
+    kept_at_us: i64,
 }
 
 /// Keeps `top` as `board`'s day `date` from `version` (see [`crate::ports::HistoryRows`]). Two
@@ -45,31 +60,23 @@ pub async fn keep_day(
     top: &[u8],
     kept_at_us: i64,
 ) -> Result<Kept, StoreError> {
-    match keep_once(db, board, date, version, top, kept_at_us).await {
-        Err(first) => match keep_once(db, board, date, version, top, kept_at_us).await {
-            Ok(kept) => Ok(kept),
-            Err(_) => Err(first),
-        },
+    let version = i64::try_from(version).map_err(|_| StoreError::Corrupt(format!("version {version} too large")))?;
+    let day = Day { board, date, version, top, kept_at_us };
+    match keep_in_one_transaction(db, &day).await {
+        Err(first) => keep_in_one_transaction(db, &day).await.map_err(|_| first),
         kept => kept,
     }
 }
 
-async fn keep_once(
-    db: &DatabaseConnection,
-    board: HistoryBoard<'_>,
-    date: NaiveDate,
-    version: u64,
-    top: &[u8],
-    kept_at_us: i64,
-) -> Result<Kept, StoreError> {
-    let version = i64::try_from(version).map_err(|_| StoreError::Corrupt(format!("version {version} too large")))?;
+async fn keep_in_one_transaction(db: &DatabaseConnection, day: &Day<'_>) -> Result<Kept, StoreError> {
+    let Day { board, date, version, top, kept_at_us } = *day;
     let txn = db.begin().await.map_err(StoreError::database)?;
     let mut select = Query::select()
         .columns([Alias::new("version"), Alias::new("top_entries"), Alias::new("restated")])
         .from(table())
+        .cond_where(of_board(&board))
         .and_where(col("day").eq(date))
         .to_owned();
-    of_board(&mut select, &board);
     if Dialect::of(db.get_database_backend()).locks_rows() {
         select.lock(LockType::Update);
     }
@@ -87,7 +94,7 @@ async fn keep_once(
                 )
                 .values_panic([
                     window_code(&board).into(),
-                    board.segment.as_ref().map_or("", |s| s.as_str()).into(),
+                    segment_name(&board).into(),
                     board.profile.into(),
                     date.into(),
                     version.into(),
@@ -111,10 +118,8 @@ async fn keep_once(
                 .table(table())
                 .value(Alias::new("version"), version)
                 .value(Alias::new("kept_at_us"), kept_at_us)
+                .cond_where(of_board(&board))
                 .and_where(col("day").eq(date))
-                .and_where(col("board_window").eq(window_code(&board)))
-                .and_where(col("segment").eq(board.segment.as_ref().map_or("", |s| s.as_str())))
-                .and_where(col("profile").eq(board.profile))
                 .to_owned();
             if !same {
                 update.value(Alias::new("top_entries"), top.to_vec()).value(Alias::new("restated"), restated + 1);
@@ -129,12 +134,12 @@ async fn keep_once(
 
 /// Every kept day of `board`, oldest first.
 pub async fn kept_days(db: &DatabaseConnection, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError> {
-    let mut select = Query::select()
+    let select = Query::select()
         .columns([Alias::new("day"), Alias::new("top_entries"), Alias::new("restated")])
         .from(table())
+        .cond_where(of_board(&board))
         .order_by(Alias::new("day"), Order::Asc)
         .to_owned();
-    of_board(&mut select, &board);
     let rows = db.query_all(&select).await.map_err(StoreError::database)?;
     rows.into_iter()
         .map(|row| {

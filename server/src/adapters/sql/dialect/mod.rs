@@ -1,7 +1,8 @@
 //! Every difference between the SQL engines, in one place: row sources of a batch
 //! statement, upsert tails, insert-or-ignore, chunked deletes, placeholders, the duplicate
 //! filter query, the day's and the week's reads (in [`scans`], with the planner settings
-//! they run under) and the transaction isolation. The store and the write path ask the dialect for text and never
+//! they run under), the transaction isolation, and what each engine's errors mean
+//! ([`errors`]: a lost race to retry, a session limit hit). The store and the write path ask the dialect for text and never
 //! match on the engine themselves.
 //!
 //! The PostgreSQL and MySQL texts do not depend on the number of rows (one array per
@@ -11,12 +12,15 @@
 //! gets no reply. SQLite gets a `VALUES` list with numbers and dates written as literals and
 //! strings bound.
 
-use sea_orm::{DbBackend, DbErr, IsolationLevel, RuntimeErr, Value};
+use sea_orm::{DbBackend, IsolationLevel, Value};
 
 use super::rows::Rows;
 
 mod actors;
+mod errors;
 mod scans;
+
+pub use errors::SessionLimit;
 
 /// The engine behind a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,39 +31,6 @@ pub enum Dialect {
     MySql,
     /// SQLite.
     Sqlite,
-}
-
-/// A limit every session runs under ([`super::session`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionLimit {
-    /// A statement waited for a lock as long as allowed.
-    LockWait,
-    /// The session's transaction sat idle as long as allowed and was rolled back.
-    IdleTransaction,
-}
-
-impl SessionLimit {
-    /// Its metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::LockWait => "lock_wait",
-            Self::IdleTransaction => "idle_transaction",
-        }
-    }
-}
-
-/// The database's own error inside a sea-orm error, if it is one.
-fn database_error(e: &DbErr) -> Option<&(dyn sea_orm::sqlx::error::DatabaseError + 'static)> {
-    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = e else { return None };
-    match e.as_ref() {
-        sea_orm::sqlx::Error::Database(db) => Some(db.as_ref()),
-        _ => None,
-    }
-}
-
-/// The error number of a MySQL/MariaDB error.
-fn mysql_number(db: &(dyn sea_orm::sqlx::error::DatabaseError + 'static)) -> Option<u16> {
-    db.try_downcast_ref::<sea_orm::sqlx::mysql::MySqlDatabaseError>().map(|e| e.number())
 }
 
 /// A read, and the settings of the transaction it runs in (none: no transaction of its own).
@@ -101,42 +72,6 @@ fn saturating_add(old: &str, new: &str) -> String {
 }
 
 impl Dialect {
-    /// Whether a refused statement lost to another transaction, so that running the whole
-    /// transaction again will succeed: PostgreSQL's serialization failure, deadlock and lock
-    /// timeout (SQLSTATE 40001, 40P01, 55P03); MySQL/MariaDB's deadlock and lock wait timeout
-    /// (errors 1213, 1205); SQLite's busy and locked database (result codes 5, 6 and their
-    /// extended 261, 517). A lock wait that ran out was most likely behind a frozen
-    /// replica's transaction, which the database ends by the same limit.
-    pub fn is_transient(self, e: &DbErr) -> bool {
-        let Some(db) = database_error(e) else { return false };
-        match self {
-            Self::Postgres => matches!(db.code().as_deref(), Some("40001" | "40P01" | "55P03")),
-            Self::MySql => mysql_number(db).is_some_and(|n| matches!(n, 1213 | 1205)),
-            Self::Sqlite => matches!(db.code().as_deref(), Some("5" | "6" | "261" | "517")),
-        }
-    }
-
-    /// Which session limit ([`super::session`]) refused a statement, if one did: a lock
-    /// wait that ran out (PostgreSQL 55P03, InnoDB 1205, SQLite busy), or this session's
-    /// transaction ended for idling (PostgreSQL 25P03; MariaDB's killed connection 1927,
-    /// MySQL's 4031), which a replica learns when it wakes from a freeze.
-    pub fn limit_hit(self, e: &DbErr) -> Option<SessionLimit> {
-        let db = database_error(e)?;
-        match self {
-            Self::Postgres => match db.code().as_deref() {
-                Some("55P03") => Some(SessionLimit::LockWait),
-                Some("25P03") => Some(SessionLimit::IdleTransaction),
-                _ => None,
-            },
-            Self::MySql => match mysql_number(db)? {
-                1205 => Some(SessionLimit::LockWait),
-                1927 | 4031 => Some(SessionLimit::IdleTransaction),
-                _ => None,
-            },
-            Self::Sqlite => matches!(db.code().as_deref(), Some("5" | "261")).then_some(SessionLimit::LockWait),
-        }
-    }
-
     /// The dialect of a sea-orm backend.
     pub fn of(backend: DbBackend) -> Self {
         match backend {

@@ -1,0 +1,41 @@
+//! The names a board of the ranking feed goes by on a bus, as producers and consumers both
+//! spell them: its Kafka key (and message-id stem), and its JetStream subject.
+
+use crate::v1::{BoardKey, Window};
+
+/// The window as the names spell it.
+fn window(board: &BoardKey) -> &'static str {
+    if board.window == Window::Weekly as i32 { "weekly" } else { "daily" }
+}
+
+/// `window/date/segment/profile` (the segment empty for the whole ranking): the Kafka key of
+/// the board's records, and the stem of their JetStream message ids.
+pub fn board_name(board: &BoardKey) -> String {
+    format!("{}/{}/{}/{}", window(board), board.date, board.segment, board.profile)
+}
+
+/// `<prefix>.<profile>.<window>.<segment or _all>`, a `.` in the segment written `%2E` (a
+/// subject token ends at a dot).
+pub fn subject(prefix: &str, board: &BoardKey) -> String {
+    let segment = if board.segment.is_empty() { "_all".to_string() } else { board.segment.replace('.', "%2E") };
+    format!("{prefix}.{}.{}.{segment}", board.profile, window(board))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_spell_the_board() {
+        let board = BoardKey {
+            window: Window::Weekly as i32,
+            date: "2026-12-05".into(),
+            segment: "brand.acme".into(),
+            profile: "default".into(),
+        };
+        assert_eq!(board_name(&board), "weekly/2026-12-05/brand.acme/default");
+        assert_eq!(subject("feed", &board), "feed.default.weekly.brand%2Eacme");
+        let whole = BoardKey { segment: String::new(), window: Window::Daily as i32, ..board };
+        assert_eq!(subject("feed", &whole), "feed.default.daily._all");
+    }
+}

@@ -430,13 +430,13 @@ pub async fn bench_read_path() {
     let mut bytes = 0;
     for _ in 0..n {
         let answer = queries.top(TopQuery { limit: 20, ..Default::default() }).await.expect("top");
-        bytes += convert::encoded_top(&answer).bytes().len();
+        bytes += convert::encoded_top(&answer, "default").bytes().len();
     }
     let top = started.elapsed().as_secs_f64() * 1e6 / n as f64;
     let started = Instant::now();
     for i in 0..n {
         let answer = queries.rank(RankQuery { product_id: 1 + (i % 100_000) as i64, ..Default::default() }).await;
-        bytes += convert::rank_response(answer.expect("rank")).encode_to_vec().len();
+        bytes += convert::rank_response(answer.expect("rank"), "default").encode_to_vec().len();
     }
     let rank = started.elapsed().as_secs_f64() * 1e6 / n as f64;
     println!("\n## The service's own work per read (snapshot, no transport)\n");

@@ -22,6 +22,7 @@
 //! - [`history`]: the kept tops of ended days, and a product's history over them.
 //! - [`feed`]: the ranking feed's changes between two fed tops, and their checksum.
 //! - [`compare`]: two rankings compared (rank-biased overlap, weighted tau, shifts).
+//! - [`experiment`]: sticky experiments, shoppers hashed into buckets and variants.
 
 pub mod calendar;
 pub mod cap;
@@ -31,6 +32,7 @@ pub mod controls;
 pub mod delta;
 pub mod encoding;
 pub mod event;
+pub mod experiment;
 pub mod explain;
 pub mod feed;
 pub mod history;

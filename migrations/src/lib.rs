@@ -21,6 +21,7 @@ mod m20261204_000007_retractions;
 mod m20261204_000008_actor_counts;
 mod m20261205_000009_merchandising_controls;
 mod m20261205_000010_rank_history;
+mod m20261205_000011_profile_runs;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000008_actor_counts::Migration),
             Box::new(m20261205_000009_merchandising_controls::Migration),
             Box::new(m20261205_000010_rank_history::Migration),
+            Box::new(m20261205_000011_profile_runs::Migration),
         ]
     }
 }

@@ -204,6 +204,7 @@ impl RunLog for NoEvents {
     async fn ranking_run(
         &self,
         _: chrono::NaiveDate,
+        _: &str,
     ) -> Result<Option<crate::ports::RankingRun>, crate::ports::StoreError> {
         Ok(None)
     }

@@ -366,6 +366,11 @@ impl ProfileFile {
         Self(path)
     }
 
+    /// Where it is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     /// The server flag naming it.
     pub fn flag(&self) -> String {
         format!("--profile={}", self.0.display())

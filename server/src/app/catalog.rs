@@ -35,13 +35,15 @@ pub enum CatalogError {
 /// The catalog service.
 pub struct Catalog {
     store: Arc<dyn CatalogRows>,
-    withdrawals: Arc<Withdrawals>,
+    /// Every profile's withdrawals.
+    withdrawals: Vec<Arc<Withdrawals>>,
     policy: Arc<Policy>,
 }
 
 impl Catalog {
-    /// Stores in `store`; hidden products leave today's rankings through `withdrawals`.
-    pub fn new(store: Arc<dyn CatalogRows>, withdrawals: Arc<Withdrawals>, policy: Arc<Policy>) -> Self {
+    /// Stores in `store`; hidden products leave every profile's rankings of today through
+    /// its `withdrawals`.
+    pub fn new(store: Arc<dyn CatalogRows>, withdrawals: Vec<Arc<Withdrawals>>, policy: Arc<Policy>) -> Self {
         Self { store, withdrawals, policy }
     }
 
@@ -70,7 +72,10 @@ impl Catalog {
         let entries = validated(entries)?;
         self.store.update_catalog(&entries).await?;
         let hidden: HashSet<i64> = entries.iter().filter(|e| e.hidden).map(|e| e.product_id).collect();
-        self.withdrawals.withdraw(self.policy.today(self.policy.now()), &hidden).await?;
+        let today = self.policy.today(self.policy.now());
+        for withdrawals in &self.withdrawals {
+            withdrawals.withdraw(today, &hidden).await?;
+        }
         Ok(entries.len() as u32)
     }
 }

@@ -74,21 +74,21 @@ pub const MAX_PREVIEW_CHANGES: usize = 100;
 /// The controls service.
 pub struct Controls {
     store: Arc<dyn ControlRows>,
-    queries: Arc<Queries>,
-    passes: Arc<ControlPasses>,
+    /// Every profile's control passes.
+    passes: Vec<Arc<ControlPasses>>,
     policy: Arc<Policy>,
 }
 
 impl Controls {
-    /// Controls stored in `store`, boards previewed through `queries` and served again by
-    /// `passes` after a change, timed by `policy`'s clock.
-    pub fn new(
-        store: Arc<dyn ControlRows>,
-        queries: Arc<Queries>,
-        passes: Arc<ControlPasses>,
-        policy: Arc<Policy>,
-    ) -> Self {
-        Self { store, queries, passes, policy }
+    /// Controls stored in `store`, every profile's boards served again by its `passes` after
+    /// a change, timed by `policy`'s clock.
+    pub fn new(store: Arc<dyn ControlRows>, passes: Vec<Arc<ControlPasses>>, policy: Arc<Policy>) -> Self {
+        Self { store, passes, policy }
+    }
+
+    /// Every profile serves its boards again.
+    fn nudge(&self) {
+        self.passes.iter().for_each(|p| p.nudge());
     }
 
     /// The current instant, Unix microseconds: an unset `active_from`, an unset `at`.
@@ -102,7 +102,7 @@ impl Controls {
         let id = control.id.clone();
         match self.store.put_control(control, expected_revision, self.now_us()).await? {
             PutOutcome::Stored(stored) => {
-                self.passes.nudge();
+                self.nudge();
                 Ok(stored)
             }
             PutOutcome::Conflict { stored } => Err(ControlError::Conflict { id, expected: expected_revision, stored }),
@@ -117,7 +117,7 @@ impl Controls {
         }
         match self.store.delete_control(id, expected_revision).await? {
             DeleteOutcome::Deleted(deleted) => {
-                self.passes.nudge();
+                self.nudge();
                 Ok(deleted)
             }
             DeleteOutcome::Conflict { stored } => {
@@ -138,9 +138,10 @@ impl Controls {
         Ok(controls)
     }
 
-    /// The page of a board as it would be served at `preview.at_us` with the drafts put and
-    /// the others deleted, from the board's current organic version. Writes nothing.
-    pub async fn preview(&self, preview: Preview) -> Result<PreviewAnswer, ControlError> {
+    /// The page of a board of the profile `queries` read as it would be served at
+    /// `preview.at_us` with the drafts put and the others deleted, from the board's current
+    /// organic version. Writes nothing.
+    pub async fn preview(&self, queries: &Queries, preview: Preview) -> Result<PreviewAnswer, ControlError> {
         for (field, n) in [("drafts", preview.drafts.len()), ("without", preview.without.len())] {
             if n > MAX_PREVIEW_CHANGES {
                 return Err(Invalid::field(field, format!("must hold at most {MAX_PREVIEW_CHANGES}, got {n}")).into());
@@ -176,6 +177,6 @@ impl Controls {
             at_us: preview.at_us.unwrap_or_else(|| self.now_us()),
             controls,
         };
-        self.queries.preview(query).await.map_err(ControlError::Query)
+        queries.preview(query).await.map_err(ControlError::Query)
     }
 }

@@ -115,7 +115,7 @@ impl Explainer {
                 }
             }
             .unwrap_or_default();
-            let run = self.runs.ranking_run(date).await?;
+            let run = self.runs.ranking_run(date, self.policy.stored_profile_name()).await?;
             match run {
                 Some(run) if run.version == version => {
                     let first = self.policy.carry_start(date);

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::policy::{DEFAULT_PROFILE, Policy};
+use super::policy::Policy;
 use crate::domain::feed::{FedEntry, changes, checksum};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
@@ -56,6 +56,8 @@ pub struct Feeder {
     settings: FeedSettings,
     noted: Mutex<HashMap<RankingKey, Noted>>,
     wake: tokio::sync::Notify,
+    /// This feeder's share of `ranking_feed_behind_versions`.
+    behind: std::sync::atomic::AtomicI64,
 }
 
 impl Feeder {
@@ -67,7 +69,16 @@ impl Feeder {
         metrics: Arc<Metrics>,
         settings: FeedSettings,
     ) -> Self {
-        Self { cursors, sinks, policy, metrics, settings, noted: Mutex::default(), wake: tokio::sync::Notify::new() }
+        Self {
+            cursors,
+            sinks,
+            policy,
+            metrics,
+            settings,
+            noted: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            behind: Default::default(),
+        }
     }
 
     /// A feeder with no sink: the feed is off.
@@ -142,8 +153,10 @@ impl Feeder {
                 pending.entry(key).or_insert(noted);
             }
         }
-        let behind = self.noted.lock().unwrap_or_else(|p| p.into_inner()).len();
-        self.metrics.feed.behind_versions.set(behind as i64);
+        // The gauge sums every profile's feeder: each moves it by its own change.
+        let behind = self.noted.lock().unwrap_or_else(|p| p.into_inner()).len() as i64;
+        let before = self.behind.swap(behind, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.feed.behind_versions.inc_by(behind - before);
     }
 
     /// Sends `noted`'s changes against the board's cursor, then moves the cursor.
@@ -162,7 +175,7 @@ impl Feeder {
         };
         let batch = FeedBatch {
             board: key,
-            profile: DEFAULT_PROFILE.into(),
+            profile: self.policy.profile_name.to_string(),
             version: noted.version,
             previous_version,
             changes: changes(previous_top, &noted.top),

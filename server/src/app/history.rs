@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{Days, NaiveDate};
 
 use super::invalid::Invalid;
-use super::policy::{DEFAULT_PROFILE, Policy};
+use super::policy::Policy;
 use crate::domain::catalog::Segment;
 use crate::domain::history::{Summary, summarize};
 use crate::ports::{HistoryBoard, HistoryRows, StoreError};
@@ -60,8 +60,9 @@ impl History {
         if query.product_id < 1 {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
-        // The service's one profile is `default` (its boards are kept under the empty name).
-        if !query.profile.is_empty() && query.profile != DEFAULT_PROFILE {
+        // Each profile's history answers for its own boards (the service's own are kept under
+        // the empty name); the caller picked it by the name.
+        if !query.profile.is_empty() && query.profile != *self.policy.profile_name {
             return Err(HistoryError::UnknownProfile(query.profile));
         }
         let today = self.policy.today(self.policy.now());
@@ -80,7 +81,8 @@ impl History {
         if days > MAX_DAYS {
             return Err(Invalid::field("from", format!("the range holds {days} days; at most {MAX_DAYS}")).into());
         }
-        let board = HistoryBoard { weekly: query.weekly, segment: query.segment, profile: "" };
+        let board =
+            HistoryBoard { weekly: query.weekly, segment: query.segment, profile: self.policy.stored_profile_name() };
         let kept = self.rows.kept_days(board).await?;
         Ok((from, to, summarize(query.product_id, &kept, from, to)))
     }

@@ -2,6 +2,7 @@
 //! share. Nothing here knows about gRPC, SQL or Redis; tests call these services without a
 //! server.
 //!
+//! - [`profiles`]: the scoring profiles served at once, one lane each, and which serves a read.
 //! - [`policy`]: calendar, weights, windows of days and time constants, in one place.
 //! - [`invalid`]: rejected input as a structured field path and a reason.
 //! - [`ingest`]: validation, the durable SQL commit (with group commit), hourly increments.
@@ -29,6 +30,7 @@ pub mod invalid;
 pub mod lease;
 pub mod page_token;
 pub mod policy;
+pub mod profiles;
 pub mod queries;
 pub mod recompute;
 pub mod scheduler;

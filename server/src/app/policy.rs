@@ -97,6 +97,9 @@ pub struct Policy {
     pub history_top: usize,
     /// Days of rank history kept (`RANKING_HISTORY_DAYS`).
     pub history_days: u32,
+    /// The name the boards scored by `profile` are read, fed and kept under:
+    /// [`DEFAULT_PROFILE`] for the service's own, a `RANKING_PROFILES` name for a variant.
+    pub profile_name: Arc<str>,
 }
 
 /// The name of the service's scoring profile (`RANKING_PROFILE`, or the built-in one): what a
@@ -159,6 +162,7 @@ impl Policy {
             profile,
             history_top: 1_000,
             history_days: 400,
+            profile_name: DEFAULT_PROFILE.into(),
         }
     }
 
@@ -184,6 +188,24 @@ impl Policy {
     pub fn with_profile(mut self, profile: Arc<ScoringProfile>) -> Self {
         self.profile = profile;
         self
+    }
+
+    /// The same policy scoring a variant's boards: `profile`, under `name`.
+    pub fn for_variant(mut self, name: &str, profile: Arc<ScoringProfile>) -> Self {
+        self.profile = profile;
+        self.profile_name = name.into();
+        self
+    }
+
+    /// The profile's name as SQL keeps it with its boards' rows: empty for the service's
+    /// own, whose rows were kept before variants existed.
+    pub fn stored_profile_name(&self) -> &str {
+        if self.is_default_profile() { "" } else { &self.profile_name }
+    }
+
+    /// Whether the boards are the service's own profile's.
+    pub fn is_default_profile(&self) -> bool {
+        &*self.profile_name == DEFAULT_PROFILE
     }
 
     /// The same policy publishing at most `max` segments' rankings per recompute.

@@ -247,6 +247,18 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_PROFILE", value_name = "RANKING_PROFILE")]
     pub profile: Option<std::path::PathBuf>,
 
+    /// More scoring profiles live beside the service's own (`default`), `name=path,…`: each
+    /// ranks every board from the same rows, read by naming it in `profile`. A variant shares
+    /// the service profile's signals and caps and may differ in weights, transforms, axes and
+    /// carry-over.
+    #[arg(long, env = "RANKING_PROFILES", value_name = "RANKING_PROFILES", default_value = "")]
+    pub profiles: String,
+
+    /// A sticky experiment, `name:variant=share,…` (percent, or basis points summing to
+    /// 10000): a read naming no profile and carrying an `actor_id` is served its variant.
+    #[arg(long, env = "RANKING_EXPERIMENT", value_name = "RANKING_EXPERIMENT", default_value = "")]
+    pub experiment: String,
+
     /// How many days back carry-over follows the chain of previous days.
     #[arg(long, env = "RANKING_CARRY_DAYS", value_name = "RANKING_CARRY_DAYS", default_value_t = 7)]
     pub carry_days: u32,

@@ -10,7 +10,6 @@ use super::controls;
 use crate::app::controls::Preview;
 use crate::app::explain::ExplainAnswer;
 use crate::app::invalid::{Invalid, quote};
-use crate::app::policy::DEFAULT_PROFILE;
 use crate::app::queries::{
     Direction, EntryControls, MoversAnswer, RankAnswer, RankedEntry, RanksAnswer, Selector, TopAnswer, Window,
 };
@@ -119,13 +118,15 @@ pub fn ranked(e: &RankedEntry, controls: &EntryControls) -> pb::RankedProduct {
 /// `answer` on the wire, encoded once however many callers it is sent to: the hot pages of
 /// held copies are kept answers, sent to thousands of callers between two versions, each a
 /// copy of the same bytes.
-pub fn encoded_top(answer: &TopAnswer) -> ranking_proto::Encoded<pb::GetTopNResponse> {
-    ranking_proto::Encoded::from_encoding(answer.encoding.get_or_init(|| top_response(answer).encode_to_vec().into()))
+pub fn encoded_top(answer: &TopAnswer, profile: &str) -> ranking_proto::Encoded<pb::GetTopNResponse> {
+    ranking_proto::Encoded::from_encoding(
+        answer.encoding.get_or_init(|| top_response(answer, profile).encode_to_vec().into()),
+    )
 }
 
-pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
+pub fn top_response(a: &TopAnswer, profile: &str) -> pb::GetTopNResponse {
     pb::GetTopNResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
@@ -135,9 +136,9 @@ pub fn top_response(a: &TopAnswer) -> pb::GetTopNResponse {
 }
 
 /// One product's entry on the wire.
-pub fn rank_response(a: RankAnswer) -> pb::GetRankResponse {
+pub fn rank_response(a: RankAnswer, profile: &str) -> pb::GetRankResponse {
     pb::GetRankResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile.to_string(),
         product: Some(ranked(&a.entry, &a.controls)),
         total: a.total,
         above: a.above.iter().map(|e| ranked(e, &a.controls)).collect(),
@@ -161,7 +162,7 @@ pub fn catalog_entry(e: pb::CatalogEntry) -> CatalogEntry {
 }
 
 /// An explanation on the wire.
-pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
+pub fn explain_response(a: ExplainAnswer, profile_name: &str) -> pb::ExplainRankResponse {
     let e = &a.explanation;
     let profile = &e.profile;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -169,7 +170,7 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
     // them leaves its field empty, and `signals` / `axes` hold every term and axis.
     let named_axis = |name: &str, which: AxisRef| e.axis(which).map(|a| axis(name, a));
     pb::ExplainRankResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile_name.to_string(),
         product: Some(ranked(&a.entry, &a.controls)),
         date: a.date.to_string(),
         views: count(e.metrics.views),
@@ -216,10 +217,10 @@ pub fn explain_response(a: ExplainAnswer) -> pb::ExplainRankResponse {
 }
 
 /// One state of a watched top on the wire.
-pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
+pub fn watch_response(frame: &Frame, profile: &str) -> pb::WatchTopNResponse {
     let a = &frame.answer;
     pb::WatchTopNResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         total: a.total,
         date: a.date.to_string(),
@@ -229,9 +230,9 @@ pub fn watch_response(frame: &Frame) -> pb::WatchTopNResponse {
 }
 
 /// Movers on the wire.
-pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
+pub fn movers_response(a: MoversAnswer, profile: &str) -> pb::ListMoversResponse {
     pb::ListMoversResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &EntryControls::default())).collect(),
         date: a.date.to_string(),
         version: a.version.unwrap_or_default(),
@@ -239,9 +240,9 @@ pub fn movers_response(a: MoversAnswer) -> pb::ListMoversResponse {
 }
 
 /// Several products' entries on the wire.
-pub fn ranks_response(a: RanksAnswer) -> pb::GetRanksResponse {
+pub fn ranks_response(a: RanksAnswer, profile: &str) -> pb::GetRanksResponse {
     pb::GetRanksResponse {
-        profile: DEFAULT_PROFILE.to_string(),
+        profile: profile.to_string(),
         products: a.entries.iter().map(|e| ranked(e, &a.controls)).collect(),
         missing: a.missing,
         total: a.total,
@@ -265,18 +266,6 @@ pub fn comparison(a: crate::app::queries::CompareAnswer) -> pb::CompareRankingsR
             .collect(),
         version_a: a.version_a.unwrap_or_default(),
         version_b: a.version_b.unwrap_or_default(),
-    }
-}
-
-/// The profile a read names (empty: `default`), and its `actor_id` (at most 128 characters;
-/// no experiment is configured, so it chooses nothing yet): the profile read, or NOT_FOUND.
-pub fn read_profile(profile: &str, actor_id: &str) -> Result<&'static str, tonic::Status> {
-    if actor_id.len() > 128 {
-        return Err(Invalid::field("actor_id", format!("must be at most 128 bytes, got {}", actor_id.len())).into());
-    }
-    match profile {
-        "" | DEFAULT_PROFILE => Ok(DEFAULT_PROFILE),
-        other => Err(tonic::Status::not_found(format!("no scoring profile {}", quote(other)))),
     }
 }
 
@@ -337,13 +326,16 @@ mod tests {
             next_page_token: Some("next".into()),
             encoding: Default::default(),
         };
-        let first = encoded_top(&answer);
-        let second = encoded_top(&answer);
+        let first = encoded_top(&answer, "default");
+        let second = encoded_top(&answer, "default");
         assert_eq!(first.bytes().as_ptr(), second.bytes().as_ptr(), "the second caller copies the kept bytes");
-        assert_eq!(pb::GetTopNResponse::decode(first.bytes().clone()).expect("decodes"), top_response(&answer));
+        assert_eq!(
+            pb::GetTopNResponse::decode(first.bytes().clone()).expect("decodes"),
+            top_response(&answer, "default")
+        );
         // An answer built anew is encoded anew.
         let again = TopAnswer { encoding: Default::default(), ..answer.clone() };
-        assert_ne!(encoded_top(&again).bytes().as_ptr(), first.bytes().as_ptr());
+        assert_ne!(encoded_top(&again, "default").bytes().as_ptr(), first.bytes().as_ptr());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use tonic::Status;
 use crate::app::catalog::CatalogError;
 use crate::app::controls::ControlError;
 use crate::app::ingest::IngestError;
-use crate::app::invalid::Invalid;
+use crate::app::invalid::{Invalid, quote};
+use crate::app::profiles::RouteError;
 use crate::app::queries::QueryError;
 use crate::app::recompute::RecomputeError;
 use crate::app::watch::WatchError;
@@ -40,6 +41,19 @@ pub fn store(e: &StoreError) -> Status {
         // Ingest answers these as the field of the event at fault; any other caller's is a
         // refusal all the same.
         StoreError::Refused { .. } => Status::invalid_argument(e.to_string()),
+    }
+}
+
+impl From<RouteError> for Status {
+    fn from(e: RouteError) -> Self {
+        match e {
+            RouteError::UnknownProfile(name) => Status::not_found(format!("no scoring profile {}", quote(&name))),
+            RouteError::ActorTooLong(n) => Invalid::field(
+                "actor_id",
+                format!("must be at most {} bytes, got {n}", crate::app::profiles::MAX_ACTOR_ID),
+            )
+            .into(),
+        }
     }
 }
 

@@ -14,26 +14,22 @@ use super::rpcs::Class;
 use super::{controls, convert, history};
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
-use crate::app::explain::{ExplainQuery, Explainer};
-use crate::app::history::History;
+use crate::app::explain::ExplainQuery;
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
+use crate::app::profiles::{Lane, Profiles};
 use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
-use crate::app::recompute::Recompute;
-use crate::app::watch::{WatchHub, WatchQuery};
+use crate::app::watch::WatchQuery;
 use crate::ports::Outcome;
 use crate::wire;
 
 /// The service implementation: the application's services it delegates to.
 pub struct RankingApi {
     pub ingest: Arc<Ingest>,
-    pub queries: Arc<Queries>,
-    pub explainer: Arc<Explainer>,
+    /// Every scoring profile's reads, and which one serves a read.
+    pub profiles: Arc<Profiles>,
     pub catalog: Arc<Catalog>,
     pub controls: Arc<Controls>,
-    pub history: Arc<History>,
-    pub watch: Arc<WatchHub>,
-    pub recompute: Arc<Recompute>,
     /// Which token opens which calls, for GetAccess.
     pub access: Arc<AccessPolicy>,
 }
@@ -70,35 +66,35 @@ impl RankingService for RankingApi {
         request: Request<pb::GetTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, &req.actor_id)?;
+        let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let query = TopQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             offset: req.offset,
             limit: req.limit,
             page_token: Some(req.page_token).filter(|t| !t.is_empty()),
         };
-        Ok(Response::new(convert::encoded_top(&*self.queries.top(query).await?)))
+        Ok(Response::new(convert::encoded_top(&*lane.queries.top(query).await?, lane.name())))
     }
 
     async fn get_rank(&self, request: Request<pb::GetRankRequest>) -> Result<Response<pb::GetRankResponse>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, &req.actor_id)?;
+        let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let query = RankQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_id: req.product_id,
             neighbors: req.neighbors,
         };
-        Ok(Response::new(convert::rank_response(self.queries.rank(query).await?)))
+        Ok(Response::new(convert::rank_response(lane.queries.rank(query).await?, lane.name())))
     }
 
     async fn get_ranks(&self, request: Request<pb::GetRanksRequest>) -> Result<Response<pb::GetRanksResponse>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, &req.actor_id)?;
+        let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let query = RanksQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_ids: req.product_ids,
         };
-        Ok(Response::new(convert::ranks_response(self.queries.ranks(query).await?)))
+        Ok(Response::new(convert::ranks_response(lane.queries.ranks(query).await?, lane.name())))
     }
 
     async fn list_movers(
@@ -106,14 +102,14 @@ impl RankingService for RankingApi {
         request: Request<pb::ListMoversRequest>,
     ) -> Result<Response<pb::ListMoversResponse>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, &req.actor_id)?;
+        let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let query = MoversQuery {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             direction: convert::direction(req.direction)?,
             limit: req.limit,
             within_top: req.within_top,
         };
-        Ok(Response::new(convert::movers_response(self.queries.movers(query).await?)))
+        Ok(Response::new(convert::movers_response(lane.queries.movers(query).await?, lane.name())))
     }
 
     async fn get_access(
@@ -136,13 +132,13 @@ impl RankingService for RankingApi {
         request: Request<pb::ExplainRankRequest>,
     ) -> Result<Response<pb::ExplainRankResponse>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, "")?;
+        let lane = self.profiles.route(&req.profile, "")?;
         let query = ExplainQuery {
             product_id: req.product_id,
             date: convert::date(&req.date)?,
             segment: convert::segment(&req.segment)?,
         };
-        Ok(Response::new(convert::explain_response(self.explainer.explain(query).await?)))
+        Ok(Response::new(convert::explain_response(lane.explainer.explain(query).await?, lane.name())))
     }
 
     type WatchTopNStream = futures_util::stream::BoxStream<'static, Result<pb::WatchTopNResponse, Status>>;
@@ -152,13 +148,14 @@ impl RankingService for RankingApi {
         request: Request<pb::WatchTopNRequest>,
     ) -> Result<Response<Self::WatchTopNStream>, Status> {
         let req = request.into_inner();
-        convert::read_profile(&req.profile, &req.actor_id)?;
+        let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let selector = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
         let query = WatchQuery { selector, limit: req.limit };
-        let watcher = self.watch.watch(query)?;
-        let frames = futures_util::stream::unfold(watcher, |mut watcher| async move {
+        let watcher = lane.watch.watch(query)?;
+        let profile: Arc<str> = lane.name().into();
+        let frames = futures_util::stream::unfold((watcher, profile), |(mut watcher, profile)| async move {
             let next = watcher.next().await?;
-            Some((next.map(|f| convert::watch_response(&f)).map_err(Status::from), watcher))
+            Some((next.map(|f| convert::watch_response(&f, &profile)).map_err(Status::from), (watcher, profile)))
         });
         Ok(Response::new(Box::pin(frames)))
     }
@@ -177,7 +174,12 @@ impl RankingService for RankingApi {
         request: Request<pb::RecomputeRequest>,
     ) -> Result<Response<pb::RecomputeResponse>, Status> {
         let date = convert::date(&request.into_inner().date)?;
-        let report = self.recompute.requested(date).await?;
+        // Every profile's boards of the day; the answer is the service profile's.
+        let mut reports = Vec::new();
+        for lane in self.profiles.lanes() {
+            reports.push(lane.recompute.requested(date).await?);
+        }
+        let report = reports.swap_remove(0);
         Ok(Response::new(pb::RecomputeResponse {
             date: report.date.to_string(),
             products: report.products,
@@ -220,12 +222,13 @@ impl RankingService for RankingApi {
         request: Request<pb::PreviewTopNRequest>,
     ) -> Result<Response<Encoded<pb::GetTopNResponse>>, Status> {
         let req = request.into_inner();
-        if let Some(selector) = &req.selector {
-            convert::read_profile(&selector.profile, &selector.actor_id)?;
-        }
+        let lane = match &req.selector {
+            Some(selector) => self.profiles.route(&selector.profile, &selector.actor_id)?,
+            None => self.profiles.default_lane(),
+        };
         let preview = convert::preview(req, self.controls.now_us())?;
-        let answer = self.controls.preview(preview).await?;
-        Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer).encode_to_vec().into())))
+        let answer = self.controls.preview(&lane.queries, preview).await?;
+        Ok(Response::new(Encoded::from_encoding(convert::top_response(&answer, lane.name()).encode_to_vec().into())))
     }
 
     async fn get_catalog(
@@ -244,18 +247,19 @@ impl RankingService for RankingApi {
         request: Request<pb::CompareRankingsRequest>,
     ) -> Result<Response<pb::CompareRankingsResponse>, Status> {
         let req = request.into_inner();
-        let query = |board: Option<pb::GetTopNRequest>, name: &'static str| -> Result<TopQuery, Status> {
+        let query = |board: Option<pb::GetTopNRequest>, name: &'static str| -> Result<(&Lane, TopQuery), Status> {
             let t = board.unwrap_or_default();
-            convert::read_profile(&t.profile, &t.actor_id)?;
-            Ok(TopQuery {
+            let lane = self.profiles.route(&t.profile, &t.actor_id)?;
+            let query = TopQuery {
                 selector: convert::selector(t.window, &t.date, t.hour, &t.segment).map_err(|e| e.within(name))?,
                 offset: t.offset,
                 limit: t.limit,
                 page_token: Some(t.page_token).filter(|t| !t.is_empty()),
-            })
+            };
+            Ok((lane, query))
         };
         let (a, b) = (query(req.a, "a")?, query(req.b, "b")?);
-        let answer = self.queries.compare(a, b, req.persistence).await?;
+        let answer = Queries::compare((&a.0.queries, a.1), (&b.0.queries, b.1), req.persistence).await?;
         Ok(Response::new(convert::comparison(answer)))
     }
 
@@ -264,7 +268,8 @@ impl RankingService for RankingApi {
         request: Request<pb::GetRankHistoryRequest>,
     ) -> Result<Response<pb::GetRankHistoryResponse>, Status> {
         let query = history::query(request.into_inner())?;
-        let (_, _, summary) = self.history.rank_history(query).await?;
+        let lane = self.profiles.route(&query.profile, "")?;
+        let (_, _, summary) = lane.history.rank_history(query).await?;
         Ok(Response::new(history::response(summary)))
     }
 }

@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 pub mod bus;
 pub mod connections;
 pub mod controls;
+pub mod experiments;
 pub mod feed;
 pub mod grpc;
 pub mod ingest;
@@ -53,6 +54,8 @@ pub struct Metrics {
     pub bus: bus::BusMetrics,
     /// The ranking feed.
     pub feed: feed::FeedMetrics,
+    /// Sticky experiments.
+    pub experiments: experiments::ExperimentMetrics,
 }
 
 impl Default for Metrics {
@@ -80,6 +83,7 @@ impl Metrics {
             leases: leases::LeaseMetrics::registered(&mut registry),
             bus: bus::BusMetrics::registered(&mut registry),
             feed: feed::FeedMetrics::registered(&mut registry),
+            experiments: experiments::ExperimentMetrics::registered(&mut registry),
             rpc: grpc::RpcMetrics::registered(&mut registry),
             registry,
             standard,

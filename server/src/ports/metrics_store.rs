@@ -99,6 +99,9 @@ pub struct RankingRun {
     /// The fingerprint of the scoring profile the version was computed with (empty for a
     /// version recorded before fingerprints were: the built-in profile, the only one then).
     pub profile: String,
+    /// The name of the profile whose board it is: empty for the service's own
+    /// (`RANKING_PROFILE`), a `RANKING_PROFILES` name for a variant's.
+    pub profile_name: String,
 }
 
 /// The ledger of events: batches recorded exactly once, the custom signals' places, and
@@ -187,8 +190,9 @@ pub trait RunLog: Send + Sync + 'static {
     /// Replaces the record of the day's last recompute.
     async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError>;
 
-    /// The record of the day's last recompute, if any.
-    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError>;
+    /// The record of the day's last recompute of the board of profile `profile_name` (empty:
+    /// the service's own), if any.
+    async fn ranking_run(&self, date: NaiveDate, profile_name: &str) -> Result<Option<RankingRun>, StoreError>;
 
     /// Keeps the canonical text of the profile of `fingerprint` (once per fingerprint).
     async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;

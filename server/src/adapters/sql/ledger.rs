@@ -164,12 +164,17 @@ impl EventLedger for SqlMetricsStore {
         let actors = self.delete_chunked("actor_counts", actor_key, "metric_date", days_before.into(), chunk).await?;
         let runs = {
             let _gate = self.write_turn().await;
-            let sql = format!("DELETE FROM ranking_runs WHERE metric_date < {}", self.dialect.param(1));
-            self.db
-                .execute_raw(self.statement(sql, vec![days_before.into()]))
-                .await
-                .map_err(StoreError::database)?
-                .rows_affected()
+            let mut deleted = 0;
+            for table in ["ranking_runs", "profile_runs"] {
+                let sql = format!("DELETE FROM {table} WHERE metric_date < {}", self.dialect.param(1));
+                deleted += self
+                    .db
+                    .execute_raw(self.statement(sql, vec![days_before.into()]))
+                    .await
+                    .map_err(StoreError::database)?
+                    .rows_affected();
+            }
+            deleted
         };
         Ok(events + days + retractions + actors + runs)
     }

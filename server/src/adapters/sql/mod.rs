@@ -380,8 +380,8 @@ impl RunLog for SqlMetricsStore {
         runs::record_run(&self.db, run).await
     }
 
-    async fn ranking_run(&self, date: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
-        runs::ranking_run(&self.db, date).await
+    async fn ranking_run(&self, date: NaiveDate, profile_name: &str) -> Result<Option<RankingRun>, StoreError> {
+        runs::ranking_run(&self.db, date, profile_name).await
     }
 
     async fn record_profile(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {

@@ -1,5 +1,5 @@
 //! The reads and writes of ExplainRank's inputs: the record of each day's last recompute
-//! (`ranking_runs`), the profiles versions were computed with (`scoring_profiles`) and one
+//! (`ranking_runs` for the service's profile, `profile_runs` for the variants'), the profiles versions were computed with (`scoring_profiles`) and one
 //! product's daily rows with its custom signals.
 
 use chrono::NaiveDate;
@@ -61,6 +61,9 @@ fn columns<const N: usize>(names: [&str; N]) -> [Alias; N] {
 /// Replaces the day's record in one transaction (delete + insert: the same two statements on
 /// every engine).
 pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(), StoreError> {
+    if !run.profile_name.is_empty() {
+        return record_variant_run(db, run).await;
+    }
     let table = Alias::new("ranking_runs");
     let delete = Query::delete()
         .from_table(table.clone())
@@ -98,7 +101,14 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
 }
 
 /// The day's record, if any.
-pub async fn ranking_run(db: &impl ConnectionTrait, date: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
+pub async fn ranking_run(
+    db: &impl ConnectionTrait,
+    date: NaiveDate,
+    profile_name: &str,
+) -> Result<Option<RankingRun>, StoreError> {
+    if !profile_name.is_empty() {
+        return variant_run(db, date, profile_name).await;
+    }
     let select = Query::select()
         .columns(columns(RUN_COLUMNS))
         .from(Alias::new("ranking_runs"))
@@ -123,6 +133,74 @@ pub async fn ranking_run(db: &impl ConnectionTrait, date: NaiveDate) -> Result<O
         clock: RecencyClock { day_start_us: int(9)?, reference_us: int(10)? },
         computed_at_us: int(11)?,
         profile: row.try_get_by_index::<String>(12).map_err(StoreError::database)?,
+        profile_name: String::new(),
+    }))
+}
+
+const VARIANT_COLUMNS: [&str; 9] = [
+    "profile",
+    "metric_date",
+    "version",
+    "products",
+    "recency_origin_at",
+    "recency_reference_at",
+    "computed_at",
+    "profile_fingerprint",
+    "axis_stats",
+];
+
+/// Replaces a variant's record of the day, as [`record_run`] does the service profile's.
+async fn record_variant_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(), StoreError> {
+    let table = Alias::new("profile_runs");
+    let delete = Query::delete()
+        .from_table(table.clone())
+        .and_where(Expr::col(Alias::new("profile")).eq(run.profile_name.as_str()))
+        .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
+        .to_owned();
+    let insert = Query::insert()
+        .into_table(table)
+        .columns(columns(VARIANT_COLUMNS))
+        .values_panic([
+            run.profile_name.as_str().into(),
+            run.date.into(),
+            (run.version as i64).into(),
+            (run.stats.population() as i64).into(),
+            run.clock.day_start_us.into(),
+            run.clock.reference_us.into(),
+            run.computed_at_us.into(),
+            run.profile.as_str().into(),
+            axis_stats_text(&run.stats).into(),
+        ])
+        .to_owned();
+    let txn = db.begin().await.map_err(StoreError::database)?;
+    txn.execute(&delete).await.map_err(StoreError::database)?;
+    txn.execute(&insert).await.map_err(StoreError::database)?;
+    txn.commit().await.map_err(StoreError::database)
+}
+
+/// A variant's record of the day, if any.
+async fn variant_run(
+    db: &impl ConnectionTrait,
+    date: NaiveDate,
+    profile_name: &str,
+) -> Result<Option<RankingRun>, StoreError> {
+    let select = Query::select()
+        .columns(columns(VARIANT_COLUMNS))
+        .from(Alias::new("profile_runs"))
+        .and_where(Expr::col(Alias::new("profile")).eq(profile_name))
+        .and_where(Expr::col(Alias::new("metric_date")).eq(date))
+        .to_owned();
+    let Some(row) = db.query_one(&select).await.map_err(StoreError::database)? else { return Ok(None) };
+    let int = |i| row.try_get_by_index::<i64>(i).map_err(StoreError::database);
+    let text = |i| row.try_get_by_index::<String>(i).map_err(StoreError::database);
+    Ok(Some(RankingRun {
+        date,
+        version: u64::try_from(int(2)?).map_err(|_| StoreError::Corrupt("negative version".into()))?,
+        stats: parse_axis_stats(&text(8)?)?,
+        clock: RecencyClock { day_start_us: int(4)?, reference_us: int(5)? },
+        computed_at_us: int(6)?,
+        profile: text(7)?,
+        profile_name: profile_name.to_string(),
     }))
 }
 

@@ -22,8 +22,13 @@ pub struct CompareAnswer {
 
 impl Queries {
     /// Compares the first `a.limit` entries (0: [`DEFAULT_DEPTH`]) of the boards `a` and `b`
-    /// name, at RBO persistence `persistence` (0: [`DEFAULT_PERSISTENCE`]).
-    pub async fn compare(&self, a: TopQuery, b: TopQuery, persistence: f64) -> Result<CompareAnswer, QueryError> {
+    /// name, each read by its profile's queries, at RBO persistence `persistence` (0:
+    /// [`DEFAULT_PERSISTENCE`]).
+    pub async fn compare(
+        (reads_a, a): (&Queries, TopQuery),
+        (reads_b, b): (&Queries, TopQuery),
+        persistence: f64,
+    ) -> Result<CompareAnswer, QueryError> {
         let p = if persistence == 0.0 { DEFAULT_PERSISTENCE } else { persistence };
         if !(p > 0.0 && p < 1.0) {
             return Err(Invalid::field("persistence", format!("must be in (0, 1), got {persistence}")).into());
@@ -39,13 +44,18 @@ impl Queries {
                 return Err(Invalid::field("offset", "must be 0: a comparison reads the top").within(name).into());
             }
         }
-        let read = |q: TopQuery, name: &'static str| async move {
-            self.top(TopQuery { limit: depth, ..q }).await.map_err(|e| match e {
+        async fn read(
+            reads: &Queries,
+            q: TopQuery,
+            depth: u32,
+            name: &'static str,
+        ) -> Result<std::sync::Arc<super::TopAnswer>, QueryError> {
+            reads.top(TopQuery { limit: depth, ..q }).await.map_err(|e| match e {
                 QueryError::Invalid(invalid) => QueryError::Invalid(invalid.within(name)),
                 other => other,
             })
-        };
-        let (top_a, top_b) = tokio::try_join!(read(a, "a"), read(b, "b"))?;
+        }
+        let (top_a, top_b) = tokio::try_join!(read(reads_a, a, depth, "a"), read(reads_b, b, depth, "b"))?;
         let ids = |t: &super::TopAnswer| t.entries.iter().map(|e| e.product_id).collect::<Vec<i64>>();
         Ok(CompareAnswer {
             comparison: compare(&ids(&top_a), &ids(&top_b), depth as usize, p),

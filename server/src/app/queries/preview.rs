@@ -54,7 +54,7 @@ impl Queries {
             },
             (None, None) => current.entries,
         };
-        let board = BoardOf { segment: resolved.key.segment(), window, profile: None };
+        let board = BoardOf { segment: resolved.key.segment(), window, profile: Some(&self.policy.profile_name) };
         let acting = query.controls.iter().filter(|c| c.active_at(query.at_us) && c.acts_on(&board));
         let layout = self.policy.profile.layout();
         let served = serve(&organic, acting, |score, points| boosted(layout, score, points)).entries;

@@ -23,29 +23,32 @@ pub fn served_at(policy: &Policy, date: NaiveDate) -> i64 {
 }
 
 /// The stored controls at one revision.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ControlSet {
     /// The revision of the last change they include (0: none ever).
     pub revision: u64,
     /// Every stored control, by id.
     pub controls: Vec<Control>,
+    /// The profile whose boards they serve (a control naming another profile acts on none
+    /// of them).
+    pub profile: Arc<str>,
 }
 
-/// The board of a versioned ranking, as controls select it; `None` for an hourly one (no
-/// controls act on it).
-pub fn board_of(key: RankingKey) -> Option<BoardOf<'static>> {
+/// The board of a versioned ranking of `profile`, as controls select it; `None` for an
+/// hourly one (no controls act on it).
+pub fn board_of(key: RankingKey, profile: &str) -> Option<BoardOf<'_>> {
     let window = match key {
         RankingKey::Daily(_) | RankingKey::DailySegment(..) => Windows::DAILY,
         RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => Windows::WEEKLY,
         RankingKey::Hourly(_) => return None,
     };
-    Some(BoardOf { segment: key.segment(), window, profile: None })
+    Some(BoardOf { segment: key.segment(), window, profile: Some(profile) })
 }
 
 impl ControlSet {
     /// The controls acting on the ranking of `key` at `at_us`.
     pub fn acting(&self, key: RankingKey, at_us: i64) -> Vec<&Control> {
-        let Some(board) = board_of(key) else { return Vec::new() };
+        let Some(board) = board_of(key, &self.profile) else { return Vec::new() };
         self.controls.iter().filter(|c| c.active_at(at_us) && c.acts_on(&board)).collect()
     }
 
@@ -86,15 +89,18 @@ impl ControlSet {
 /// The controls as this replica last read them.
 pub struct CurrentControls {
     store: Arc<dyn ControlRows>,
+    profile: Arc<str>,
     set: RwLock<Arc<ControlSet>>,
     /// One reload at a time: callers arriving meanwhile wait for it and read its result.
     reload: tokio::sync::Mutex<()>,
 }
 
 impl CurrentControls {
-    /// A copy of the controls of `store`, read at the first [`CurrentControls::fresh`].
-    pub fn new(store: Arc<dyn ControlRows>) -> Self {
-        Self { store, set: RwLock::default(), reload: tokio::sync::Mutex::new(()) }
+    /// A copy of the controls of `store` serving the boards of `profile`, read at the first
+    /// [`CurrentControls::fresh`].
+    pub fn new(store: Arc<dyn ControlRows>, profile: Arc<str>) -> Self {
+        let none = ControlSet { revision: 0, controls: Vec::new(), profile: profile.clone() };
+        Self { store, profile, set: RwLock::new(Arc::new(none)), reload: tokio::sync::Mutex::new(()) }
     }
 
     /// The controls as last read (none before the first read).
@@ -114,7 +120,7 @@ impl CurrentControls {
             return Ok(last);
         }
         let (revision, controls) = self.store.controls().await?;
-        let set = Arc::new(ControlSet { revision, controls });
+        let set = Arc::new(ControlSet { revision, controls, profile: self.profile.clone() });
         let mut held = self.set.write().unwrap_or_else(|e| e.into_inner());
         // Never back: a slower reload of an older revision leaves the newer one.
         if held.revision <= set.revision {

@@ -35,7 +35,7 @@ impl HistoryKeeper {
             Some(_) => self.policy.history_top.min(SEGMENT_HISTORY_TOP),
             None => self.policy.history_top,
         };
-        let board = HistoryBoard { weekly, segment: key.segment(), profile: "" };
+        let board = HistoryBoard { weekly, segment: key.segment(), profile: self.policy.stored_profile_name() };
         let kept_at_us = self.policy.now().timestamp_micros();
         let kept = self.rows.keep_day(board, date, version, &pack(&self.top(served, top)), kept_at_us).await?;
         if kept == Kept::Restated {

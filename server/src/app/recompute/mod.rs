@@ -135,7 +135,7 @@ impl Recompute {
     ) -> Self {
         let Stores { sql: store, rankings, leases } = stores;
         let leases = Arc::new(DayLeases::new(leases, policy.clone(), metrics.clone()));
-        let controls = Arc::new(CurrentControls::new(store.clone()));
+        let controls = Arc::new(CurrentControls::new(store.clone(), policy.profile_name.clone()));
         let publisher = Arc::new(Publisher {
             rankings: rankings.clone(),
             snapshots: snapshots.clone(),

@@ -119,6 +119,7 @@ impl Publisher {
             clock,
             computed_at_us: self.policy.now().timestamp_micros(),
             profile: self.policy.profile.fingerprint(),
+            profile_name: self.policy.stored_profile_name().to_string(),
         };
         self.runs.record_run(&run).await
     }

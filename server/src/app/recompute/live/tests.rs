@@ -202,7 +202,7 @@ impl RunLog for EpochRows {
         Ok(())
     }
 
-    async fn ranking_run(&self, _: NaiveDate) -> Result<Option<RankingRun>, StoreError> {
+    async fn ranking_run(&self, _: NaiveDate, _: &str) -> Result<Option<RankingRun>, StoreError> {
         Ok(None)
     }
 

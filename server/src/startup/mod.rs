@@ -7,6 +7,8 @@
 //! sources, metrics endpoint), serves until the
 //! shutdown future resolves, gives in-flight calls the drain grace, then cancels the tasks
 //! and joins every one of them before returning.
+//!
+//! - [`lanes`]: the services and tasks of one scoring profile, built once per profile.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,21 +24,12 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::server::HealthReporter;
 use tonic_web::GrpcWebLayer;
 
-use crate::adapters::coalescing::CoalescingStore;
-use crate::adapters::memory::MemoryRankingStore;
-use crate::adapters::redis::RedisRankingStore;
 use crate::adapters::sql::SqlMetricsStore;
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
-use crate::app::explain::Explainer;
-use crate::app::feed::Feeder;
-use crate::app::history::History;
 use crate::app::ingest::{GroupCommit, Ingest};
-use crate::app::queries::Queries;
-use crate::app::recompute::ControlPasses;
-use crate::app::recompute::{LivePasses, Recompute, Stores};
+use crate::app::profiles::Profiles;
 use crate::app::scheduler::Scheduler;
-use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
 use crate::bus::BusSources;
 use crate::config::{AccessSettings, BrowserSettings, ServerSettings, Settings};
@@ -46,10 +39,12 @@ use crate::grpc::layers::{AdmissionLayer, HygieneLayer, ObserveLayer};
 use crate::grpc::service::RankingApi;
 use crate::metrics::Metrics;
 use crate::metrics_endpoint::MetricsEndpoint;
-use crate::ports::{FeedCursors, FeedSink, LeaseLock, MetricsStore, RankingStore};
+use crate::ports::{FeedSink, MetricsStore};
 use crate::web::console::ConsoleLayer;
 use crate::web::cors;
 use crate::web::host::HostLayer;
+
+mod lanes;
 
 /// A built, bound, not yet serving application.
 pub struct Application {
@@ -62,12 +57,8 @@ pub struct Application {
     group_commit: GroupCommit,
     bus: BusSources,
     ingest_workers: usize,
-    scheduler: Arc<Scheduler>,
-    live: Arc<LivePasses>,
-    control_passes: Arc<ControlPasses>,
-    feeder: Arc<Feeder>,
-    snapshots: Arc<Snapshots>,
-    watch: Arc<WatchHub>,
+    /// Every profile's background work, the service's own first.
+    lanes: Vec<lanes::LaneTasks>,
     metrics: Arc<Metrics>,
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
@@ -87,74 +78,42 @@ impl Application {
         sql_options.limits = metrics.stores.sql_limits.clone();
         let sql = SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?;
         let store: Arc<dyn MetricsStore> = Arc::new(sql);
-        // Every version records its profile's fingerprint; the profile itself is kept once
-        // so that ExplainRank explains a version with its own profile after a change.
-        let profile = &policy.profile;
-        store.register_signals(profile.custom_names()).await.context("failed to register the custom signals")?;
-        store
-            .record_profile(&profile.fingerprint(), &crate::domain::profile::text::to_toml(profile))
-            .await
-            .context("failed to record the scoring profile")?;
-        tracing::info!(fingerprint = %profile.fingerprint(), custom_signals = profile.custom_names().len(), "scoring profile");
+        store.register_signals(policy.profile.custom_names()).await.context("failed to register the custom signals")?;
+        let variants = crate::config::profile::variants(&settings.ranking.profiles, &policy.profile)
+            .map_err(anyhow::Error::msg)?;
+        let mut names = vec![crate::app::policy::DEFAULT_PROFILE];
+        names.extend(variants.iter().map(|(name, _)| name.as_str()));
+        let experiment =
+            crate::config::profile::experiment(&settings.ranking.experiment, &names).map_err(anyhow::Error::msg)?;
 
         // Every background task of the service, joined by `run_until_stopped`.
         let tasks = TaskTracker::new();
-        type Derived = (Arc<dyn RankingStore>, Arc<dyn LeaseLock>, Arc<dyn FeedCursors>);
-        let (rankings, leases, cursors): Derived = match settings.redis.options() {
-            Some(mut options) => {
-                options.staging_ttl = policy.staging_ttl;
-                let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
-                (
-                    Arc::new(CoalescingStore::new(redis.clone(), metrics.stores.top_fetches.clone())),
-                    redis.clone(),
-                    redis,
-                )
-            }
-            None => {
-                let memory = Arc::new(MemoryRankingStore::new());
-                (memory.clone(), memory.clone(), memory)
-            }
+        // One lane per profile, the service's own first: every version records its profile's
+        // fingerprint, and the profile itself is kept once so that ExplainRank explains a
+        // version with its own profile after a change.
+        let shared = lanes::Shared {
+            settings: &settings,
+            store: store.clone(),
+            metrics: metrics.clone(),
+            tasks: tasks.clone(),
+            sinks: feed_sinks(&settings).map_err(anyhow::Error::msg)?,
         };
-        let feeder = Arc::new(Feeder::new(
-            cursors,
-            feed_sinks(&settings).map_err(anyhow::Error::msg)?,
-            policy.clone(),
-            metrics.clone(),
-            settings.feed.followed(),
-        ));
+        let own = lanes::build(&shared, policy.clone()).await?;
+        let rankings = own.rankings.clone();
+        let mut built = vec![own];
+        for (name, profile) in variants {
+            let variant = Arc::new(policy.as_ref().clone().for_variant(&name, Arc::new(profile)));
+            built.push(lanes::build(&shared, variant).await?);
+        }
+        let (lanes, lane_tasks): (Vec<_>, Vec<_>) = built.into_iter().map(|b| (b.lane, b.tasks)).unzip();
 
         let (ingest, group_commit) =
-            Ingest::new(store.clone(), store.clone(), rankings.clone(), policy.clone(), metrics.clone());
-        let snapshots = Arc::new(Snapshots::new(
-            rankings.clone(),
-            policy.clone(),
-            metrics.clone(),
-            settings.ranking.snapshot_max_entries,
-        ));
-        let recompute = Arc::new(Recompute::new(
-            Stores { sql: store.clone(), rankings: rankings.clone(), leases },
-            snapshots.clone(),
-            policy.clone(),
-            metrics.clone(),
-            tasks.clone(),
-            feeder.clone(),
-        ));
-        let scheduler = Arc::new(Scheduler::new(recompute.clone()));
-        let queries = Arc::new(Queries::new(rankings, snapshots.clone(), policy.clone(), recompute.clone()));
-        let explainer =
-            Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
-        let catalog = Arc::new(Catalog::new(store.clone(), recompute.withdrawals(), policy.clone()));
-        let history = Arc::new(History::new(store.clone(), policy.clone()));
-        let controls = Arc::new(Controls::new(store, queries.clone(), recompute.control_passes(), policy));
-        let live = recompute.live_passes();
-        let control_passes = recompute.control_passes();
-        let watch = Arc::new(WatchHub::new(
-            queries.clone(),
-            snapshots.clone(),
-            metrics.clone(),
-            settings.ranking.watch_interval,
-            settings.ranking.max_watchers,
-        ));
+            Ingest::new(store.clone(), store.clone(), rankings, policy.clone(), metrics.clone());
+        let withdrawals = lane_tasks.iter().map(|t| t.withdrawals.clone()).collect();
+        let catalog = Arc::new(Catalog::new(store.clone(), withdrawals, policy.clone()));
+        let passes = lane_tasks.iter().map(|t| t.control_passes.clone()).collect();
+        let controls = Arc::new(Controls::new(store, passes, policy));
+        let profiles = Arc::new(Profiles::new(lanes, experiment, metrics.clone()));
         let bus = BusSources::build(
             settings.bus.kafka().map_err(anyhow::Error::msg)?,
             settings.bus.jetstream(),
@@ -163,17 +122,7 @@ impl Application {
         )
         .context("invalid event-bus settings")?;
         let access = access_policy(&settings.access);
-        let api = RankingApi {
-            ingest,
-            queries,
-            explainer,
-            catalog,
-            controls,
-            history,
-            watch: watch.clone(),
-            recompute,
-            access: Arc::new(access.clone()),
-        };
+        let api = RankingApi { ingest, profiles, catalog, controls, access: Arc::new(access.clone()) };
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;
@@ -197,12 +146,7 @@ impl Application {
             group_commit,
             bus,
             ingest_workers: settings.database.ingest_workers.get(),
-            scheduler,
-            live,
-            control_passes,
-            feeder,
-            snapshots,
-            watch,
+            lanes: lane_tasks,
             metrics,
             metrics_endpoint,
             settings: server_settings,
@@ -223,7 +167,7 @@ impl Application {
 
     /// The scheduler, for tests that drive ticks themselves.
     pub fn scheduler(&self) -> Arc<Scheduler> {
-        self.scheduler.clone()
+        self.lanes[0].scheduler.clone()
     }
 
     /// Serves until `shutdown` resolves. Then health turns NOT_SERVING, new connections are
@@ -233,11 +177,9 @@ impl Application {
         let tasks = self.tasks;
         let stop_tasks = CancellationToken::new();
         self.group_commit.spawn(self.ingest_workers, &tasks, stop_tasks.clone());
-        tasks.spawn(self.scheduler.clone().run(stop_tasks.clone()));
-        tasks.spawn(self.live.run(stop_tasks.clone()));
-        tasks.spawn(self.control_passes.run(stop_tasks.clone()));
-        tasks.spawn(self.feeder.run(stop_tasks.clone()));
-        tasks.spawn(self.snapshots.clone().run(stop_tasks.clone()));
+        for lane in &self.lanes {
+            lane.spawn(&tasks, &stop_tasks);
+        }
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");
             let stop = stop_tasks.clone().cancelled_owned();
@@ -273,7 +215,7 @@ impl Application {
         );
         let stopping = CancellationToken::new();
         let health = self.health;
-        let watch = self.watch.clone();
+        let watches: Vec<Arc<WatchHub>> = self.lanes.iter().map(|l| l.watch.clone()).collect();
         let signal = {
             let stopping = stopping.clone();
             async move {
@@ -282,7 +224,7 @@ impl Application {
                 health.set_not_serving::<RankingServiceServer<RankingApi>>().await;
                 // Watch streams never finish by themselves: they end now with UNAVAILABLE,
                 // so their clients reconnect elsewhere while the other calls drain.
-                watch.close();
+                watches.iter().for_each(|w| w.close());
                 stop_bus.cancel();
                 stopping.cancel();
             }
@@ -324,12 +266,12 @@ impl Application {
         close_all.cancel();
 
         stop_tasks.cancel();
-        self.watch.close();
         tasks.close();
-        tasks.spawn({
-            let watch = self.watch.clone();
-            async move { watch.closed().await }
-        });
+        for lane in &self.lanes {
+            lane.watch.close();
+            let watch = lane.watch.clone();
+            tasks.spawn(async move { watch.closed().await });
+        }
         if tokio::time::timeout(grace.max(std::time::Duration::from_secs(1)), tasks.wait()).await.is_err() {
             anyhow::bail!("{} background tasks did not stop", tasks.len());
         }

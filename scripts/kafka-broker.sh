@@ -83,7 +83,22 @@ java_run() {
     -Dkafka.logs.dir="${TOOL_LOGS:-/tmp}" -cp "$CACHE/libs/*" "$main" "$@"
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free port below the kernel's ephemeral range (32768 and up by default), so that no
+# socket bound to port 0 or connecting out takes a stopped broker's port before it restarts.
+free_port() {
+  python3 -c '
+import random, socket
+while True:
+    port = random.randrange(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(port)
+    break
+'
+}
 
 # The properties of node $1 of a quorum: client port $2, controller port $3, voters $4, the
 # replication of internal topics $5 and min.insync.replicas $6, data under $7.

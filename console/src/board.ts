@@ -19,6 +19,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
   const stop = new AbortController();
   const sizeSelect = h("select", { name: "size" }, SIZES.map((s) => h("option", { value: s, selected: s === size }, `${s}`)));
   const form = selector(choice, (c) => navigate("board", paramsOf(c, { size: sizeSelect.value })), {
+    profiles: true,
     extra: [field("Rows", sizeSelect)],
   });
   const status = statusLine();
@@ -95,7 +96,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
     while (!stop.signal.aborted) {
       try {
         const stream = api.watchTopN(
-          { window: choice.window, date: choice.date, segment: choice.segment, limit: size },
+          { window: choice.window, date: choice.date, segment: choice.segment, profile: choice.profile, limit: size },
           { signal: stop.signal, timeoutMs: 0 },
         );
         for await (const m of stream) {
@@ -148,7 +149,7 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
           const last = tokens[tokens.length - 1];
           const answer = last
             ? await api.getTopN({ pageToken: last, limit: size }, { signal })
-            : await api.getTopN({ window: choice.window, date: choice.date, segment: choice.segment, limit: size }, { signal });
+            : await api.getTopN({ window: choice.window, date: choice.date, segment: choice.segment, profile: choice.profile, limit: size }, { signal });
           if (!answer.nextPageToken) break;
           tokens.push(answer.nextPageToken);
         }

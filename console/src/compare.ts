@@ -24,13 +24,19 @@ function boardFields(name: string, choice: Choice) {
   );
   const date = h("input", { type: "date", name: `${name}-date`, value: choice.date });
   const segment = h("input", { type: "text", name: `${name}-segment`, value: choice.segment, placeholder: "whole ranking", autocomplete: "off" });
-  const read = (): Choice => ({ window: window.value === "weekly" ? Window.WEEKLY : Window.DAILY, date: date.value, segment: segment.value.trim() });
-  return { fields: [field(`Board ${name.toUpperCase()}: window`, window), field("date", date), field("segment", segment)], read };
+  const profile = h("input", { type: "text", name: `${name}-profile`, value: choice.profile ?? "", placeholder: "default", autocomplete: "off" });
+  const read = (): Choice => ({
+    window: window.value === "weekly" ? Window.WEEKLY : Window.DAILY,
+    date: date.value,
+    segment: segment.value.trim(),
+    profile: profile.value.trim(),
+  });
+  return { fields: [field(`Board ${name.toUpperCase()}: window`, window), field("date", date), field("segment", segment), field("profile", profile)], read };
 }
 
 function of(params: URLSearchParams, name: string): Choice {
   const p = new URLSearchParams();
-  for (const k of ["window", "date", "segment"]) {
+  for (const k of ["window", "date", "segment", "profile"]) {
     const v = params.get(`${name}-${k}`);
     if (v) p.set(k, v);
   }
@@ -63,13 +69,14 @@ export const compare: Page = ({ main, params, navigate, askToken }) => {
       next.set(`${name}-window`, c.window === Window.WEEKLY ? "weekly" : "daily");
       if (c.date) next.set(`${name}-date`, c.date);
       if (c.segment) next.set(`${name}-segment`, c.segment);
+      if (c.profile) next.set(`${name}-profile`, c.profile);
     }
     navigate("compare", next);
   });
   const stop = new AbortController();
   void (async () => {
     const limit = Math.max(1, Math.min(1000, Number(depth.value) || 100));
-    const selector = (c: Choice) => ({ window: c.window, date: c.date, segment: c.segment, limit });
+    const selector = (c: Choice) => ({ window: c.window, date: c.date, segment: c.segment, profile: c.profile, limit });
     const [ca, cb] = [a.read(), b.read()];
     try {
       const [answer, topA, topB] = await Promise.all([

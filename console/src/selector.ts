@@ -1,4 +1,4 @@
-// The controls that pick a ranking (window, date, segment), shared by the pages. They live
+// The controls that pick a ranking (window, date, segment, scoring profile), shared by the pages. They live
 // in the page's address (#/board?window=weekly&date=…), so a view can be linked and reloaded.
 
 import { Window } from "./gen/ranking/v1/ranking_pb";
@@ -9,6 +9,8 @@ export interface Choice {
   /** YYYY-MM-DD, or "" for today. */
   date: string;
   segment: string;
+  /** The scoring profile, or "" for the service's own (`default`). */
+  profile?: string;
 }
 
 const WINDOWS: [string, Window, string][] = [
@@ -20,7 +22,7 @@ const WINDOWS: [string, Window, string][] = [
 export function choiceOf(params: URLSearchParams): Choice {
   const name = params.get("window") ?? "daily";
   const window = WINDOWS.find(([n]) => n === name)?.[1] ?? Window.DAILY;
-  return { window, date: params.get("date") ?? "", segment: params.get("segment") ?? "" };
+  return { window, date: params.get("date") ?? "", segment: params.get("segment") ?? "", profile: params.get("profile") ?? "" };
 }
 
 export function windowName(window: Window): string {
@@ -33,6 +35,7 @@ export function paramsOf(choice: Choice, extra: Record<string, string> = {}): UR
   params.set("window", windowName(choice.window));
   if (choice.date) params.set("date", choice.date);
   if (choice.segment) params.set("segment", choice.segment);
+  if (choice.profile) params.set("profile", choice.profile);
   for (const [k, v] of Object.entries(extra)) if (v) params.set(k, v);
   return params;
 }
@@ -44,7 +47,7 @@ export function paramsOf(choice: Choice, extra: Record<string, string> = {}): UR
 export function selector(
   choice: Choice,
   apply: (choice: Choice, form: HTMLFormElement) => void,
-  options: { windows?: boolean; lead?: HTMLElement[]; extra?: HTMLElement[]; label?: string } = {},
+  options: { windows?: boolean; profiles?: boolean; lead?: HTMLElement[]; extra?: HTMLElement[]; label?: string } = {},
 ): HTMLFormElement {
   const window = h(
     "select",
@@ -61,6 +64,15 @@ export function selector(
     title: "A segment name such as category:shoes; empty for the whole ranking",
     autocomplete: "off",
   });
+  const profile = h("input", {
+    type: "text",
+    name: "profile",
+    value: choice.profile ?? "",
+    placeholder: "default",
+    pattern: "[a-z0-9_\\-]{0,64}",
+    title: "A scoring profile of the server's RANKING_PROFILES; empty for the service's own",
+    autocomplete: "off",
+  });
   const form = h(
     "form",
     { class: "controls", "aria-label": options.label ?? "Ranking" },
@@ -68,13 +80,17 @@ export function selector(
     options.windows === false ? null : field("Window", window),
     field("Date", date),
     field("Segment", segment),
+    options.profiles ? field("Profile", profile) : null,
     options.extra ?? [],
     h("button", { type: "submit" }, "Show"),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const picked = WINDOWS.find(([n]) => n === window.value)?.[1] ?? Window.DAILY;
-    apply({ window: options.windows === false ? choice.window : picked, date: date.value, segment: segment.value.trim() }, form);
+    apply(
+      { window: options.windows === false ? choice.window : picked, date: date.value, segment: segment.value.trim(), profile: profile.value.trim() },
+      form,
+    );
   });
   return form;
 }

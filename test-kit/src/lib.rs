@@ -85,9 +85,21 @@ impl TestDb {
     }
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, for a server a test stops and starts again on it.
+///
+/// Picked below the kernel's ephemeral range (32768 and up by default): a port from that range
+/// can be handed, while its server is stopped, to any socket bound to port 0 or connecting out
+/// (another test's server, a client's source port), and the restarted server then finds it
+/// taken, or a script probing it finds someone else answering.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    const FIRST: u16 = 20_000;
+    const LAST: u16 = 32_000;
+    loop {
+        let port = FIRST + (rand_u64() % u64::from(LAST - FIRST)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Rows in the `events` ledger of the database at `url`.

@@ -133,6 +133,13 @@ impl RankingService for RankingApi {
     ) -> Result<Response<pb::ExplainRankResponse>, Status> {
         let req = request.into_inner();
         let lane = self.profiles.route(&req.profile, "")?;
+        if !matches!(convert::window(req.window)?, None | Some(crate::app::queries::Window::Daily)) {
+            return Err(Invalid::field(
+                "window",
+                "must be WINDOW_DAILY (or unset): the daily score is what is explained",
+            )
+            .into());
+        }
         let query = ExplainQuery {
             product_id: req.product_id,
             date: convert::date(&req.date)?,

@@ -131,6 +131,9 @@ enum Command {
         /// Its place within this segment's ranking.
         #[arg(long, default_value = "")]
         segment: String,
+        /// The scoring profile whose board explains it (`default`, or a RANKING_PROFILES name).
+        #[arg(long, default_value = "")]
+        profile: String,
     },
     /// Watch a top live: the table is redrawn whenever it changes (Ctrl-C to stop); with
     /// --json, one line per change.
@@ -197,6 +200,13 @@ struct Ranking {
     /// A segment's ranking (category:shoes, brand:acme…; daily and weekly windows).
     #[arg(long, default_value = "")]
     segment: String,
+    /// The scoring profile (`default`, or a name of the server's RANKING_PROFILES).
+    #[arg(long, default_value = "")]
+    profile: String,
+    /// The shopper the read is for: with no --profile, the server's experiment picks the
+    /// profile by it (the answer names it).
+    #[arg(long = "actor", default_value = "")]
+    actor_id: String,
 }
 
 fn window(w: Window) -> i32 {
@@ -242,7 +252,12 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("{name} {}", event.event_id);
             }
         }
-        Command::Top { ranking: Ranking { window: w, date, hour, segment }, limit, offset, page_token } => {
+        Command::Top {
+            ranking: Ranking { window: w, date, hour, segment, profile, actor_id },
+            limit,
+            offset,
+            page_token,
+        } => {
             let request = v1::GetTopNRequest {
                 window: window(w),
                 date,
@@ -251,13 +266,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 offset,
                 limit,
                 page_token: page_token.unwrap_or_default(),
-                ..Default::default()
+                profile,
+                actor_id,
             };
             let r = client.top_n(request).await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
                 println!(
-                    r#"{{"date":"{}","total":{},"version":{},"next_page_token":"{}","products":[{}]}}"#,
+                    r#"{{"profile":"{}","date":"{}","total":{},"version":{},"next_page_token":"{}","products":[{}]}}"#,
+                    r.profile,
                     r.date,
                     r.total,
                     r.version,
@@ -265,14 +282,18 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     entries.join(",")
                 );
             } else {
-                println!("{} — {} ranked (version {})", r.date, r.total, r.version);
+                println!("{} — {} ranked (version {}, profile {})", r.date, r.total, r.version, r.profile);
                 table(&r.products);
                 if !r.next_page_token.is_empty() {
                     println!("next page: --page-token {}", r.next_page_token);
                 }
             }
         }
-        Command::Rank { product_id, ranking: Ranking { window: w, date, hour, segment }, neighbors } => {
+        Command::Rank {
+            product_id,
+            ranking: Ranking { window: w, date, hour, segment, profile, actor_id },
+            neighbors,
+        } => {
             let r = client
                 .rank(v1::GetRankRequest {
                     product_id,
@@ -281,14 +302,16 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     hour,
                     neighbors,
                     segment,
-                    ..Default::default()
+                    profile,
+                    actor_id,
                 })
                 .await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
                 let list = |ps: &[v1::RankedProduct]| ps.iter().map(entry_json).collect::<Vec<_>>().join(",");
                 println!(
-                    r#"{{"total":{},"version":{},"product":{},"above":[{}],"below":[{}]}}"#,
+                    r#"{{"profile":"{}","total":{},"version":{},"product":{},"above":[{}],"below":[{}]}}"#,
+                    r.profile,
                     r.total,
                     r.version,
                     entry_json(&p),
@@ -296,14 +319,19 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                     list(&r.below)
                 );
             } else {
-                println!("rank {} of {}", p.rank, r.total);
+                println!("rank {} of {} (profile {})", p.rank, r.total, r.profile);
                 let mut rows = r.above.clone();
                 rows.push(p);
                 rows.extend(r.below.iter().cloned());
                 table(&rows);
             }
         }
-        Command::Movers { ranking: Ranking { window: w, date, hour, segment }, falling, within_top, limit } => {
+        Command::Movers {
+            ranking: Ranking { window: w, date, hour, segment, profile, actor_id },
+            falling,
+            within_top,
+            limit,
+        } => {
             let direction = if falling { v1::MoverDirection::Falling } else { v1::MoverDirection::Rising };
             let request = v1::ListMoversRequest {
                 window: window(w),
@@ -313,7 +341,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 limit,
                 within_top,
                 segment,
-                ..Default::default()
+                profile,
+                actor_id,
             };
             let r = client.movers(request).await?;
             if cli.json {
@@ -324,16 +353,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 table(&r.products);
             }
         }
-        Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour, segment } } => {
+        Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour, segment, profile, actor_id } } => {
             let r = client
-                .ranks(v1::GetRanksRequest {
-                    product_ids,
-                    window: window(w),
-                    date,
-                    hour,
-                    segment,
-                    ..Default::default()
-                })
+                .ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour, segment, profile, actor_id })
                 .await?;
             if cli.json {
                 let entries: Vec<_> = r.products.iter().map(entry_json).collect();
@@ -354,18 +376,18 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Command::Explain { product_id, date, segment } => {
-            let r =
-                client.explain_rank(v1::ExplainRankRequest { product_id, date, segment, ..Default::default() }).await?;
+        Command::Explain { product_id, date, segment, profile } => {
+            let request = v1::ExplainRankRequest { product_id, date, segment, profile, ..Default::default() };
+            let r = client.explain_rank(request).await?;
             if cli.json {
                 println!("{}", explain_json(&r));
             } else {
                 explain_table(&r);
             }
         }
-        Command::Watch { ranking: Ranking { window: w, date, hour, segment }, limit } => {
+        Command::Watch { ranking: Ranking { window: w, date, hour, segment, profile, actor_id }, limit } => {
             use std::io::IsTerminal;
-            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit, ..Default::default() };
+            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit, profile, actor_id };
             let mut changes = client.watch_top_n(request);
             let terminal = std::io::stdout().is_terminal();
             while let Some(change) = futures_util::StreamExt::next(&mut changes).await {

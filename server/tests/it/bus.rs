@@ -494,10 +494,6 @@ mod once_per_run {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs Kafka's jars (scripts/kafka-broker.sh): make test's PostgreSQL + Redis pass"]
     async fn kafka_broker_restart_resumes_consumption() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("ranking_server=debug,rdkafka=info")
-            .with_test_writer()
-            .try_init();
         kafka();
         let broker = crate::helpers::bus::ThrowawayBroker::start();
         let bus = TestBus::kafka(&broker.address()).await;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the walk-throughs verbatim: every `sh` block of README.md's "Walk-through with grpcurl",
-# of docs/API.md's "Walk-through, continued", of README.md's "Merchandising controls" and
-# "Shoppers, not requests" (which
-# starts a second server of its own), in order, against a fresh server on the
+# of docs/API.md's "Walk-through, continued", of README.md's "Merchandising controls",
+# "Shoppers, not requests" and "Profiles side by side" (which start servers of their own),
+# in order, against a fresh server on the
 # embedded default (a throwaway SQLite file, in-process rankings) listening where the
 # walk-throughs call it, 127.0.0.1:50051. A command that fails fails the run; then the
 # rankings the README describes are checked. grpcurl comes from PyPI
@@ -52,6 +52,7 @@ blocks() {
   blocks docs/API.md "## Walk-through, continued"
   blocks README.md "## Merchandising controls"
   blocks README.md "## Shoppers, not requests"
+  blocks README.md "## Profiles side by side"
 } >"$WORK/walkthrough.sh"
 # The blocks name the repository's files and the server binary by their paths in a checkout.
 ln -s "$PWD/deploy" "$WORK/deploy"
@@ -92,5 +93,17 @@ views = next(s for s in e["signals"] if s["signal"] == "views")
 got = (e["views"], views["perActor"], views["events"], views["overCap"], e["mainScore"],
        e["retractedOrders"], e["retractedOrderAmount"])
 assert got == ("2", 1, "11", "9", 0.2, "1", "5000"), got
+PY
+# What the README says the two profiles rank, serve each shopper, and compare.
+python3 - "$WORK/top-default.json" "$WORK/top-likes.json" "$WORK/exposures.json" "$WORK/compared.json" <<'PY'
+import json, sys
+top_default, top_likes = (json.load(open(f)) for f in sys.argv[1:3])
+got = [(t["profile"], [p["productId"] for p in t["products"]]) for t in (top_default, top_likes)]
+assert got == [("default", ["1", "2"]), ("likes", ["2", "1"])], got
+exposures = [json.loads(part) for part in open(sys.argv[3]).read().replace("}\n{", "}\0{").split("\0")]
+assert [e["profile"] for e in exposures] == ["likes", "default"], exposures
+compared = json.load(open(sys.argv[4]))
+got = (compared["overlapAt10"], compared["weightedTau"], sorted(s["productId"] for s in compared["largestShifts"]))
+assert got == (0.2, -1, ["1", "2"]), got
 PY
 echo "walkthrough: every command ran; the rankings are the ones the walk-throughs show"

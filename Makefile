@@ -139,6 +139,7 @@ bench:
 	$(BENCH) explain 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) --caps | tee -a target/bench-report.md
+	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) --variants | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md

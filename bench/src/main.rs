@@ -145,8 +145,12 @@ enum Scenario {
         #[arg(default_value = REDIS)]
         redis: String,
         /// Compare the built-in profile with the distinct-viewers one instead of 6 signals.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "variants")]
         caps: bool,
+        /// Compare the built-in profile alone with it and a variant live beside it
+        /// (RANKING_PROFILES=likes=deploy/profiles/likes-first.toml): the recompute of both.
+        #[arg(long)]
+        variants: bool,
     },
     /// Live exact ranking under a steady 10,000 events/s, two release replicas.
     Live {
@@ -304,7 +308,14 @@ async fn run(scenario: Scenario) {
             };
             write_path::bench_write_path(events, cases).await
         }
-        Scenario::Profiles { products, redis, caps } => profiles::bench_profiles(products, &redis, caps).await,
+        Scenario::Profiles { products, redis, caps, variants } => {
+            let other = match (caps, variants) {
+                (true, _) => profiles::Other::Capped,
+                (_, true) => profiles::Other::Variant,
+                _ => profiles::Other::SixSignals,
+            };
+            profiles::bench_profiles(products, &redis, other).await
+        }
         Scenario::Live { redis, cases } => {
             let sizes: Vec<i64> = cases.iter().filter_map(|s| s.parse().ok()).collect();
             let only: Vec<&str> = cases.iter().map(String::as_str).filter(|s| s.contains(':')).collect();

@@ -7,6 +7,9 @@
 //!
 //! `--caps`: the second profile is the distinct-viewers one (`per_actor = 1` on views)
 //! instead: a recompute reads the day's rows, where the caps' values already are.
+//! `--variants`: the second server runs the built-in profile with a variant beside it
+//! (`RANKING_PROFILES`), and a Recompute call ranks the day for both: the wall time of the
+//! call is compared (its `elapsed_ms` is the service profile's part alone).
 
 use std::time::Instant;
 
@@ -73,14 +76,27 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-pub async fn bench_profiles(products: i64, redis: &str, caps: bool) {
+/// What the built-in profile is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Other {
+    SixSignals,
+    Capped,
+    Variant,
+}
+
+pub async fn bench_profiles(products: i64, redis: &str, mode: Other) {
     let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
     let today = Utc::now().date_naive();
     let profile = std::env::temp_dir().join(format!("bench-profile-{:x}.toml", Utc::now().timestamp_micros()));
-    let (text, other) = if caps {
-        (include_str!("../../deploy/profiles/distinct-viewers.toml"), "distinct viewers (views capped per_actor = 1)")
-    } else {
-        (SIX_SIGNALS, "6 signals, 4 axes, 12 digits")
+    let (text, other) = match mode {
+        Other::Capped => (
+            include_str!("../../deploy/profiles/distinct-viewers.toml"),
+            "distinct viewers (views capped per_actor = 1)",
+        ),
+        Other::SixSignals => (SIX_SIGNALS, "6 signals, 4 axes, 12 digits"),
+        Other::Variant => {
+            (include_str!("../../deploy/profiles/likes-first.toml"), "built-in + variant `likes` (2 lanes)")
+        }
     };
     std::fs::write(&profile, text).expect("profile file");
     // Migrations first, from a server that is then stopped.
@@ -104,8 +120,10 @@ pub async fn bench_profiles(products: i64, redis: &str, caps: bool) {
                 ("RANKING_REDIS_PREFIX", prefix.clone()),
                 ("RANKING_RECOMPUTE_INTERVAL", "0".to_string()),
             ];
-            if with_profile {
-                envs.push(("RANKING_PROFILE", profile.display().to_string()));
+            match (with_profile, mode) {
+                (false, _) => {}
+                (true, Other::Variant) => envs.push(("RANKING_PROFILES", format!("likes={}", profile.display()))),
+                (true, _) => envs.push(("RANKING_PROFILE", profile.display().to_string())),
             }
             let server = crate::helpers::process::ServerProcess::start(&envs).await;
             let mut client = ranking_client::connect(format!("http://{}", server.addr)).await.expect("connect");
@@ -126,7 +144,8 @@ pub async fn bench_profiles(products: i64, redis: &str, caps: bool) {
             let peak = crate::status_mb(&server.pid().to_string(), "VmHWM:");
             assert_eq!(r.products, products as u64, "every product ranked");
             results[i].1.push(wall);
-            results[i].2.push(r.elapsed_ms as f64);
+            // With a variant, the call ranks both lanes; its elapsed_ms is the first's alone.
+            results[i].2.push(if mode == Other::Variant { wall * 1_000.0 } else { r.elapsed_ms as f64 });
             results[i].3.push(peak);
             server.terminate();
             server.wait().await;
@@ -151,7 +170,11 @@ pub async fn bench_profiles(products: i64, redis: &str, caps: bool) {
     // built-in one of its round.
     let mut time: Vec<f64> = results[1].2.iter().zip(&results[0].2).map(|(a, b)| a / b).collect();
     let mut memory: Vec<f64> = results[1].3.iter().zip(&results[0].3).map(|(a, b)| a / b).collect();
-    let (name, target) = if caps { ("capped", "1.1") } else { ("6-signal", "1.3") };
+    let (name, target) = match mode {
+        Other::Capped => ("capped", "1.1"),
+        Other::SixSignals => ("6-signal", "1.3"),
+        Other::Variant => ("two profiles", "1.6"),
+    };
     println!(
         "\n{name} / built-in, median of the rounds' ratios: time {:.2}×, memory {:.2}× (target ≤ {target}×); \
          ratio of the medians: time {:.2}×, memory {:.2}×",

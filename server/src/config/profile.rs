@@ -92,6 +92,52 @@ pub fn load(path: &Path) -> Result<ScoringProfile, String> {
 mod tests {
     use super::*;
 
+    fn file(text: &str) -> std::path::PathBuf {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("variant-{}-{n}.toml", std::process::id()));
+        std::fs::write(&path, format!("carry_over = 0.1\ncarry_days = 7\n{text}")).expect("written");
+        path
+    }
+
+    #[test]
+    fn variants_keep_the_service_profiles_signals_and_caps_and_are_named_well() {
+        let built_in = ScoringProfile::built_in();
+        let same = file("[[main]]\nsignal = \"likes\"\nweight = 1.0\n[[axes]]\nsignal = \"recency\"\ndigits = 3\n");
+        let listed = variants(&format!(" likes={} ", same.display()), &built_in).expect("a valid variant");
+        assert_eq!(listed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["likes"]);
+        assert!(variants("", &built_in).expect("none").is_empty());
+        let custom = file(
+            "[signals.cart_adds]\nkind = \"count\"\n[[main]]\nsignal = \"cart_adds\"\nweight = 1.0\n[[axes]]\nsignal = \"recency\"\ndigits = 3\n",
+        );
+        let capped = file(
+            "[signals.views]\nper_actor = 2\n[[main]]\nsignal = \"views\"\nweight = 1.0\n[[axes]]\nsignal = \"recency\"\ndigits = 3\n",
+        );
+        for (list, wanted) in [
+            (format!("cart={}", custom.display()), "RANKING_PROFILES: cart: signals.cart_adds:"),
+            (format!("capped={}", capped.display()), "RANKING_PROFILES: capped: signals.views.per_actor:"),
+            (format!("default={}", same.display()), "RANKING_PROFILES: `default`:"),
+            (format!("a.b={}", same.display()), "RANKING_PROFILES: `a.b`:"),
+            (format!("x={0},x={0}", same.display()), "RANKING_PROFILES: `x` is listed twice"),
+            ("nopath".to_string(), "RANKING_PROFILES: `nopath`: expected name=path"),
+        ] {
+            let error = variants(&list, &built_in).expect_err(&list);
+            assert!(error.starts_with(wanted), "{error}");
+        }
+        for path in [same, custom, capped] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn an_experiment_names_profiles_only() {
+        assert_eq!(experiment(" ", &["default"]), Ok(None));
+        let e = experiment("t:default=50,likes=50", &["default", "likes"]).expect("valid").expect("one");
+        assert_eq!(e.name(), "t");
+        let error = experiment("t:default=50,cart=50", &["default", "likes"]).expect_err("cart is no profile");
+        assert!(error.starts_with("RANKING_EXPERIMENT: variant `cart`"), "{error}");
+    }
+
     #[test]
     fn a_missing_file_is_named() {
         let missing = Path::new("/nonexistent/profile.toml");

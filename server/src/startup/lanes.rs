@@ -1,8 +1,10 @@
 //! One lane per scoring profile: the service's own and each `RANKING_PROFILES` variant gets
 //! its ranking store (a variant's keys under `P:profile:<name>` on Redis, an in-process store
-//! of its own otherwise), leases, feed cursors, snapshots, recompute, live and control passes,
-//! feeder, scheduler, queries, explanations, history and watches. They share SQL, the feed's
-//! sinks, the metrics and the task tracker.
+//! of its own otherwise), feed cursors, snapshots, recompute, live and control passes, feeder,
+//! queries, explanations, history and watches. They share SQL, the feed's sinks, the metrics,
+//! the task tracker and the leases: the service profile's recompute reads the rows once and
+//! publishes every profile's boards under its day lease, so the variants have no scheduler of
+//! their own.
 
 use std::sync::Arc;
 
@@ -38,7 +40,8 @@ pub(super) struct Shared<'a> {
 
 /// A lane's background work, started by `run_until_stopped`.
 pub(super) struct LaneTasks {
-    pub scheduler: Arc<Scheduler>,
+    /// The service profile's only: its recompute publishes every lane.
+    pub scheduler: Option<Arc<Scheduler>>,
     pub live: Arc<LivePasses>,
     pub control_passes: Arc<ControlPasses>,
     pub feeder: Arc<Feeder>,
@@ -50,7 +53,9 @@ pub(super) struct LaneTasks {
 impl LaneTasks {
     /// Starts the lane's tasks on `tasks`, each ending at `stop`.
     pub fn spawn(&self, tasks: &TaskTracker, stop: &CancellationToken) {
-        tasks.spawn(self.scheduler.clone().run(stop.clone()));
+        if let Some(scheduler) = &self.scheduler {
+            tasks.spawn(scheduler.clone().run(stop.clone()));
+        }
         tasks.spawn(self.live.clone().run(stop.clone()));
         tasks.spawn(self.control_passes.clone().run(stop.clone()));
         tasks.spawn(self.feeder.clone().run(stop.clone()));
@@ -64,10 +69,12 @@ pub(super) struct Built {
     pub lane: Lane,
     pub tasks: LaneTasks,
     pub rankings: Arc<dyn RankingStore>,
+    /// The in-process store, when there is no Redis: the variants' stores share its leases.
+    memory: Option<Arc<MemoryRankingStore>>,
 }
 
-/// The lane of `policy`'s profile.
-pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>) -> anyhow::Result<Built> {
+/// The lane of `policy`'s profile; `own`, the service profile's lane, for a variant's.
+pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<&Built>) -> anyhow::Result<Built> {
     let Shared { settings, store, metrics, tasks, sinks } = shared;
     let profile = &policy.profile;
     store
@@ -81,18 +88,24 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>) -> anyhow::R
         "scoring profile"
     );
     type Derived = (Arc<dyn RankingStore>, Arc<dyn LeaseLock>, Arc<dyn FeedCursors>);
+    let mut memory = None;
     let (rankings, leases, cursors): Derived = match settings.redis.options() {
         Some(mut options) => {
             options.staging_ttl = policy.staging_ttl;
-            if !policy.is_default_profile() {
+            if own.is_some() {
+                options.lease_prefix = Some(options.prefix.clone());
                 options.prefix = format!("{}:profile:{}", options.prefix, policy.profile_name);
             }
             let redis = Arc::new(RedisRankingStore::connect(&options).context("invalid REDIS_URL")?);
             (Arc::new(CoalescingStore::new(redis.clone(), metrics.stores.top_fetches.clone())), redis.clone(), redis)
         }
         None => {
-            let memory = Arc::new(MemoryRankingStore::new());
-            (memory.clone(), memory.clone(), memory)
+            let store = match own.and_then(|o| o.memory.as_ref()) {
+                Some(own) => Arc::new(own.sharing_leases()),
+                None => Arc::new(MemoryRankingStore::new()),
+            };
+            memory = Some(store.clone());
+            (store.clone(), store.clone(), store)
         }
     };
     let feeder =
@@ -111,7 +124,7 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>) -> anyhow::R
         tasks.clone(),
         feeder.clone(),
     ));
-    let scheduler = Arc::new(Scheduler::new(recompute.clone()));
+    let scheduler = own.is_none().then(|| Arc::new(Scheduler::new(recompute.clone())));
     let queries = Arc::new(Queries::new(rankings.clone(), snapshots.clone(), policy.clone(), recompute.clone()));
     let explainer =
         Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
@@ -133,5 +146,5 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>) -> anyhow::R
         withdrawals: recompute.withdrawals(),
     };
     let lane = Lane { policy, queries, explainer, history, watch, recompute };
-    Ok(Built { lane, tasks, rankings })
+    Ok(Built { lane, tasks, rankings, memory })
 }

@@ -98,13 +98,16 @@ impl Application {
             tasks: tasks.clone(),
             sinks: feed_sinks(&settings).map_err(anyhow::Error::msg)?,
         };
-        let own = lanes::build(&shared, policy.clone()).await?;
+        let own = lanes::build(&shared, policy.clone(), None).await?;
         let rankings = own.rankings.clone();
-        let mut built = vec![own];
+        let mut variant_lanes = Vec::new();
         for (name, profile) in variants {
             let variant = Arc::new(policy.as_ref().clone().for_variant(&name, Arc::new(profile)));
-            built.push(lanes::build(&shared, variant).await?);
+            variant_lanes.push(lanes::build(&shared, variant, Some(&own)).await?);
         }
+        own.lane.recompute.adopt(variant_lanes.iter().map(|v| v.lane.recompute.clone()).collect());
+        let mut built = vec![own];
+        built.extend(variant_lanes);
         let (lanes, lane_tasks): (Vec<_>, Vec<_>) = built.into_iter().map(|b| (b.lane, b.tasks)).unzip();
 
         let (ingest, group_commit) =
@@ -167,7 +170,7 @@ impl Application {
 
     /// The scheduler, for tests that drive ticks themselves.
     pub fn scheduler(&self) -> Arc<Scheduler> {
-        self.lanes[0].scheduler.clone()
+        self.lanes[0].scheduler.clone().expect("the service profile's lane has the scheduler")
     }
 
     /// Serves until `shutdown` resolves. Then health turns NOT_SERVING, new connections are

@@ -229,3 +229,34 @@ async fn a_variant_that_counts_differently_or_an_unknown_variant_is_refused_at_s
     }
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn live_passes_and_hidden_products_move_every_profiles_board() {
+    let variant = ProfileFile::new(LIKES_FIRST);
+    let profiles = format!("--profiles=likes={}", variant.path().display());
+    let mut app = TestApp::spawn(&[&profiles, "--live-interval=100ms"]).await;
+    let at = Utc::now() - chrono::Duration::seconds(5);
+    app.record(views("v", 1, 30, at)).await;
+    app.recompute("").await;
+    let ids = |board: &[(i64, f64)]| board.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+    assert_eq!(ids(&served(&mut app, v1::Window::Daily, "likes").await.0), [1]);
+    // Ten likes of product 2, after the recompute: each profile's live pass ranks them.
+    let likes: Vec<v1::Event> =
+        (0..10).map(|i| crate::helpers::event(&format!("l{i}"), 2, v1::EventType::Like, 0, at)).collect();
+    app.record(likes).await;
+    ranking_server::test_support::eventually("both boards hold product 2", async || {
+        let own = ids(&served(&mut app, v1::Window::Daily, "").await.0);
+        let variant = ids(&served(&mut app, v1::Window::Daily, "likes").await.0);
+        own == [1, 2] && variant == [2, 1]
+    })
+    .await;
+    // A hidden product leaves both.
+    let hide = v1::CatalogEntry { product_id: 2, hidden: true, ..Default::default() };
+    app.client.update_catalog(v1::UpdateCatalogRequest { products: vec![hide] }).await.expect("hidden");
+    assert_eq!(ids(&served(&mut app, v1::Window::Daily, "").await.0), [1]);
+    assert_eq!(ids(&served(&mut app, v1::Window::Daily, "likes").await.0), [1]);
+    app.stop().await;
+}
+
+/// The built-in profile's signals, ranked by likes first (as deploy/profiles/likes-first.toml).
+const LIKES_FIRST: &str = include_str!("../../../deploy/profiles/likes-first.toml");

@@ -101,7 +101,8 @@ pub struct MemoryRankingStore {
     versioned: Mutex<HashMap<RankingKey, Versions>>,
     last_version: Mutex<u64>,
     announce: broadcast::Sender<Announcement>,
-    leases: Mutex<HashMap<String, (String, tokio::time::Instant)>>,
+    /// Shared with the stores of the other scoring profiles' boards ([`Self::sharing_leases`]).
+    leases: Arc<Mutex<HashMap<String, (String, tokio::time::Instant)>>>,
     /// The segments published with each daily and weekly ranking.
     segments: Mutex<HashMap<RankingKey, Vec<Segment>>>,
     /// The feed's cursor of each board, and until when it is kept.
@@ -115,7 +116,7 @@ impl Default for MemoryRankingStore {
             versioned: Mutex::default(),
             last_version: Mutex::default(),
             announce: broadcast::channel(64).0,
-            leases: Mutex::default(),
+            leases: Arc::default(),
             segments: Mutex::default(),
             feed: Mutex::default(),
         }
@@ -132,6 +133,12 @@ impl MemoryRankingStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose leases are this one's: a scoring profile's boards, changed
+    /// under the service profile's day leases.
+    pub fn sharing_leases(&self) -> Self {
+        Self { leases: Arc::clone(&self.leases), ..Self::default() }
     }
 
     /// Runs `f` on the live hourly sets after dropping expired ones.

@@ -15,12 +15,22 @@ use crate::ports::{Announcement, RankingKey, StoreError, day_of_lease};
 #[derive(Debug, Clone)]
 pub(super) struct Keys {
     prefix: String,
+    /// The leases' prefix (another store's, for a scoring profile's boards).
+    lease_prefix: String,
 }
 
 impl Keys {
     /// Keys under `prefix`.
     pub fn new(prefix: impl Into<String>) -> Self {
-        Self { prefix: prefix.into() }
+        let prefix = prefix.into();
+        Self { lease_prefix: prefix.clone(), prefix }
+    }
+
+    /// The same keys with the leases under `prefix` (the day's lease keeps the day's hash
+    /// tag, so it stays in the slot of the rankings it guards).
+    pub fn with_lease_prefix(mut self, prefix: String) -> Self {
+        self.lease_prefix = prefix;
+        self
     }
 
     /// The hash-tagged base of a ranking's keys: `P:{daily:2026-12-01}`,
@@ -72,8 +82,8 @@ impl Keys {
     /// A lease. A day's lease is tagged by its day, in the slot of the rankings it guards.
     pub fn lock(&self, name: &str) -> String {
         match day_of_lease(name) {
-            Some(date) => format!("{}:{{daily:{date}}}:lock", self.prefix),
-            None => format!("{}:lock:{name}", self.prefix),
+            Some(date) => format!("{}:{{daily:{date}}}:lock", self.lease_prefix),
+            None => format!("{}:lock:{name}", self.lease_prefix),
         }
     }
 

@@ -97,6 +97,10 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// Life of a staging key, so a crashed writer's half-written ranking goes away.
     pub staging_ttl: Duration,
+    /// Prefix of the leases when they are another store's: a scoring profile's boards live
+    /// under a prefix of their own, and are changed under the service profile's day leases
+    /// (one recompute publishes every profile's boards under one fence). `None`: `prefix`.
+    pub lease_prefix: Option<String>,
 }
 
 impl RedisOptions {
@@ -108,6 +112,7 @@ impl RedisOptions {
             prefix: "ranking".into(),
             response_timeout: Duration::from_secs(5),
             staging_ttl: Duration::from_secs(3_600),
+            lease_prefix: None,
         }
     }
 }
@@ -145,7 +150,8 @@ impl RedisRankingStore {
         Ok(Self {
             conn: opened.connection,
             subscriber: opened.subscriber,
-            keys: Keys::new(options.prefix.clone()),
+            keys: Keys::new(options.prefix.clone())
+                .with_lease_prefix(options.lease_prefix.clone().unwrap_or_else(|| options.prefix.clone())),
             staging_ttl: options.staging_ttl,
             scripts: Scripts::new(),
         })

@@ -1,6 +1,7 @@
 //! One recompute of a day from SQL rows ([`Rebuild`]): the carry-over chain of the days
 //! before, the day's rows, the week's grouped rows, each population ranked without its
-//! hidden products and published, with the SQL and Redis work overlapped.
+//! hidden products and published, with the SQL and Redis work overlapped; one read of the
+//! rows ranks the service profile and every variant.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
-use crate::domain::score::{CarryLedger, DayStanding};
+use crate::domain::score::{CarryLedger, ClosingDay, DayStanding};
 use crate::domain::vocabulary::CarryOver;
 use crate::metrics::phases::Phases;
 use crate::ports::{CatalogRows, DayScans, FeedCause, Fence, RankingKey, Scored, StoreError};
@@ -31,7 +32,8 @@ fn push_gently<T>(list: &mut Vec<T>, item: T) {
 }
 
 /// Recomputes a day from its rows: reads the day scans and the hidden products, publishes
-/// through the publisher.
+/// through the publisher; the service profile's also ranks and publishes every variant's
+/// boards from the same read.
 pub(super) struct Rebuild {
     pub scans: Arc<dyn DayScans>,
     pub catalog: Arc<dyn CatalogRows>,
@@ -39,28 +41,41 @@ pub(super) struct Rebuild {
     pub snapshots: Arc<Snapshots>,
     pub policy: Arc<Policy>,
     pub publisher: Arc<Publisher>,
+    /// The variants' rebuilds (their policies, publishers and copies), ranked from this one's
+    /// read of the rows: set once at start-up, on the service profile's only.
+    pub variants: std::sync::OnceLock<Vec<Arc<Rebuild>>>,
 }
 
 impl Rebuild {
-    /// Computes and stores the ranking of `date` without taking the lock.
+    /// Computes and stores the ranking of `date` without taking the lock, for this profile
+    /// and its variants.
     ///
     /// SQL-bound and Redis-bound work overlap: the hidden products are read while the day's
-    /// rows are; the catalog's segments and the week's rows are read while the daily ranking
-    /// is published (the catalog is needed only to fan rankings out, so its million rows are
-    /// off the day's critical path). One population buffer serves the day, then the week: the
-    /// week's rows stream into the pages the day's population already occupies rather than
-    /// into new ones while the day's are still resident.
+    /// rows are; the catalog's segments and the week's rows are read while the daily rankings
+    /// are published (the catalog is needed only to fan rankings out, so its million rows are
+    /// off the day's critical path). One population buffer per profile serves the day, then
+    /// the week: the week's rows stream into the pages the day's population already occupies
+    /// rather than into new ones while the day's are still resident.
     pub(super) async fn run(&self, date: NaiveDate, fence: &Fence) -> Result<RecomputeReport, StoreError> {
         let started = Instant::now();
-        let (hidden, population) = tokio::try_join!(self.catalog.hidden_products(), self.gather(date))?;
+        let lanes: Vec<&Rebuild> =
+            std::iter::once(self).chain(self.variants.get().into_iter().flatten().map(|v| &**v)).collect();
+        let (hidden, populations) = tokio::try_join!(self.catalog.hidden_products(), self.gather(&lanes, date))?;
         let hidden: Arc<[i64]> = hidden.into();
         // Ranked on a blocking thread: renewals, health checks and reads keep their workers.
-        let (RankedCopy { whole, clamped, stats, clock }, population) =
-            rank_apart(&self.policy, date, population, &hidden).await?;
-        let day_population = whole.len();
+        let mut days = Vec::with_capacity(lanes.len());
+        let mut buffers = Vec::with_capacity(lanes.len());
+        for (lane, population) in lanes.iter().zip(populations) {
+            let (day, buffer) = rank_apart(&lane.policy, date, population, &hidden).await?;
+            days.push(day);
+            buffers.push(buffer);
+        }
+        let day_population = days[0].whole.len();
         let key = RankingKey::Daily(date);
-        let life = self.publisher.life(date);
         let publish_daily = async {
+            let mut days = days.into_iter();
+            let RankedCopy { whole, clamped, stats, clock } = days.next().expect("the service profile's day");
+            let life = self.publisher.life(date);
             let publication = async {
                 let version = self.publisher.publish_whole(key, &whole, clamped, life, false, fence).await?;
                 self.publisher.record(date, version, stats, clock).await?;
@@ -69,92 +84,131 @@ impl Rebuild {
             let (version, catalog) = tokio::try_join!(publication, self.publisher.membership())?;
             let daily = started.elapsed();
             self.publisher.publish_segments(key, &whole, &catalog, life, fence, FeedCause::Recompute).await?;
+            drop(whole);
+            for (lane, RankedCopy { whole, clamped, stats, clock }) in lanes[1..].iter().zip(days) {
+                let publisher = &lane.publisher;
+                let life = publisher.life(date);
+                let version = publisher.publish_whole(key, &whole, clamped, life, false, fence).await?;
+                publisher.record(date, version, stats, clock).await?;
+                publisher.publish_segments(key, &whole, &catalog, life, fence, FeedCause::Recompute).await?;
+            }
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
-        let (published, week) = tokio::join!(publish_daily, self.gather_weekly(date, population));
+        let (published, weeks) = tokio::join!(publish_daily, self.gather_weekly(&lanes, date, buffers));
         let (version, catalog, daily, in_segments) = published?;
-        drop(whole);
         let mut phases = Phases::start();
         phases.add("daily", daily);
         phases.add("segments", in_segments);
 
-        let (RankedCopy { whole: week, clamped, .. }, population) =
-            rank_apart(&self.policy, date, week?, &hidden).await?;
-        drop(population);
         let weekly = RankingKey::Weekly(date);
-        self.publisher.publish_whole(weekly, &week, clamped, life, false, fence).await?;
-        phases.lap("weekly");
-        self.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
-        phases.lap("segments");
+        for (lane, week) in lanes.iter().zip(weeks?) {
+            let (RankedCopy { whole: week, clamped, .. }, population) =
+                rank_apart(&lane.policy, date, week, &hidden).await?;
+            drop(population);
+            let life = lane.publisher.life(date);
+            lane.publisher.publish_whole(weekly, &week, clamped, life, false, fence).await?;
+            phases.lap("weekly");
+            lane.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
+            phases.lap("segments");
+        }
         self.publisher.metrics.recompute.phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })
     }
 
-    /// Every contender of day `date`, hidden or not (hidden products still carry over: their
-    /// standing is computed here, and [`rank_apart`] leaves them out of the population):
-    /// the carry-over chain of the days before, then the day's rows and the products that
-    /// only carry over.
-    pub(super) async fn gather(&self, date: NaiveDate) -> Result<Vec<Contender>, StoreError> {
-        let profile = &self.policy.profile;
-        let signals = profile.custom_names();
-        let mut ledger = self.carry_ledger(date).await?;
-
+    /// Every contender of day `date` for each of `lanes` (their profiles share the signals),
+    /// hidden or not (hidden products still carry over: their standing is computed here, and
+    /// [`rank_apart`] leaves them out of the population): the carry-over chains of the days
+    /// before, then the day's rows and the products that only carry over, from one read.
+    pub(super) async fn gather(&self, lanes: &[&Rebuild], date: NaiveDate) -> Result<Vec<Vec<Contender>>, StoreError> {
+        let signals = self.policy.profile.custom_names();
+        let mut ledgers = self.carry_ledgers(lanes, date).await?;
         // Sized like the products carried in (about yesterday's population), and grown by a
         // quarter rather than doubled: a doubling at a million contenders holds 1.5 million's
         // worth of memory at once.
-        let mut contenders: Vec<Contender> = Vec::with_capacity(ledger.len());
+        let mut lists: Vec<Vec<Contender>> = ledgers.iter().map(|l| Vec::with_capacity(l.len())).collect();
         self.scans
             .scan_day(date, signals, &mut |r| {
-                let standing = ledger.take(r.product_id, r.metrics);
-                let contender = Contender::new(profile, r.product_id, standing, Some(r.last_event_us));
-                push_gently(&mut contenders, contender);
+                for ((ledger, list), lane) in ledgers.iter_mut().zip(lists.iter_mut()).zip(lanes) {
+                    let standing = ledger.take(r.product_id, r.metrics);
+                    let contender = Contender::new(&lane.policy.profile, r.product_id, standing, Some(r.last_event_us));
+                    push_gently(list, contender);
+                }
             })
             .await?;
-        let carry_only =
-            ledger.carry_only().map(|(product_id, standing)| Contender::new(profile, product_id, standing, None));
-        for contender in carry_only {
-            push_gently(&mut contenders, contender);
+        for ((ledger, list), lane) in ledgers.iter().zip(lists.iter_mut()).zip(lanes) {
+            let profile = &lane.policy.profile;
+            for (product_id, standing) in ledger.carry_only() {
+                push_gently(list, Contender::new(profile, product_id, standing, None));
+            }
         }
-        Ok(contenders)
+        Ok(lists)
     }
 
     /// What each product inherits on `date`: the carry-over chain of the days before, closed
     /// one day's scan at a time.
     pub(super) async fn carry_ledger(&self, date: NaiveDate) -> Result<CarryLedger, StoreError> {
-        let signals = self.policy.profile.custom_names();
-        let mut ledger = CarryLedger::new(Arc::clone(&self.policy.profile));
-        let mut day = self.policy.carry_start(date);
-        while day < date {
-            let mut closing = ledger.closing();
-            self.scans.scan_day(day, signals, &mut |r| closing.add(r.product_id, r.metrics)).await?;
-            ledger = closing.finish();
-            day = day.succ_opt().unwrap_or(date);
-        }
-        Ok(ledger)
+        let mut ledgers = self.carry_ledgers(&[self], date).await?;
+        Ok(ledgers.pop().expect("one ledger"))
     }
 
-    /// Every contender of the rolling week ending with `date`, hidden or not, from one
-    /// grouped SQL query: counters summed per product over D-6 … D, no carry-over; ranked
-    /// like a day, recency from the product's latest event of the week to the end of D.
-    /// Gathered into `contenders`, the emptied buffer of the day's population (about the
-    /// week's size already: the week holds every product with a row that day).
+    /// The carry-over chain of each of `lanes` on `date`, from one scan of each day before
+    /// (back to the longest chain of them; a shorter one starts on its own first day).
+    async fn carry_ledgers(&self, lanes: &[&Rebuild], date: NaiveDate) -> Result<Vec<CarryLedger>, StoreError> {
+        let signals = self.policy.profile.custom_names();
+        let starts: Vec<NaiveDate> = lanes.iter().map(|l| l.policy.carry_start(date)).collect();
+        let mut closings: Vec<Option<ClosingDay>> = Vec::new();
+        let mut ledgers: Vec<Option<CarryLedger>> =
+            lanes.iter().map(|l| Some(CarryLedger::new(Arc::clone(&l.policy.profile)))).collect();
+        let mut day = starts.iter().copied().min().unwrap_or(date);
+        while day < date {
+            closings.clear();
+            for (ledger, start) in ledgers.iter_mut().zip(&starts) {
+                closings.push(if day >= *start { ledger.take().map(CarryLedger::closing) } else { None });
+            }
+            self.scans
+                .scan_day(day, signals, &mut |r| {
+                    for closing in closings.iter_mut().flatten() {
+                        closing.add(r.product_id, r.metrics);
+                    }
+                })
+                .await?;
+            for (ledger, closing) in ledgers.iter_mut().zip(closings.drain(..)) {
+                if let Some(closing) = closing {
+                    *ledger = Some(closing.finish());
+                }
+            }
+            day = day.succ_opt().unwrap_or(date);
+        }
+        Ok(ledgers.into_iter().map(|l| l.expect("every ledger is back")).collect())
+    }
+
+    /// Every contender of the rolling week ending with `date` for each of `lanes`, hidden or
+    /// not, from one grouped SQL query: counters summed per product over D-6 … D, no
+    /// carry-over; ranked like a day, recency from the product's latest event of the week to
+    /// the end of D. Gathered into `buffers`, the emptied buffers of the days' populations
+    /// (about the week's size already: the week holds every product with a row that day).
     pub(super) async fn gather_weekly(
         &self,
+        lanes: &[&Rebuild],
         date: NaiveDate,
-        mut contenders: Vec<Contender>,
-    ) -> Result<Vec<Contender>, StoreError> {
-        let profile = &self.policy.profile;
-        // Sized like this replica's copy of the week as well, when it has one.
-        let held = self.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
-        contenders.reserve_exact(held);
+        mut buffers: Vec<Vec<Contender>>,
+    ) -> Result<Vec<Vec<Contender>>, StoreError> {
+        for (lane, buffer) in lanes.iter().zip(buffers.iter_mut()) {
+            // Sized like this replica's copy of the week as well, when it has one.
+            let held = lane.snapshots.get(RankingKey::Weekly(date)).map_or(0, |h| h.ranking.len());
+            buffer.reserve_exact(held);
+        }
         self.scans
-            .scan_days(self.policy.week_start(date), date, profile.custom_names(), &mut |r| {
-                let standing = DayStanding { main: profile.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
-                let contender = Contender::new(profile, r.product_id, standing, Some(r.last_event_us));
-                push_gently(&mut contenders, contender);
+            .scan_days(self.policy.week_start(date), date, self.policy.profile.custom_names(), &mut |r| {
+                for (lane, buffer) in lanes.iter().zip(buffers.iter_mut()) {
+                    let profile = &lane.policy.profile;
+                    let standing =
+                        DayStanding { main: profile.main_score(&r.metrics, CarryOver(0)), metrics: r.metrics };
+                    push_gently(buffer, Contender::new(profile, r.product_id, standing, Some(r.last_event_us)));
+                }
             })
             .await?;
-        Ok(contenders)
+        Ok(buffers)
     }
 }
 

@@ -154,6 +154,7 @@ impl Recompute {
             snapshots: snapshots.clone(),
             policy: policy.clone(),
             publisher: publisher.clone(),
+            variants: Default::default(),
         });
         let live = Arc::new(LivePasses {
             changes: store.clone(),
@@ -196,6 +197,13 @@ impl Recompute {
             withdrawals,
             control_passes,
         }
+    }
+
+    /// Makes each recompute of this (the service profile's) also rank and publish the boards
+    /// of `variants`, from the same read of the rows and under the same day lease. Once; a
+    /// second call changes nothing.
+    pub fn adopt(&self, variants: Vec<Arc<Recompute>>) {
+        let _ = self.rebuild.variants.set(variants.iter().map(|v| v.rebuild.clone()).collect());
     }
 
     /// The policy the recompute follows.

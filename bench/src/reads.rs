@@ -29,7 +29,7 @@ type Call<'a> = (&'a str, &'a str, Vec<u8>, usize, Vec<&'a str>, (SocketAddr, u3
 /// GetTopN(20) and the bare server's GetTopN (its limit on this stack).
 const HEALTH: usize = 0;
 const TOP: usize = 1;
-const BARE_TOP: usize = 5;
+const BARE_TOP: usize = 6;
 
 /// The offered load (calls/s) of the fixed-rate CPU measurement, below every call's maximum.
 const FIXED_RATE: usize = 10_000;
@@ -192,6 +192,9 @@ pub async fn bench_reads(redis: &str) {
             ("RANKING_REDIS_PREFIX", prefix.clone()),
             ("RANKING_RECOMPUTE_INTERVAL", "0".into()),
             ("RANKING_MAX_CONCURRENT_CALLS", "100000".into()),
+            // Reads carrying an actor are routed by it: every bucket to the service's profile,
+            // so the routed call reads the same board as the plain one.
+            ("RANKING_EXPERIMENT", "reads-bench:default=100".into()),
         ])
         .await;
         let (addr, pid) = (server.addr, server.pid());
@@ -218,6 +221,8 @@ pub async fn bench_reads(redis: &str) {
         let rank_request = v1::GetRankRequest { product_id: n / 2, ..Default::default() };
         let mut c = ranking_client::connect(format!("http://{addr}")).await.expect("connect");
         let top_len = c.get_top_n(top_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
+        let routed_request = v1::GetTopNRequest { actor_id: "shopper-42".into(), ..top_request.clone() };
+        let routed_len = c.get_top_n(routed_request.clone()).await.expect("GetTopN").into_inner().encoded_len();
         let rank_len = c.get_rank(rank_request.clone()).await.expect("GetRank").into_inner().encoded_len();
         // A listing page's 48 badges, spread over the ranking; a product page's neighbours.
         let ranks_request =
@@ -231,13 +236,21 @@ pub async fn bench_reads(redis: &str) {
         let (bare, bare_addr) = crate::bare::start(&top_answer).await;
         let served = (addr, pid);
         let bare_served = (bare_addr, bare.id().expect("the bare server's pid"));
-        let calls: [Call; 6] = [
+        let calls: [Call; 7] = [
             ("health check", "/grpc.health.v1.Health/Check", Vec::new(), health_len, vec!["PING"], served),
             (
                 "GetTopN(20)",
                 "/ranking.v1.RankingService/GetTopN",
                 top_request.encode_to_vec(),
                 top_len,
+                vec!["ZREVRANGE", &redis_key, "0", "19", "WITHSCORES"],
+                served,
+            ),
+            (
+                "GetTopN(20), actor-routed (experiment)",
+                "/ranking.v1.RankingService/GetTopN",
+                routed_request.encode_to_vec(),
+                routed_len,
                 vec!["ZREVRANGE", &redis_key, "0", "19", "WITHSCORES"],
                 served,
             ),

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -23,7 +24,9 @@ let chromium: Browser;
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  server = await startServer();
+  // A variant beside the service's profile, for the Board's and Compare's profile fields.
+  const likes = join(dirname(fileURLToPath(import.meta.url)), "../../deploy/profiles/likes-first.toml");
+  server = await startServer({ RANKING_PROFILES: `likes=${likes}` });
   await seed(server, PRODUCTS);
   chromium = await browser();
 });
@@ -315,6 +318,32 @@ test("the compare page shows what CompareRankings says of two boards", async () 
   assert.deepEqual(shifts, answer.largestShifts.map((s) => String(s.productId)));
   await page.locator('table[data-board="b"] tbody tr').first().waitFor();
   await page.screenshot({ path: join(SHOTS, "compare.png"), fullPage: true });
+  await context.close();
+});
+
+test("the board and the compare page read a variant profile by name", async () => {
+  const { context, page } = await open(TOKENS.read, "#/board?window=daily&profile=likes");
+  await page.locator("#board tbody tr[data-product]").nth(19).waitFor();
+  const served = await server.client(TOKENS.read).getTopN({ window: Window.DAILY, limit: 20, profile: "likes" });
+  assert.equal(served.profile, "likes");
+  assert.deepEqual(
+    (await boardRows(page)).map((r) => [r.id, r.score]),
+    served.products.map((p) => [String(p.productId), String(p.score)]),
+  );
+  const own = await server.client(TOKENS.read).getTopN({ window: Window.DAILY, limit: 20 });
+  assert.notDeepEqual(own.products.map((p) => p.productId), served.products.map((p) => p.productId), "the profiles differ");
+
+  await page.goto(`${server.url}/console/#/compare?a-window=daily&b-window=daily&b-profile=likes&depth=100&p=0.9`);
+  await page.locator("#rbo").waitFor();
+  const answer = await server.client(TOKENS.read).compareRankings({
+    a: { window: Window.DAILY, limit: 100 },
+    b: { window: Window.DAILY, limit: 100, profile: "likes" },
+    persistence: 0.9,
+  });
+  assert.equal(Number(await page.getAttribute("#rbo", "data-value")), answer.rboExt);
+  assert.equal(Number(await page.getAttribute("#tau", "data-value")), answer.weightedTau);
+  assert.ok(answer.rboExt < 1, "the two profiles rank differently");
+  await page.screenshot({ path: join(SHOTS, "compare-profiles.png"), fullPage: true });
   await context.close();
 });
 

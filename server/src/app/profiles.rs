@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::explain::Explainer;
 use super::history::History;
 use super::policy::{DEFAULT_PROFILE, Policy};
-use super::queries::Queries;
+use super::queries::{Queries, Selector, Window};
 use super::recompute::Recompute;
 use super::watch::WatchHub;
 use crate::domain::experiment::Experiment;
@@ -76,6 +76,13 @@ impl Profiles {
             return Some(self.default_lane());
         }
         self.lanes.iter().find(|l| l.name() == name)
+    }
+
+    /// The lane that holds the board `selector` names for `lane`: the hourly rankings are the
+    /// service profile's running counts, kept once (ingestion increments them), and every
+    /// profile's hourly read is answered from them, saying so.
+    pub fn holding<'a>(&'a self, lane: &'a Lane, selector: &Selector) -> &'a Lane {
+        if selector.window == Some(Window::Hourly) { self.default_lane() } else { lane }
     }
 
     /// The lane a read is served from: the profile it names; naming none, the experiment's

@@ -73,6 +73,7 @@ impl RankingService for RankingApi {
             limit: req.limit,
             page_token: Some(req.page_token).filter(|t| !t.is_empty()),
         };
+        let lane = self.profiles.holding(lane, &query.selector);
         Ok(Response::new(convert::encoded_top(&*lane.queries.top(query).await?, lane.name())))
     }
 
@@ -84,6 +85,7 @@ impl RankingService for RankingApi {
             product_id: req.product_id,
             neighbors: req.neighbors,
         };
+        let lane = self.profiles.holding(lane, &query.selector);
         Ok(Response::new(convert::rank_response(lane.queries.rank(query).await?, lane.name())))
     }
 
@@ -94,6 +96,7 @@ impl RankingService for RankingApi {
             selector: convert::selector(req.window, &req.date, req.hour, &req.segment)?,
             product_ids: req.product_ids,
         };
+        let lane = self.profiles.holding(lane, &query.selector);
         Ok(Response::new(convert::ranks_response(lane.queries.ranks(query).await?, lane.name())))
     }
 
@@ -109,6 +112,7 @@ impl RankingService for RankingApi {
             limit: req.limit,
             within_top: req.within_top,
         };
+        let lane = self.profiles.holding(lane, &query.selector);
         Ok(Response::new(convert::movers_response(lane.queries.movers(query).await?, lane.name())))
     }
 
@@ -157,6 +161,7 @@ impl RankingService for RankingApi {
         let req = request.into_inner();
         let lane = self.profiles.route(&req.profile, &req.actor_id)?;
         let selector = convert::selector(req.window, &req.date, req.hour, &req.segment)?;
+        let lane = self.profiles.holding(lane, &selector);
         let query = WatchQuery { selector, limit: req.limit };
         let watcher = lane.watch.watch(query)?;
         let profile: Arc<str> = lane.name().into();

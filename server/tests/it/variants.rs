@@ -250,6 +250,15 @@ async fn live_passes_and_hidden_products_move_every_profiles_board() {
         own == [1, 2] && variant == [2, 1]
     })
     .await;
+    // The hourly ranking is the service profile's running count, read by every profile.
+    let hourly = v1::GetTopNRequest {
+        window: v1::Window::Hourly as i32,
+        limit: 10,
+        profile: "likes".into(),
+        ..Default::default()
+    };
+    let hourly = app.client.get_top_n(hourly).await.expect("hourly").into_inner();
+    assert_eq!((hourly.profile.as_str(), hourly.products.len()), ("default", 2), "{hourly:?}");
     // A hidden product leaves both.
     let hide = v1::CatalogEntry { product_id: 2, hidden: true, ..Default::default() };
     app.client.update_catalog(v1::UpdateCatalogRequest { products: vec![hide] }).await.expect("hidden");

@@ -2,9 +2,9 @@
 //! its ranking store (a variant's keys under `P:profile:<name>` on Redis, an in-process store
 //! of its own otherwise), feed cursors, snapshots, recompute, live and control passes, feeder,
 //! queries, explanations, history and watches. They share SQL, the feed's sinks, the metrics,
-//! the task tracker and the leases: the service profile's recompute reads the rows once and
-//! publishes every profile's boards under its day lease, so the variants have no scheduler of
-//! their own.
+//! the task tracker and the leases: the service profile's recompute and live passes read the
+//! rows once and publish every profile's boards under its day lease, so the variants have no
+//! scheduler or live passes of their own.
 
 use std::sync::Arc;
 
@@ -42,7 +42,8 @@ pub(super) struct Shared<'a> {
 pub(super) struct LaneTasks {
     /// The service profile's only: its recompute publishes every lane.
     pub scheduler: Option<Arc<Scheduler>>,
-    pub live: Arc<LivePasses>,
+    /// The service profile's only: its passes publish every lane.
+    pub live: Option<Arc<LivePasses>>,
     pub control_passes: Arc<ControlPasses>,
     pub feeder: Arc<Feeder>,
     pub snapshots: Arc<Snapshots>,
@@ -56,7 +57,9 @@ impl LaneTasks {
         if let Some(scheduler) = &self.scheduler {
             tasks.spawn(scheduler.clone().run(stop.clone()));
         }
-        tasks.spawn(self.live.clone().run(stop.clone()));
+        if let Some(live) = &self.live {
+            tasks.spawn(live.clone().run(stop.clone()));
+        }
         tasks.spawn(self.control_passes.clone().run(stop.clone()));
         tasks.spawn(self.feeder.clone().run(stop.clone()));
         tasks.spawn(self.snapshots.clone().run(stop.clone()));
@@ -138,7 +141,7 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
     ));
     let tasks = LaneTasks {
         scheduler,
-        live: recompute.live_passes(),
+        live: own.is_none().then(|| recompute.live_passes()),
         control_passes: recompute.control_passes(),
         feeder,
         snapshots,

@@ -250,6 +250,13 @@ async fn live_passes_and_hidden_products_move_every_profiles_board() {
         own == [1, 2] && variant == [2, 1]
     })
     .await;
+    // What the live pass published for each profile is what a recompute of the same rows
+    // publishes, bit for bit.
+    let live_own = served(&mut app, v1::Window::Daily, "").await.0;
+    let live_variant = served(&mut app, v1::Window::Daily, "likes").await.0;
+    app.recompute("").await;
+    same(&served(&mut app, v1::Window::Daily, "").await.0, &live_own, "the service profile, live then recomputed");
+    same(&served(&mut app, v1::Window::Daily, "likes").await.0, &live_variant, "the variant, live then recomputed");
     // The hourly ranking is the service profile's running count, read by every profile.
     let hourly = v1::GetTopNRequest {
         window: v1::Window::Hourly as i32,

@@ -144,16 +144,13 @@ impl Rebuild {
         Ok(lists)
     }
 
-    /// What each product inherits on `date`: the carry-over chain of the days before, closed
-    /// one day's scan at a time.
-    pub(super) async fn carry_ledger(&self, date: NaiveDate) -> Result<CarryLedger, StoreError> {
-        let mut ledgers = self.carry_ledgers(&[self], date).await?;
-        Ok(ledgers.pop().expect("one ledger"))
-    }
-
     /// The carry-over chain of each of `lanes` on `date`, from one scan of each day before
     /// (back to the longest chain of them; a shorter one starts on its own first day).
-    async fn carry_ledgers(&self, lanes: &[&Rebuild], date: NaiveDate) -> Result<Vec<CarryLedger>, StoreError> {
+    pub(super) async fn carry_ledgers(
+        &self,
+        lanes: &[&Rebuild],
+        date: NaiveDate,
+    ) -> Result<Vec<CarryLedger>, StoreError> {
         let signals = self.policy.profile.custom_names();
         let starts: Vec<NaiveDate> = lanes.iter().map(|l| l.policy.carry_start(date)).collect();
         let mut closings: Vec<Option<ClosingDay>> = Vec::new();

@@ -18,6 +18,10 @@
 //!    on blocking threads), and only in the form replicas load (the daily ranking's
 //!    sorted set is the recompute's).
 //!
+//! The service profile's passes rank and publish every variant's boards too, from the same
+//! reads ([`LivePasses::adopt`]-ed by its recompute): one population per profile is held, and
+//! every changed row is applied to each.
+//!
 //! The first pass of a holder reads the day whole (after advancing the epoch, so that what
 //! it reads is covered by the next pass); any failure drops the population, and the next pass
 //! reads it whole again. The periodic recompute keeps running and stays the anchor.
@@ -49,11 +53,15 @@ pub struct LivePasses {
     pub(super) publisher: Arc<Publisher>,
     pub(super) policy: Arc<Policy>,
     pub(super) metrics: Arc<Metrics>,
+    /// The variants' passes (their policies, publishers and carry chains), run from this
+    /// one's reads: set once at start-up, on the service profile's only.
+    pub(super) variants: std::sync::OnceLock<Vec<Arc<LivePasses>>>,
 }
 
 /// What the holder of today's live lease keeps between passes.
 struct Held {
-    day: LiveDay,
+    /// Today's population of each profile, the service's first.
+    days: Vec<LiveDay>,
     /// The first epoch not read yet.
     from: i64,
     membership: Membership,
@@ -184,6 +192,11 @@ impl LivePasses {
         }
     }
 
+    /// This profile's passes and its variants', the service's first.
+    fn lanes(&self) -> Vec<&LivePasses> {
+        std::iter::once(self).chain(self.variants.get().into_iter().flatten().map(|v| &**v)).collect()
+    }
+
     /// The days `date`'s contenders depend on.
     fn live_days(&self, date: NaiveDate) -> LiveDays {
         LiveDays { date, carry_start: self.policy.carry_start(date), week_start: self.policy.week_start(date) }
@@ -195,9 +208,10 @@ impl LivePasses {
     async fn live_load(&self, date: NaiveDate) -> Result<Held, StoreError> {
         let from = self.changes.advance_epoch().await?;
         let days = self.live_days(date);
-        let profile = &self.policy.profile;
-        let signals = profile.custom_names();
-        let ledger = self.rebuild.carry_ledger(date).await?;
+        let lanes = self.lanes();
+        let signals = self.policy.profile.custom_names();
+        let rebuilds: Vec<&Rebuild> = lanes.iter().map(|l| &*l.rebuild).collect();
+        let ledgers = self.rebuild.carry_ledgers(&rebuilds, date).await?;
         let mut today = DayRows::new(signals.len());
         self.scans.scan_day(date, signals, &mut |r| today.push(r.product_id, &r.metrics, r.last_event_us)).await?;
         let mut before = DayRows::new(signals.len());
@@ -209,8 +223,15 @@ impl LivePasses {
                 .await?;
         }
         let (membership, hidden) = tokio::try_join!(self.publisher.membership(), self.catalog.hidden_products())?;
-        let day = LiveDay::new(Arc::clone(profile), days, ledger, today, before);
-        Ok(Held { day, from, membership, hidden: hidden.into() })
+        let days = lanes
+            .iter()
+            .zip(ledgers)
+            .map(|(lane, ledger)| {
+                let profile = Arc::clone(&lane.policy.profile);
+                LiveDay::new(profile, lane.live_days(date), ledger, today.clone(), before.clone())
+            })
+            .collect();
+        Ok(Held { days, from, membership, hidden: hidden.into() })
     }
 
     /// One pass over `held` (read whole first when there is none): the changes since the
@@ -230,14 +251,15 @@ impl LivePasses {
         };
         phases.lap("epoch");
         let epochs = h.from..to;
-        let days = h.day.days();
+        // Every profile's chain is read from the earliest of their first days.
+        let first = h.days.iter().map(|d| d.days().first()).min().unwrap_or(date);
         let signals = self.policy.profile.custom_names();
         let mut today = Vec::new();
         let mut earlier = Vec::new();
         let mut newest_us: Option<i64> = None;
         let mut read = self
             .changes
-            .scan_changes(epochs.clone(), days.first(), date, signals, &mut |ChangedRow { row, updated_us }| {
+            .scan_changes(epochs.clone(), first, date, signals, &mut |ChangedRow { row, updated_us }| {
                 newest_us = newest_us.max(Some(updated_us));
                 if row.date == date {
                     today.push((row.product_id, row.metrics, row.last_event_us));
@@ -247,14 +269,17 @@ impl LivePasses {
             })
             .await?;
         let changed = read > 0;
-        h.day.apply_today(today);
+        for day in &mut h.days {
+            day.apply_today(today.clone());
+        }
         if !earlier.is_empty() {
             earlier.sort_unstable();
             earlier.dedup();
             let mut rows = Vec::new();
-            read +=
-                self.changes.scan_products(&earlier, days.first(), date, signals, &mut |c| rows.push(c.row)).await?;
-            h.day.refresh(&earlier, rows);
+            read += self.changes.scan_products(&earlier, first, date, signals, &mut |c| rows.push(c.row)).await?;
+            for day in &mut h.days {
+                day.refresh(&earlier, rows.clone());
+            }
         }
         self.metrics.live.rows_read.inc_by(read);
         let catalog = self.changes.catalog_changed(epochs).await?;
@@ -267,17 +292,23 @@ impl LivePasses {
             return Ok(Pass::Unchanged);
         }
 
-        // The day first: it is published while the week is ranked on another thread.
+        // Each profile in turn, the day first: it is published while the week is ranked on
+        // another thread.
         phases.lap("read");
-        let mut contenders = Vec::new();
-        h.day.daily_contenders(&mut contenders);
-        let (daily, mut contenders) = rank_apart(&self.policy, date, contenders, &h.hidden).await?;
-        phases.lap("rank");
-        h.day.weekly_contenders(&mut contenders);
-        let weekly = rank_apart(&self.policy, date, contenders, &h.hidden);
-        let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-        let version = self.publisher.publish_computed(date, daily, weekly, &h.membership, fence).await?;
-        phases.lap("publish");
+        let mut version = None;
+        for (lane, day) in self.lanes().iter().zip(&h.days) {
+            let mut contenders = Vec::new();
+            day.daily_contenders(&mut contenders);
+            let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &h.hidden).await?;
+            phases.lap("rank");
+            day.weekly_contenders(&mut contenders);
+            let weekly = rank_apart(&lane.policy, date, contenders, &h.hidden);
+            let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
+            let published = lane.publisher.publish_computed(date, daily, weekly, &h.membership, fence).await?;
+            version.get_or_insert(published);
+            phases.lap("publish");
+        }
+        let version = version.unwrap_or_default();
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {
             // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.

@@ -165,6 +165,7 @@ impl Recompute {
             publisher: publisher.clone(),
             policy: policy.clone(),
             metrics: metrics.clone(),
+            variants: Default::default(),
         });
         let control_passes = Arc::new(ControlPasses {
             controls: controls.clone(),
@@ -204,6 +205,7 @@ impl Recompute {
     /// second call changes nothing.
     pub fn adopt(&self, variants: Vec<Arc<Recompute>>) {
         let _ = self.rebuild.variants.set(variants.iter().map(|v| v.rebuild.clone()).collect());
+        let _ = self.live.variants.set(variants.iter().map(|v| v.live.clone()).collect());
     }
 
     /// The policy the recompute follows.

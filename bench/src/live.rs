@@ -9,6 +9,8 @@
 //! about a second's changes), and the holder's CPU; a full Recompute of the same day beside
 //! them. Then GetRank on the second replica next to its health check (h2load, interleaved
 //! rounds) while live passes keep running. Uniform and Zipf product popularity.
+//! `RANKING_BENCH_PROFILES` (`name=path,…`) runs the replicas with those variants beside the
+//! service's profile: the same table, every pass ranking and publishing each profile.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -204,6 +206,11 @@ async fn run(
             ("RANKING_MAX_CONCURRENT_CALLS", "100000".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
         ];
+        // `RANKING_BENCH_PROFILES=name=path,…`: the replicas serve these variants too (their
+        // passes rank and publish every profile from one read).
+        if let Ok(profiles) = std::env::var("RANKING_BENCH_PROFILES") {
+            envs.push(("RANKING_PROFILES", profiles));
+        }
         if let Some((brokers, topic)) = feed {
             envs.push(("RANKING_FEED_KAFKA_BROKERS", brokers.to_string()));
             envs.push(("RANKING_FEED_KAFKA_TOPIC", topic.to_string()));

@@ -27,6 +27,16 @@ impl Phases {
         self.mark = now;
     }
 
+    /// Ends the phase under way as two: `first` until `at`, `second` from then until now
+    /// (work whose boundary was measured inside it), and starts the next one now.
+    pub fn split(&mut self, first: &'static str, at: Instant, second: &'static str) {
+        let now = Instant::now();
+        let at = at.clamp(self.mark, now);
+        self.add(first, at - self.mark);
+        self.add(second, now - at);
+        self.mark = now;
+    }
+
     /// Adds `spent` to `name` (a phase that ran beside others, measured on its own).
     pub fn add(&mut self, name: &'static str, spent: Duration) {
         match self.spent.iter_mut().find(|(n, _)| *n == name) {

@@ -292,23 +292,26 @@ impl LivePasses {
             return Ok(Pass::Unchanged);
         }
 
-        // Each profile in turn, the day first: it is published while the week is ranked on
-        // another thread.
+        // The day first: it is published while the week is ranked on another thread. The
+        // profiles at once: one's ranking (a blocking thread) overlaps another's publication.
         phases.lap("read");
-        let mut version = None;
-        for (lane, day) in self.lanes().iter().zip(&h.days) {
+        let (held, membership) = (&*h, &h.membership);
+        let lanes = self.lanes();
+        let passes = lanes.iter().zip(&held.days).map(|(lane, day)| async move {
             let mut contenders = Vec::new();
             day.daily_contenders(&mut contenders);
-            let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &h.hidden).await?;
-            phases.lap("rank");
+            let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &held.hidden).await?;
+            let ranked = Instant::now();
             day.weekly_contenders(&mut contenders);
-            let weekly = rank_apart(&lane.policy, date, contenders, &h.hidden);
+            let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden);
             let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-            let published = lane.publisher.publish_computed(date, daily, weekly, &h.membership, fence).await?;
-            version.get_or_insert(published);
-            phases.lap("publish");
-        }
-        let version = version.unwrap_or_default();
+            let version = lane.publisher.publish_computed(date, daily, weekly, membership, fence).await?;
+            Ok::<_, StoreError>((version, ranked))
+        });
+        let published = futures_util::future::try_join_all(passes).await?;
+        // The service profile's ranking and publication, as one profile's pass measures them.
+        let (version, ranked) = published[0];
+        phases.split("rank", ranked, "publish");
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {
             // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.

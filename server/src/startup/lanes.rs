@@ -132,13 +132,18 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
     let explainer =
         Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
     let history = Arc::new(History::new(store.clone(), policy.clone()));
-    let watch = Arc::new(WatchHub::new(
+    let mut watch = WatchHub::new(
         queries.clone(),
         snapshots.clone(),
         metrics.clone(),
         settings.ranking.watch_interval,
         settings.ranking.max_watchers,
-    ));
+    );
+    // One bound on a replica's WatchTopN streams, whichever profile they read.
+    if let Some(own) = own {
+        watch = watch.sharing_slots(own.tasks.watch.slots());
+    }
+    let watch = Arc::new(watch);
     let tasks = LaneTasks {
         scheduler,
         live: own.is_none().then(|| recompute.live_passes()),

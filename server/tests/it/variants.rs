@@ -276,3 +276,17 @@ async fn live_passes_and_hidden_products_move_every_profiles_board() {
 
 /// The built-in profile's signals, ranked by likes first (as deploy/profiles/likes-first.toml).
 const LIKES_FIRST: &str = include_str!("../../../deploy/profiles/likes-first.toml");
+
+#[tokio::test]
+async fn the_bound_on_watch_streams_counts_every_profiles_streams() {
+    let variant = ProfileFile::new(LIKES_FIRST);
+    let profiles = format!("--profiles=likes={}", variant.path().display());
+    let mut app = TestApp::spawn(&[&profiles, "--max-watchers=2"]).await;
+    let watch = |profile: &str| v1::WatchTopNRequest { limit: 5, profile: profile.into(), ..Default::default() };
+    let _own = app.client.watch_top_n(watch("")).await.expect("the first stream");
+    let _variant = app.client.watch_top_n(watch("likes")).await.expect("the second stream");
+    let refused = app.client.watch_top_n(watch("likes")).await.expect_err("a third is over the bound");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    drop((_own, _variant));
+    app.stop().await;
+}

@@ -165,6 +165,18 @@ impl WatchHub {
         }
     }
 
+    /// The same hub taking its watcher slots from `slots` (holding `max_watchers` permits),
+    /// shared with the other profiles' hubs: the replica's bound on streams counts them all.
+    pub fn sharing_slots(mut self, slots: Arc<Semaphore>) -> Self {
+        self.watchers = slots;
+        self
+    }
+
+    /// The slots its watchers take, to share with another hub.
+    pub fn slots(&self) -> Arc<Semaphore> {
+        self.watchers.clone()
+    }
+
     /// Starts a watch: checks the request, takes a watcher slot, joins (or starts) the feed.
     pub fn watch(&self, mut query: WatchQuery) -> Result<Watcher, WatchError> {
         if self.closing.is_cancelled() {

@@ -36,6 +36,9 @@ pub(super) struct Shared<'a> {
     pub metrics: Arc<Metrics>,
     pub tasks: TaskTracker,
     pub sinks: Vec<Arc<dyn FeedSink>>,
+    /// How many profiles are served: `RANKING_SNAPSHOT_MAX_ENTRIES` is split evenly among
+    /// their copies, so that it bounds the replica's memory whatever their number.
+    pub profiles: usize,
 }
 
 /// A lane's background work, started by `run_until_stopped`.
@@ -78,7 +81,7 @@ pub(super) struct Built {
 
 /// The lane of `policy`'s profile; `own`, the service profile's lane, for a variant's.
 pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<&Built>) -> anyhow::Result<Built> {
-    let Shared { settings, store, metrics, tasks, sinks } = shared;
+    let Shared { settings, store, metrics, tasks, sinks, profiles } = shared;
     let profile = &policy.profile;
     store
         .record_profile(&profile.fingerprint(), &crate::domain::profile::text::to_toml(profile))
@@ -117,7 +120,7 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
         rankings.clone(),
         policy.clone(),
         metrics.clone(),
-        settings.ranking.snapshot_max_entries,
+        settings.ranking.snapshot_max_entries / (*profiles).max(1),
     ));
     let recompute = Arc::new(Recompute::new(
         Stores { sql: store.clone(), rankings: rankings.clone(), leases },

@@ -97,6 +97,7 @@ impl Application {
             metrics: metrics.clone(),
             tasks: tasks.clone(),
             sinks: feed_sinks(&settings).map_err(anyhow::Error::msg)?,
+            profiles: 1 + variants.len(),
         };
         let own = lanes::build(&shared, policy.clone(), None).await?;
         let rankings = own.rankings.clone();

@@ -23,6 +23,7 @@
 //! - [`feed`]: the ranking feed's changes between two fed tops, and their checksum.
 //! - [`compare`]: two rankings compared (rank-biased overlap, weighted tau, shifts).
 //! - [`experiment`]: sticky experiments, shoppers hashed into buckets and variants.
+//! - [`trending`]: the trending board's arithmetic, hours of points decayed by a half-life.
 
 pub mod calendar;
 pub mod cap;
@@ -44,4 +45,5 @@ pub mod ranking;
 pub mod retraction;
 pub mod score;
 pub mod snapshot;
+pub mod trending;
 pub mod vocabulary;

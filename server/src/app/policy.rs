@@ -203,12 +203,6 @@ impl Policy {
         if self.is_default_profile() { "" } else { &self.profile_name }
     }
 
-    /// The name of the lease of `day`'s live passes of this profile's boards (the profiles
-    /// share one namespace of leases).
-    pub fn live_lease(&self, day: NaiveDate) -> String {
-        if self.is_default_profile() { format!("live:{day}") } else { format!("live:{}:{day}", self.profile_name) }
-    }
-
     /// Whether the boards are the service's own profile's.
     pub fn is_default_profile(&self) -> bool {
         &*self.profile_name == DEFAULT_PROFILE

@@ -94,10 +94,7 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
             axis_stats_text(s).into(),
         ])
         .to_owned();
-    let txn = db.begin().await.map_err(StoreError::database)?;
-    txn.execute(&delete).await.map_err(StoreError::database)?;
-    txn.execute(&insert).await.map_err(StoreError::database)?;
-    txn.commit().await.map_err(StoreError::database)
+    replace(db, &delete, &insert).await
 }
 
 /// The day's record, if any.
@@ -149,6 +146,18 @@ const VARIANT_COLUMNS: [&str; 9] = [
     "axis_stats",
 ];
 
+/// `delete` then `insert` in one transaction: a day's record replaced whole.
+async fn replace(
+    db: &DatabaseConnection,
+    delete: &sea_orm::sea_query::DeleteStatement,
+    insert: &sea_orm::sea_query::InsertStatement,
+) -> Result<(), StoreError> {
+    let txn = db.begin().await.map_err(StoreError::database)?;
+    txn.execute(delete).await.map_err(StoreError::database)?;
+    txn.execute(insert).await.map_err(StoreError::database)?;
+    txn.commit().await.map_err(StoreError::database)
+}
+
 /// Replaces a variant's record of the day, as [`record_run`] does the service profile's.
 async fn record_variant_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(), StoreError> {
     let table = Alias::new("profile_runs");
@@ -172,10 +181,7 @@ async fn record_variant_run(db: &DatabaseConnection, run: &RankingRun) -> Result
             axis_stats_text(&run.stats).into(),
         ])
         .to_owned();
-    let txn = db.begin().await.map_err(StoreError::database)?;
-    txn.execute(&delete).await.map_err(StoreError::database)?;
-    txn.execute(&insert).await.map_err(StoreError::database)?;
-    txn.commit().await.map_err(StoreError::database)
+    replace(db, &delete, &insert).await
 }
 
 /// A variant's record of the day, if any.

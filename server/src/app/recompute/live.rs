@@ -132,7 +132,7 @@ impl LivePasses {
         }
         let kept = match holder {
             Some(h) => self.leases.renew(&h.lease).await,
-            None => match self.leases.try_take(&self.policy.live_lease(today)).await {
+            None => match self.leases.try_take(&format!("live:{today}")).await {
                 Ok(Some(lease)) => {
                     *holder = Some(Holder { date: today, lease, held: None });
                     Ok(true)

@@ -13,6 +13,7 @@ mod controls;
 mod follow;
 mod history;
 mod output;
+mod watch;
 
 use output::{entry_json, explain_json, explain_table, table};
 
@@ -385,33 +386,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 explain_table(&r);
             }
         }
-        Command::Watch { ranking: Ranking { window: w, date, hour, segment, profile, actor_id }, limit } => {
-            use std::io::IsTerminal;
-            let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit, profile, actor_id };
-            let mut changes = client.watch_top_n(request);
-            let terminal = std::io::stdout().is_terminal();
-            while let Some(change) = futures_util::StreamExt::next(&mut changes).await {
-                let r = change?;
-                if cli.json {
-                    let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                    println!(
-                        r#"{{"date":"{}","total":{},"version":{},"products":[{}]}}"#,
-                        r.date,
-                        r.total,
-                        r.version,
-                        entries.join(",")
-                    );
-                    continue;
-                }
-                if terminal {
-                    // Clear the screen and go home: the table is redrawn in place.
-                    print!("\x1b[2J\x1b[H");
-                }
-                let hour = r.hour.map(|h| format!(" {h:02}:00")).unwrap_or_default();
-                println!("{}{hour} — {} ranked (version {})", r.date, r.total, r.version);
-                table(&r.products);
-            }
-        }
+        Command::Watch { ranking, limit } => watch::run(&client, ranking, limit, cli.json).await?,
         Command::Controls { action } => controls::run(&client, action, cli.json).await?,
         Command::History(args) => history::run(&client, args, cli.json).await?,
         Command::Compare(args) => compare::run(&client, args, cli.json).await?,

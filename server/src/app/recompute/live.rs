@@ -295,7 +295,7 @@ impl LivePasses {
         // The day first: it is published while the week is ranked on another thread. The
         // profiles at once: one's ranking (a blocking thread) overlaps another's publication.
         phases.lap("read");
-        let (held, membership) = (&*h, &h.membership);
+        let held = &*h;
         let lanes = self.lanes();
         let passes = lanes.iter().zip(&held.days).map(|(lane, day)| async move {
             let mut contenders = Vec::new();
@@ -305,7 +305,7 @@ impl LivePasses {
             day.weekly_contenders(&mut contenders);
             let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden);
             let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
-            let version = lane.publisher.publish_computed(date, daily, weekly, membership, fence).await?;
+            let version = lane.publisher.publish_computed(date, daily, weekly, &held.membership, fence).await?;
             Ok::<_, StoreError>((version, ranked))
         });
         let published = futures_util::future::try_join_all(passes).await?;

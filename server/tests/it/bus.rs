@@ -254,6 +254,10 @@ async fn workload_is_counted_once(bus: TestBus, seed: u64) {
     eventually("the first half consumed", || async { count_events(&db.url).await >= first_valid }).await;
     bus.publish(&second_half).await;
     let restarted = ServerProcess::start(&replica_envs(&bus, &db.url)).await;
+    // Flags of its own: each call names another static member, and two members with one
+    // `group.instance.id` fence each other out of the group for as long as both run.
+    let flags = bus.flags(200);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let third = TestApp::spawn_on(settings(&db.url, &flags)).await;
     drained(&db.url, valid, &bus, &poison).await;
 

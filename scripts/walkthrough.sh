@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the walk-throughs verbatim: every `sh` block of README.md's "Walk-through with grpcurl",
 # of docs/API.md's "Walk-through, continued", of README.md's "Merchandising controls",
-# "Shoppers, not requests" and "Profiles side by side" (which start servers of their own),
+# "Shoppers, not requests", "Profiles side by side" and "What rises now" (which start servers
+# of their own),
 # in order, against a fresh server on the
 # embedded default (a throwaway SQLite file, in-process rankings) listening where the
 # walk-throughs call it, 127.0.0.1:50051. A command that fails fails the run; then the
@@ -53,6 +54,7 @@ blocks() {
   blocks README.md "## Merchandising controls"
   blocks README.md "## Shoppers, not requests"
   blocks README.md "## Profiles side by side"
+  blocks README.md "## What rises now"
 } >"$WORK/walkthrough.sh"
 # The blocks name the repository's files and the server binary by their paths in a checkout.
 ln -s "$PWD/deploy" "$WORK/deploy"
@@ -105,5 +107,15 @@ assert [e["profile"] for e in exposures] == ["likes", "default"], exposures
 compared = json.load(open(sys.argv[4]))
 got = (compared["overlapAt10"], compared["weightedTau"], sorted(s["productId"] for s in compared["largestShifts"]))
 assert got == (0.2, -1, ["1", "2"]), got
+PY
+# What the README says rises: product 2 passes product 1 on the trending board, not the week.
+python3 - "$WORK/trending-before.json" "$WORK/trending-after.json" "$WORK/weekly.json" "$WORK/explained.json" <<'PY'
+import json, sys
+before, after, weekly, explained = (json.load(open(f)) for f in sys.argv[1:5])
+got = [[p["productId"] for p in t["products"]] for t in (before, after, weekly)]
+assert got == [["1", "2"], ["2", "1"], ["1", "2"]], got
+hours = explained["hours"]
+assert len(hours) == 1 and hours[0]["mainScore"] == 20 and 0.25 <= hours[0]["weight"] < 0.5, hours
+assert hours[0]["points"] == explained["mainScore"] and "trendingAt" in explained, explained
 PY
 echo "walkthrough: every command ran; the rankings are the ones the walk-throughs show"

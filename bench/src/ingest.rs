@@ -136,7 +136,14 @@ async fn ingest_on(target: &str, profile: Option<&std::path::Path>) {
         // many partitions as it would in production.
         let today = Utc::now().date_naive();
         let oldest = today - chrono::Days::new(8);
-        ranking_server::adapters::sql::partitions::ensure(&db, oldest, today).await.expect("partitions");
+        ranking_server::adapters::sql::partitions::ensure(
+            &db,
+            &ranking_server::adapters::sql::partitions::ALL_DAILY,
+            oldest,
+            today,
+        )
+        .await
+        .expect("partitions");
     }
     let engine = match (db.get_database_backend(), profile) {
         (DbBackend::Postgres, None) => "PostgreSQL, events in 12 day partitions + default",

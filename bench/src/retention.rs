@@ -58,7 +58,7 @@ pub async fn bench_retention(rows: i64) {
     let dead = scalar(&db, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'events_default'").await;
 
     // A day with its own partition: dropped whole.
-    partitions::ensure(&db, by_partition, by_partition).await.expect("partition");
+    partitions::ensure(&db, &partitions::ALL_DAILY, by_partition, by_partition).await.expect("partition");
     seed(&db, by_partition, rows, "part").await;
     let (drop_s, drop_wal) = timed_prune(&store, &db, by_partition + Days::new(1)).await;
     let left = scalar(&db, "SELECT COUNT(*) FROM events").await;

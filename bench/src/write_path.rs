@@ -155,9 +155,14 @@ pub async fn bench_write_path(n: usize, cases: Cases) {
         let db = Database::connect(&url).await.expect("connect");
         db.execute_unprepared("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.expect("extension");
         let today = Utc::now().date_naive();
-        ranking_server::adapters::sql::partitions::ensure(&db, today - chrono::Days::new(8), today)
-            .await
-            .expect("partitions");
+        ranking_server::adapters::sql::partitions::ensure(
+            &db,
+            &ranking_server::adapters::sql::partitions::ALL_DAILY,
+            today - chrono::Days::new(8),
+            today,
+        )
+        .await
+        .expect("partitions");
         db.execute_unprepared("SELECT pg_stat_statements_reset()").await.expect("reset");
 
         let run = format!("{:x}", Utc::now().timestamp_micros());

@@ -38,7 +38,14 @@ export const board: Page = ({ main, params, navigate, askToken }) => {
     h("div", { class: "pager" }, previous, pageLabel, next),
   );
 
-  const change = choice.window === Window.HOURLY ? "the hour before" : choice.window === Window.WEEKLY ? "the week before" : "yesterday";
+  const change =
+    choice.window === Window.HOURLY
+      ? "the hour before"
+      : choice.window === Window.WEEKLY
+        ? "the week before"
+        : choice.window === Window.TRENDING
+          ? "yesterday's last trending board"
+          : "yesterday";
   let live: { products: RankedProduct[]; version: bigint; total: bigint } | null = null;
   let before = new Map<bigint, bigint>();
   // Page 1 is live; page k > 1 comes from the token chain of one version.

@@ -16,6 +16,7 @@ export interface Choice {
 const WINDOWS: [string, Window, string][] = [
   ["daily", Window.DAILY, "Daily"],
   ["weekly", Window.WEEKLY, "Weekly (7 days)"],
+  ["trending", Window.TRENDING, "Trending (rising now)"],
   ["hourly", Window.HOURLY, "Hourly"],
 ];
 

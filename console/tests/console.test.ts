@@ -321,6 +321,19 @@ test("the compare page shows what CompareRankings says of two boards", async () 
   await context.close();
 });
 
+test("the board reads the trending window as GetTopN serves it", async () => {
+  const { context, page } = await open(TOKENS.read, "#/board?window=trending");
+  const served = await server.client(TOKENS.read).getTopN({ window: Window.TRENDING, limit: 20 });
+  assert.ok(served.products.length > 0, "a trending board");
+  await page.locator("#board tbody tr[data-product]").nth(served.products.length - 1).waitFor();
+  assert.deepEqual(
+    (await boardRows(page)).map((r) => [r.id, r.score]),
+    served.products.map((p) => [String(p.productId), String(p.score)]),
+  );
+  assert.equal(await page.locator('main select[name="window"]').first().inputValue(), "trending");
+  await context.close();
+});
+
 test("the board and the compare page read a variant profile by name", async () => {
   const { context, page } = await open(TOKENS.read, "#/board?window=daily&profile=likes");
   await page.locator("#board tbody tr[data-product]").nth(19).waitFor();

@@ -3,7 +3,7 @@
 //! An event belongs to the day (and hour) of its `occurred_at` in `RANKING_TZ`. Day bounds
 //! are computed through the zone's rules, so days around a DST change are 23 or 25 hours long.
 
-use chrono::{DateTime, Days, NaiveDate, NaiveTime, TimeZone, Timelike, Utc};
+use chrono::{DateTime, Days, NaiveDate, NaiveTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 
 /// One hour of one ranking day.
@@ -27,6 +27,11 @@ impl RankingCalendar {
         Self { tz }
     }
 
+    /// Days and hours of UTC.
+    pub fn utc() -> Self {
+        Self::new(chrono_tz::UTC)
+    }
+
     /// The local date of an instant.
     pub fn day_of(&self, at: DateTime<Utc>) -> NaiveDate {
         at.with_timezone(&self.tz).date_naive()
@@ -36,6 +41,17 @@ impl RankingCalendar {
     pub fn hour_of(&self, at: DateTime<Utc>) -> RankingHour {
         let local = at.with_timezone(&self.tz);
         RankingHour { date: local.date_naive(), hour: local.hour() }
+    }
+
+    /// The first instant of the local hour of `at_us` (Unix microseconds): an hour lasts an
+    /// hour whatever the zone's offset (a zone half an hour off UTC starts its hours at :30),
+    /// and the hour repeated when clocks go back is two hours, one per offset.
+    pub fn hour_start_us(&self, at_us: i64) -> i64 {
+        const HOUR_US: i64 = 3_600_000_000;
+        let offset_us = DateTime::from_timestamp_micros(at_us)
+            .map_or(0, |at| i64::from(at.with_timezone(&self.tz).offset().fix().local_minus_utc()) * 1_000_000);
+        let local = at_us.saturating_add(offset_us);
+        local - local.rem_euclid(HOUR_US) - offset_us
     }
 
     /// The first instant of a local day. Where midnight does not exist (a DST gap), the day
@@ -98,6 +114,21 @@ mod tests {
         assert_eq!((ny.day_end(spring) - ny.day_start(spring)).num_hours(), 23);
         let autumn = NaiveDate::from_ymd_opt(2026, 11, 1).expect("valid");
         assert_eq!((ny.day_end(autumn) - ny.day_start(autumn)).num_hours(), 25);
+    }
+
+    #[test]
+    fn an_hour_starts_at_the_local_hour() {
+        let us = |s: &str| utc(s).timestamp_micros();
+        let kolkata = RankingCalendar::new(chrono_tz::Asia::Kolkata);
+        assert_eq!(kolkata.hour_start_us(us("2026-04-09T10:10:00Z")), us("2026-04-09T09:30:00Z"), "UTC+5:30");
+        let seoul = RankingCalendar::new(chrono_tz::Asia::Seoul);
+        assert_eq!(seoul.hour_start_us(us("2026-04-09T10:59:59.999999Z")), us("2026-04-09T10:00:00Z"));
+        assert_eq!(seoul.hour_start_us(us("1969-12-31T23:30:00Z")), us("1969-12-31T23:00:00Z"), "before 1970");
+        // New York's 01:00–02:00 happens twice on 2026-11-01: once at −4 h, once at −5 h.
+        let ny = RankingCalendar::new(chrono_tz::America::New_York);
+        let first = ny.hour_start_us(us("2026-11-01T05:20:00Z"));
+        let second = ny.hour_start_us(us("2026-11-01T06:20:00Z"));
+        assert_eq!((first, second), (us("2026-11-01T05:00:00Z"), us("2026-11-01T06:00:00Z")));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! SQL schema of the ranking service, as sea-orm migrations.
 //!
 //! Tables are named through local `Iden` enums so that migrations never depend on the
-//! server's entities, and every statement is built with sea-query so the same migration runs
-//! unchanged on PostgreSQL, MySQL/MariaDB and SQLite.
+//! server's entities, and statements are built with sea-query where the engines agree, so the
+//! same migration runs on PostgreSQL, MySQL/MariaDB and SQLite; PostgreSQL's partitioned
+//! tables, which sea-query does not describe, are written out.
 //!
 //! Instants are stored as `BIGINT` Unix microseconds (UTC): one representation with the same
 //! precision and ordering on all three engines (MySQL `DATETIME` would otherwise truncate to
@@ -22,6 +23,7 @@ mod m20261204_000008_actor_counts;
 mod m20261205_000009_merchandising_controls;
 mod m20261205_000010_rank_history;
 mod m20261205_000011_profile_runs;
+mod m20261205_000012_hourly_metrics;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -42,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000009_merchandising_controls::Migration),
             Box::new(m20261205_000010_rank_history::Migration),
             Box::new(m20261205_000011_profile_runs::Migration),
+            Box::new(m20261205_000012_hourly_metrics::Migration),
         ]
     }
 }

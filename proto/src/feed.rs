@@ -5,7 +5,11 @@ use crate::v1::{BoardKey, Window};
 
 /// The window as the names spell it.
 fn window(board: &BoardKey) -> &'static str {
-    if board.window == Window::Weekly as i32 { "weekly" } else { "daily" }
+    match Window::try_from(board.window) {
+        Ok(Window::Weekly) => "weekly",
+        Ok(Window::Trending) => "trending",
+        _ => "daily",
+    }
 }
 
 /// `window/date/segment/profile` (the segment empty for the whole ranking): the Kafka key of
@@ -37,5 +41,11 @@ mod tests {
         assert_eq!(subject("feed", &board), "feed.default.weekly.brand%2Eacme");
         let whole = BoardKey { segment: String::new(), window: Window::Daily as i32, ..board };
         assert_eq!(subject("feed", &whole), "feed.default.daily._all");
+        // Each window its own name: the trending board's records never share the daily
+        // board's message ids (JetStream would drop them as duplicates).
+        let trending = BoardKey { window: Window::Trending as i32, ..whole.clone() };
+        assert_eq!(board_name(&trending), "trending/2026-12-05//default");
+        assert_eq!(subject("feed", &trending), "feed.default.trending._all");
+        assert_ne!(board_name(&trending), board_name(&whole));
     }
 }

@@ -170,6 +170,30 @@ impl DayScans for NoEvents {
 }
 
 #[async_trait::async_trait]
+impl crate::ports::HourScans for NoEvents {
+    async fn scan_hours(
+        &self,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: Option<std::ops::Range<i64>>,
+        _: &[String],
+        _: &mut (dyn FnMut(crate::domain::trending::HourRow) + Send),
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn product_hours(
+        &self,
+        _: i64,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: &[String],
+    ) -> Result<Vec<crate::domain::trending::HourRow>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+#[async_trait::async_trait]
 impl CatalogRows for NoEvents {
     async fn update_catalog(&self, _: &[crate::ports::CatalogEntry]) -> Result<(), crate::ports::StoreError> {
         Ok(())

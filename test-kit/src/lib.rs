@@ -361,10 +361,11 @@ pub fn independent_norm(values: &[f64], x: f64) -> u32 {
     (999.0 / (1.0 + (-z).exp())).round() as u32
 }
 
-/// The rules of a test's direct write to the ledger: the profile given, and any original may
-/// be retracted.
+/// The rules of a test's direct write to the ledger: the profile given, any original may be
+/// retracted, hours of UTC.
 pub fn rules(profile: &ranking_server::domain::profile::ScoringProfile) -> ranking_server::ports::RecordRules<'_> {
-    ranking_server::ports::RecordRules { profile, retractable_since: DateTime::<Utc>::MIN_UTC }
+    let calendar = ranking_server::domain::calendar::RankingCalendar::utc();
+    ranking_server::ports::RecordRules { profile, retractable_since: DateTime::<Utc>::MIN_UTC, calendar }
 }
 
 /// A scoring profile file of the test's own (`--profile=…`), removed when dropped.

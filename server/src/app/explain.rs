@@ -1,18 +1,20 @@
-//! ExplainRank: why a product holds its place in a daily ranking. The one read that touches
-//! SQL: the product's own rows (a handful of primary-key lookups) and the record of the
-//! day's last recompute (the population statistics), never a scan of the day.
+//! ExplainRank: why a product holds its place in a daily ranking or on today's trending
+//! board. The one read that touches SQL: the product's own rows (a handful of primary-key
+//! lookups) and the record of the board's last publication (the population statistics, and
+//! a trending board's instant), never a scan of the day.
 
 use std::sync::Arc;
 
 use chrono::{Days, NaiveDate};
 
 use super::policy::Policy;
-use super::queries::{EntryControls, Queries, QueryError, RankQuery, RankedEntry, Selector, Window};
+use super::queries::{EntryControls, Queries, QueryError, RankAnswer, RankQuery, RankedEntry, Selector, Window};
 use crate::domain::controls::Control;
 use crate::domain::explain::{Explanation, explain};
 use crate::domain::profile::{ScoringProfile, SignalRef};
+use crate::domain::trending::{HourPoints, explain_trending};
 use crate::domain::vocabulary::Retracted;
-use crate::ports::{ControlRows, DayScans, RunLog, Segment, StoreError};
+use crate::ports::{ControlRows, DayScans, HourScans, RunLog, Segment, StoreError};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -28,6 +30,17 @@ pub struct ExplainQuery {
     pub date: Option<NaiveDate>,
     /// Explain the product's place in this segment's ranking (same score, own rank).
     pub segment: Option<Segment>,
+    /// The trending board rather than the daily ranking.
+    pub trending: bool,
+}
+
+/// What a trending score adds to its explanation: the board's instant and its hours.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrendingFigures {
+    /// T, Unix microseconds.
+    pub at_us: i64,
+    /// The hours of the window, oldest first.
+    pub hours: Vec<HourPoints>,
 }
 
 /// A product's daily score taken apart.
@@ -58,6 +71,8 @@ pub struct ExplainAnswer {
     /// Per signal capped per actor by the version's profile: the signal, its cap, and the
     /// day's events the cap kept from counting.
     pub capped: Vec<CapFigures>,
+    /// A trending score's instant and hours (its explanation has no terms of its own).
+    pub trending: Option<TrendingFigures>,
 }
 
 /// What a per-actor cap did to one signal of the day.
@@ -75,6 +90,8 @@ pub struct CapFigures {
 pub struct Explainer {
     /// One product's rows by key.
     scans: Arc<dyn DayScans>,
+    /// One product's hours by key.
+    hours: Arc<dyn HourScans>,
     /// What a version's norms were computed from, and the profile it was ranked by.
     runs: Arc<dyn RunLog>,
     /// The stored controls, for those acting on the product.
@@ -86,19 +103,22 @@ pub struct Explainer {
 impl Explainer {
     /// Explains from SQL (`scans`, `runs`, `controls`) what `queries` serve.
     pub fn new(
-        scans: Arc<dyn DayScans>,
+        (scans, hours): (Arc<dyn DayScans>, Arc<dyn HourScans>),
         runs: Arc<dyn RunLog>,
         controls: Arc<dyn ControlRows>,
         queries: Arc<Queries>,
         policy: Arc<Policy>,
     ) -> Self {
-        Self { scans, runs, controls, queries, policy }
+        Self { scans, hours, runs, controls, queries, policy }
     }
 
     /// Explains one product's entry in the daily ranking of the query's day.
     pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
         let date = query.date.unwrap_or_else(|| self.policy.today(self.policy.now()));
-        let selector = Selector { window: Some(Window::Daily), date: Some(date), hour: None, segment: query.segment };
+        let window = if query.trending { Window::Trending } else { Window::Daily };
+        let selector = Selector { window: Some(window), date: Some(date), hour: None, segment: query.segment };
+        let run_name =
+            if query.trending { self.policy.trending_run_name() } else { self.policy.stored_profile_name().into() };
         let mut attempt = 1;
         loop {
             let served = self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
@@ -115,8 +135,30 @@ impl Explainer {
                 }
             }
             .unwrap_or_default();
-            let run = self.runs.ranking_run(date, self.policy.stored_profile_name()).await?;
+            let run = self.runs.ranking_run(date, &run_name).await?;
             match run {
+                Some(run) if run.version == version && query.trending => {
+                    let profile = self.profile_of(&run.profile).await?;
+                    let first = self.policy.trending_first_day(date);
+                    let rows = self.hours.product_hours(query.product_id, first, date, profile.custom_names()).await?;
+                    let t_us = run.clock.reference_us;
+                    let half_life = self.policy.trending_half_life_us();
+                    let e = explain_trending(&profile, query.product_id, &rows, &run.stats, t_us, half_life);
+                    let explanation = Explanation {
+                        profile,
+                        metrics: Default::default(),
+                        terms: Vec::new(),
+                        unscored: Vec::new(),
+                        carry_points: 0.0,
+                        main: e.main,
+                        axes: e.axes,
+                        breakdown: e.breakdown,
+                        score: e.score,
+                    };
+                    let trending = TrendingFigures { at_us: t_us, hours: e.hours };
+                    let figures = (Default::default(), Vec::new());
+                    return self.answer(served, (date, version), explanation, figures, Some(trending)).await;
+                }
                 Some(run) if run.version == version => {
                     let first = self.policy.carry_start(date);
                     let days: Vec<NaiveDate> = (0..=(date - first).num_days().max(0) as u64)
@@ -128,31 +170,7 @@ impl Explainer {
                     let explanation =
                         explain(profile, query.product_id, (first, date), &history, &run.stats, run.clock);
                     let retracted = history.iter().find(|d| d.date == date).map(|d| d.retracted).unwrap_or_default();
-                    let above = served.above.last().copied();
-                    let ids = served.controls.of(query.product_id);
-                    let acting = if ids.is_empty() {
-                        Vec::new()
-                    } else {
-                        let (_, stored) = self.controls.controls().await?;
-                        stored.into_iter().filter(|c| ids.contains(&c.id)).collect()
-                    };
-                    // Computed organically: compared with the organic score, not the boosted one.
-                    let organic = served.controls.organic_score(query.product_id).unwrap_or(served.entry.score);
-                    let points_to_overtake =
-                        above.and_then(|a| a.breakdown).map_or(0.0, |b| b.main_floor as f64 + 1.0 - explanation.main);
-                    return Ok(ExplainAnswer {
-                        stale: explanation.score.to_bits() != organic.to_bits(),
-                        entry: served.entry,
-                        controls: served.controls,
-                        acting,
-                        date,
-                        version,
-                        explanation,
-                        above,
-                        points_to_overtake,
-                        retracted,
-                        capped,
-                    });
+                    return self.answer(served, (date, version), explanation, (retracted, capped), None).await;
                 }
                 _ if attempt < ATTEMPTS => {
                     attempt += 1;
@@ -161,6 +179,44 @@ impl Explainer {
                 _ => return Err(QueryError::Unexplained { date, version }),
             }
         }
+    }
+
+    /// The answer of `explanation`, an explanation of `served` (the entry as `version` of
+    /// `date`'s board serves it): the entry above, the controls acting, whether SQL moved on.
+    async fn answer(
+        &self,
+        served: RankAnswer,
+        (date, version): (NaiveDate, u64),
+        explanation: Explanation,
+        (retracted, capped): (Retracted, Vec<CapFigures>),
+        trending: Option<TrendingFigures>,
+    ) -> Result<ExplainAnswer, QueryError> {
+        let above = served.above.last().copied();
+        let ids = served.controls.of(served.entry.product_id);
+        let acting = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let (_, stored) = self.controls.controls().await?;
+            stored.into_iter().filter(|c| ids.contains(&c.id)).collect()
+        };
+        // Computed organically: compared with the organic score, not the boosted one.
+        let organic = served.controls.organic_score(served.entry.product_id).unwrap_or(served.entry.score);
+        let points_to_overtake =
+            above.and_then(|a| a.breakdown).map_or(0.0, |b| b.main_floor as f64 + 1.0 - explanation.main);
+        Ok(ExplainAnswer {
+            stale: explanation.score.to_bits() != organic.to_bits(),
+            entry: served.entry,
+            controls: served.controls,
+            acting,
+            date,
+            version,
+            explanation,
+            above,
+            points_to_overtake,
+            retracted,
+            capped,
+            trending,
+        })
     }
 
     /// What the profile's per-actor caps kept from counting for the product that day.

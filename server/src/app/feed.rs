@@ -12,7 +12,10 @@
 //! moves only after every sink acknowledged every record, and only forward (a replica that
 //! stalled and feeds an older version late changes no cursor; its records are older versions
 //! a consumer skips). A board is sent whole (against version 0) at first, when its cursor is
-//! lost, and every `RANKING_FEED_SNAPSHOT`.
+//! lost, every `RANKING_FEED_SNAPSHOT`, and after a round that failed once it had started
+//! sending (a sink refused or timed out, or the cursor's store did): a sink may hold that
+//! version — it took it, or stored it and lost the acknowledgement — while the cursor does not,
+//! so no change against the cursor would chain onto what its consumers hold.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,6 +48,8 @@ struct Noted {
     top: Vec<FedEntry>,
     cause: FeedCause,
     published_at_ms: i64,
+    /// Sent whole: an earlier round reached some sinks but not the cursor.
+    whole: bool,
 }
 
 /// The feed of this replica's publications.
@@ -110,7 +115,8 @@ impl Feeder {
         if noted.get(&key).is_some_and(|n| n.version >= version) {
             return;
         }
-        noted.insert(key, Noted { version, top, cause, published_at_ms });
+        let whole = noted.get(&key).is_some_and(|n| n.whole);
+        noted.insert(key, Noted { version, top, cause, published_at_ms, whole });
         self.metrics.feed.behind_versions.set(noted.len() as i64);
         drop(noted);
         self.wake.notify_one();
@@ -146,11 +152,12 @@ impl Feeder {
         let due: Vec<(RankingKey, Noted)> =
             std::mem::take(&mut *self.noted.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
         for (key, noted) in due {
-            if let Err((sink, e)) = self.feed(key, &noted).await {
-                tracing::warn!(?key, version = noted.version, sink, error = %e, "ranking feed not sent; tried again");
+            if let Err(Unfed { sink, error, partly }) = self.feed(key, &noted).await {
+                tracing::warn!(?key, version = noted.version, sink, %error, "ranking feed not sent; tried again");
                 self.metrics.feed.failures.get_or_create(&FeedSinkLabels { sink }).inc();
                 let mut pending = self.noted.lock().unwrap_or_else(|p| p.into_inner());
-                pending.entry(key).or_insert(noted);
+                let pending = pending.entry(key).or_insert(noted);
+                pending.whole |= partly;
             }
         }
         // The gauge sums every profile's feeder: each moves it by its own change.
@@ -160,15 +167,16 @@ impl Feeder {
     }
 
     /// Sends `noted`'s changes against the board's cursor, then moves the cursor.
-    async fn feed(&self, key: RankingKey, noted: &Noted) -> Result<(), (&'static str, StoreError)> {
-        let cursor = self.cursors.feed_cursor(key).await.map_err(|e| ("cursor", e))?;
+    async fn feed(&self, key: RankingKey, noted: &Noted) -> Result<(), Unfed> {
+        let unfed = |sink, error, partly| Unfed { sink, error, partly };
+        let cursor = self.cursors.feed_cursor(key).await.map_err(|e| unfed("cursor", e, false))?;
         if cursor.as_ref().is_some_and(|c| c.version >= noted.version) {
             return Ok(());
         }
         let now_ms = self.policy.now().timestamp_millis();
         let whole_every = i64::try_from(self.settings.whole_every.as_millis()).unwrap_or(i64::MAX);
         let (previous_version, previous_top, whole_at_ms) = match &cursor {
-            Some(c) if now_ms.saturating_sub(c.whole_at_ms) < whole_every => {
+            Some(c) if !noted.whole && now_ms.saturating_sub(c.whole_at_ms) < whole_every => {
                 (c.version, c.top.as_slice(), c.whole_at_ms)
             }
             _ => (0, &[][..], now_ms),
@@ -184,7 +192,8 @@ impl Feeder {
             cause: noted.cause,
         };
         for sink in &self.sinks {
-            sink.send(&batch).await.map_err(|e| (sink.name(), e))?;
+            // Even the first: a send that timed out may have been stored.
+            sink.send(&batch).await.map_err(|e| unfed(sink.name(), e, true))?;
             let records = &self.metrics.feed.records;
             records
                 .get_or_create(&FeedRecordLabels { sink: sink.name(), kind: "change" })
@@ -195,9 +204,17 @@ impl Feeder {
         self.metrics.feed.lag_seconds.observe(lag_ms.max(0) as f64 / 1_000.0);
         let moved = FeedCursor { version: noted.version, whole_at_ms, top: noted.top.clone() };
         let expire_at = self.policy.daily_expiry(key.date());
-        self.cursors.advance_feed_cursor(key, &moved, expire_at).await.map_err(|e| ("cursor", e))?;
+        self.cursors.advance_feed_cursor(key, &moved, expire_at).await.map_err(|e| unfed("cursor", e, true))?;
         Ok(())
     }
+}
+
+/// Why a board was not fed: the sink (or `cursor`) that failed, and whether a sink may hold the
+/// version (the next round then sends the board whole).
+struct Unfed {
+    sink: &'static str,
+    error: StoreError,
+    partly: bool,
 }
 
 #[cfg(test)]

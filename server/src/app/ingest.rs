@@ -190,7 +190,7 @@ impl Ingest {
     /// events', and the negative of what each retraction took back, in the retraction's hour.
     async fn commit(&self, batch: &[DatedEvent]) -> Result<Vec<Outcome>, StoreError> {
         let retractable_since = self.window().oldest();
-        let rules = RecordRules { profile: &self.policy.profile, retractable_since };
+        let rules = RecordRules { profile: &self.policy.profile, retractable_since, calendar: self.policy.calendar };
         let Recorded { outcomes, withdrawn, uncounted, capped } = self.ledger.record(batch, rules).await?;
         let duplicates = outcomes.iter().filter(|o| **o == Outcome::Duplicate).count();
         self.metrics.ingest.accepted.inc_by((outcomes.len() - duplicates) as u64);

@@ -62,6 +62,7 @@ impl PageToken {
             RankingKey::Hourly(h) => (2u8, h.date, h.hour as u8),
             RankingKey::Weekly(d) | RankingKey::WeeklySegment(d, _) => (3u8, d, u8::MAX),
             RankingKey::DailySegment(d, _) => (1u8, d, u8::MAX),
+            RankingKey::Trending(d) | RankingKey::TrendingSegment(d, _) => (4u8, d, u8::MAX),
         };
         let segment = self.key.segment();
         bytes.push(if segment.is_some() { SEGMENT_FORMAT } else { FORMAT });
@@ -108,6 +109,7 @@ impl PageToken {
             (1, u8::MAX) => RankingKey::Daily(date),
             (2, hour @ 0..=23) => RankingKey::Hourly(RankingHour { date, hour: u32::from(hour) }),
             (3, u8::MAX) => RankingKey::Weekly(date),
+            (4, u8::MAX) => RankingKey::Trending(date),
             _ => return Err(garbled(text)),
         };
         let key = key.restricted(segment).ok_or_else(|| garbled(text))?;

@@ -63,6 +63,9 @@ pub struct Policy {
     pub recompute_interval: Duration,
     /// Shortest time between two live passes of today (`RANKING_LIVE_INTERVAL`); zero: none.
     pub live_interval: Duration,
+    /// How long an hour's points take to halve on the trending board
+    /// (`RANKING_TRENDING_HALF_LIFE`).
+    pub trending_half_life: Duration,
     /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
     /// of the same day to finish.
     pub recompute_wait: Duration,
@@ -149,6 +152,7 @@ impl Policy {
             retention_days,
             recompute_interval,
             live_interval: Duration::ZERO,
+            trending_half_life: Duration::from_secs(6 * 3_600),
             recompute_wait: Duration::from_secs(30),
             recompute_lease: Duration::from_secs(30),
             lease_poll: Duration::from_millis(50),
@@ -182,6 +186,29 @@ impl Policy {
     pub fn with_live_interval(mut self, interval: Duration) -> Self {
         self.live_interval = interval;
         self
+    }
+
+    /// The same policy halving an hour's trending points every `half_life`.
+    pub fn with_trending_half_life(mut self, half_life: Duration) -> Self {
+        self.trending_half_life = half_life;
+        self
+    }
+
+    /// The first day of hourly rows the trending board of `date` reads: seven days of hours
+    /// reach into the eighth day before in any zone.
+    pub fn trending_first_day(&self, date: NaiveDate) -> NaiveDate {
+        date.checked_sub_days(chrono::Days::new(8)).unwrap_or(date)
+    }
+
+    /// The name the runs of this profile's trending boards are recorded under: the profile's
+    /// name after `trending:` (a profile's name has no `:`).
+    pub fn trending_run_name(&self) -> String {
+        format!("trending:{}", self.profile_name)
+    }
+
+    /// The trending half-life in microseconds (at least one).
+    pub fn trending_half_life_us(&self) -> i64 {
+        i64::try_from(self.trending_half_life.as_micros()).unwrap_or(i64::MAX).max(1)
     }
 
     /// The same policy scoring with `profile`.

@@ -233,6 +233,11 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_LIVE_INTERVAL", value_name = "RANKING_LIVE_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub live_interval: Duration,
 
+    /// How long an hour's points take to halve on the trending board (e.g. 6h, 90m); the
+    /// hour under way weighs 1.
+    #[arg(long, env = "RANKING_TRENDING_HALF_LIFE", value_name = "RANKING_TRENDING_HALF_LIFE", default_value = "6h", value_parser = parse_nonzero_duration)]
+    pub trending_half_life: Duration,
+
     /// Oldest accepted event age, in days.
     #[arg(long, env = "RANKING_ACCEPT_DAYS", value_name = "RANKING_ACCEPT_DAYS", default_value_t = 7)]
     pub accept_days: u32,
@@ -353,6 +358,7 @@ impl RankingSettings {
             .with_max_segments(self.max_segments)
             .with_recompute_lease(self.recompute_lease)
             .with_live_interval(self.live_interval)
+            .with_trending_half_life(self.trending_half_life)
             .with_history(self.history_top as usize, self.history_days))
     }
 }

@@ -22,6 +22,7 @@ pub mod kafka;
 pub fn board_key(key: RankingKey, profile: &str) -> pb::BoardKey {
     let window = match key {
         RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => pb::Window::Weekly,
+        RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => pb::Window::Trending,
         _ => pb::Window::Daily,
     };
     pb::BoardKey {

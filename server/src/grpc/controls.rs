@@ -13,7 +13,7 @@ pub fn instant_us(field: &'static str, t: &prost_types::Timestamp) -> Result<i64
     crate::wire::instant(field, t).map(|at| at.timestamp_micros())
 }
 
-fn timestamp(us: i64) -> prost_types::Timestamp {
+pub(super) fn timestamp(us: i64) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: us.div_euclid(1_000_000), nanos: (us.rem_euclid(1_000_000) * 1_000) as i32 }
 }
 
@@ -33,7 +33,8 @@ pub fn control(c: pb::Control, now_us: i64) -> Result<Control, Invalid> {
         bits |= match pb::Window::try_from(*w) {
             Ok(pb::Window::Daily) => Windows::DAILY,
             Ok(pb::Window::Weekly) => Windows::WEEKLY,
-            _ => return Err(Invalid::element("windows", i, "must be WINDOW_DAILY or WINDOW_WEEKLY")),
+            Ok(pb::Window::Trending) => Windows::TRENDING,
+            _ => return Err(Invalid::element("windows", i, "must be WINDOW_DAILY, WINDOW_WEEKLY or WINDOW_TRENDING")),
         };
     }
     let active_from_us = c.active_from.as_ref().map(|t| instant_us("active_from", t)).transpose()?.unwrap_or(now_us);
@@ -61,7 +62,12 @@ pub fn control(c: pb::Control, now_us: i64) -> Result<Control, Invalid> {
 /// A stored control on the wire.
 pub fn wire_control(c: &Control) -> pb::Control {
     let mut windows = Vec::new();
-    for (bit, window) in [(Windows::DAILY, pb::Window::Daily), (Windows::WEEKLY, pb::Window::Weekly)] {
+    let windows_of = [
+        (Windows::DAILY, pb::Window::Daily),
+        (Windows::WEEKLY, pb::Window::Weekly),
+        (Windows::TRENDING, pb::Window::Trending),
+    ];
+    for (bit, window) in windows_of {
         if c.windows.bits() & bit != 0 {
             windows.push(window.into());
         }

@@ -36,7 +36,11 @@ pub fn window(value: i32) -> Result<Option<Window>, Invalid> {
         Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
         Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
         Ok(pb::Window::Weekly) => Ok(Some(Window::Weekly)),
-        Err(_) => Err(Invalid::field("window", format!("unknown value {value}; use WINDOW_DAILY or WINDOW_HOURLY"))),
+        Ok(pb::Window::Trending) => Ok(Some(Window::Trending)),
+        Err(_) => Err(Invalid::field(
+            "window",
+            format!("unknown value {value}; use WINDOW_DAILY, WINDOW_HOURLY, WINDOW_WEEKLY or WINDOW_TRENDING"),
+        )),
     }
 }
 
@@ -213,6 +217,18 @@ pub fn explain_response(a: ExplainAnswer, profile_name: &str) -> pb::ExplainRank
         retracted_order_amount: a.retracted.order_amount,
         organic_rank: a.entry.organic_rank,
         controls: a.acting.iter().map(controls::wire_control).collect(),
+        trending_at: a.trending.as_ref().map(|t| controls::timestamp(t.at_us)),
+        hours: a
+            .trending
+            .iter()
+            .flat_map(|t| &t.hours)
+            .map(|h| pb::HourExplanation {
+                start: Some(controls::timestamp(h.start_us)),
+                main_score: h.main,
+                weight: h.weight,
+                points: h.points,
+            })
+            .collect(),
     }
 }
 

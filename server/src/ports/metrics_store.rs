@@ -6,11 +6,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{CatalogEntry, ControlRows, ProductDay, StoreError};
+use crate::domain::calendar::RankingCalendar;
 use crate::domain::explain::RecencyClock;
 use crate::domain::live::ProductRow;
 use crate::domain::profile::ScoringProfile;
 use crate::domain::ranking::PopulationStats;
 use crate::domain::retraction::Original;
+use crate::domain::trending::HourRow;
 use crate::domain::vocabulary::DailyMetrics;
 use crate::domain::vocabulary::Event;
 
@@ -44,6 +46,8 @@ pub struct RecordRules<'a> {
     pub profile: &'a ScoringProfile,
     /// The oldest an original may have happened and still be retracted.
     pub retractable_since: DateTime<Utc>,
+    /// The zone that cuts time into the hours of the hourly counts.
+    pub calendar: RankingCalendar,
 }
 
 /// What a batch recorded: one outcome per event, in order, and the originals its
@@ -233,14 +237,40 @@ pub trait ChangeFeed: Send + Sync + 'static {
     async fn catalog_changed(&self, epochs: std::ops::Range<i64>) -> Result<bool, StoreError>;
 }
 
+/// The hours of the trending board: the hourly metrics rows of the last seven days.
+#[async_trait]
+pub trait HourScans: Send + Sync + 'static {
+    /// Visits every hourly metrics row of the days `first ..= last`, any order; with
+    /// `epochs`, only those written with an epoch of them (through the epoch index: rows
+    /// proportional to the rows changed). Returns how many were visited.
+    async fn scan_hours(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        epochs: Option<std::ops::Range<i64>>,
+        signals: &[String],
+        visit: &mut (dyn FnMut(HourRow) + Send),
+    ) -> Result<u64, StoreError>;
+
+    /// One product's hourly rows of the days `first ..= last`, any order (a primary-key
+    /// lookup per day).
+    async fn product_hours(
+        &self,
+        product_id: i64,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+    ) -> Result<Vec<HourRow>, StoreError>;
+}
+
 /// The SQL single source of truth: every port above, which one store serves. A component
 /// that needs one concern takes that port alone.
 pub trait MetricsStore:
-    EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows
+    EventLedger + DayScans + HourScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows
 {
 }
 
-impl<T: EventLedger + DayScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows> MetricsStore
-    for T
+impl<T> MetricsStore for T where
+    T: EventLedger + DayScans + HourScans + CatalogRows + RunLog + ChangeFeed + ControlRows + super::HistoryRows
 {
 }

@@ -36,7 +36,7 @@ pub use feed::{FeedBatch, FeedCause, FeedCursor, FeedCursors, FeedSink, pack_top
 pub use history::{HistoryBoard, HistoryRows, Kept};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use metrics_store::{
-    CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, MetricsStore, Outcome,
+    CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, HourScans, MetricsStore, Outcome,
     RankingRun, RecordRules, Recorded, RunLog,
 };
 
@@ -109,6 +109,11 @@ pub enum RankingKey {
     DailySegment(NaiveDate, Segment),
     /// The weekly ranking restricted to a segment's members.
     WeeklySegment(NaiveDate, Segment),
+    /// The exact trending board of the day: hours of counts decayed by a half-life, as of
+    /// each version's instant.
+    Trending(NaiveDate),
+    /// The trending board restricted to a segment's members.
+    TrendingSegment(NaiveDate, Segment),
     /// The approximate hourly ranking.
     Hourly(RankingHour),
 }
@@ -126,6 +131,7 @@ impl RankingKey {
         match self {
             Self::DailySegment(d, _) => Self::Daily(*d),
             Self::WeeklySegment(d, _) => Self::Weekly(*d),
+            Self::TrendingSegment(d, _) => Self::Trending(*d),
             other => *other,
         }
     }
@@ -133,7 +139,7 @@ impl RankingKey {
     /// The segment, for a segment ranking.
     pub fn segment(&self) -> Option<Segment> {
         match self {
-            Self::DailySegment(_, s) | Self::WeeklySegment(_, s) => Some(*s),
+            Self::DailySegment(_, s) | Self::WeeklySegment(_, s) | Self::TrendingSegment(_, s) => Some(*s),
             _ => None,
         }
     }
@@ -145,6 +151,7 @@ impl RankingKey {
             (whole, None) => Some(whole),
             (Self::Daily(d), Some(s)) => Some(Self::DailySegment(d, s)),
             (Self::Weekly(d), Some(s)) => Some(Self::WeeklySegment(d, s)),
+            (Self::Trending(d), Some(s)) => Some(Self::TrendingSegment(d, s)),
             _ => None,
         }
     }
@@ -152,7 +159,12 @@ impl RankingKey {
     /// The ranking day.
     pub fn date(&self) -> NaiveDate {
         match self {
-            Self::Daily(d) | Self::Weekly(d) | Self::DailySegment(d, _) | Self::WeeklySegment(d, _) => *d,
+            Self::Daily(d)
+            | Self::Weekly(d)
+            | Self::Trending(d)
+            | Self::DailySegment(d, _)
+            | Self::WeeklySegment(d, _)
+            | Self::TrendingSegment(d, _) => *d,
             Self::Hourly(h) => h.date,
         }
     }

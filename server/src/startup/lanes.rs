@@ -132,8 +132,13 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
     ));
     let scheduler = own.is_none().then(|| Arc::new(Scheduler::new(recompute.clone())));
     let queries = Arc::new(Queries::new(rankings.clone(), snapshots.clone(), policy.clone(), recompute.clone()));
-    let explainer =
-        Arc::new(Explainer::new(store.clone(), store.clone(), store.clone(), queries.clone(), policy.clone()));
+    let explainer = Arc::new(Explainer::new(
+        (store.clone(), store.clone()),
+        store.clone(),
+        store.clone(),
+        queries.clone(),
+        policy.clone(),
+    ));
     let history = Arc::new(History::new(store.clone(), policy.clone()));
     let mut watch = WatchHub::new(
         queries.clone(),

@@ -74,7 +74,12 @@ fn apply(records: &[v1::FeedRecord]) -> BTreeMap<String, Held> {
                 if held.pending == 0 && c.previous_version == 0 {
                     held.top.clear();
                 }
-                assert!(c.previous_version == 0 || c.previous_version == held.version, "chained: {c:?}");
+                assert!(
+                    c.previous_version == 0 || c.previous_version == held.version,
+                    "chained: {c:?} onto {} (closed {:?})",
+                    held.version,
+                    held.closed
+                );
                 held.pending += 1;
                 if c.rank == 0 {
                     assert!(held.top.remove(&c.product_id).is_some(), "a product that left was held: {c:?}");

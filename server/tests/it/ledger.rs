@@ -58,7 +58,7 @@ async fn postgres_events_live_in_day_partitions_that_retention_drops() {
     let old = today - chrono::Days::new(9);
     let older = today - chrono::Days::new(10);
     let conn = Database::connect(&db.url).await.expect("connect");
-    partitions::ensure(&conn, old, old).await.expect("partition of an old day");
+    partitions::ensure(&conn, &partitions::PARTITIONED, old, old).await.expect("partition of an old day");
     let dated = |id: &str, day: chrono::NaiveDate| {
         let at = day.and_hms_opt(12, 0, 0).expect("noon").and_utc();
         DatedEvent {

@@ -48,6 +48,7 @@ mod served;
 mod shoppers;
 mod snapshots;
 mod storage;
+mod trending;
 mod variants;
 mod watch;
 mod weekly;

@@ -54,11 +54,15 @@ async fn snapshot(prefix: &str) -> Vec<(String, Vec<(String, f64)>)> {
 }
 
 /// (version pointer key, current version, members with scores) of every daily and weekly
-/// ranking.
+/// ranking (trending boards are scored as of their publication's instant, so a rebuild's
+/// differ: `trending.rs` checks each against its instant).
 async fn versions(prefix: &str) -> Vec<(String, u64, Vec<(String, f64)>)> {
     let mut conn = redis().await;
     let mut out = Vec::new();
-    for pointer in keys(prefix).await.into_iter().filter(|k| k.contains("{daily:") && k.ends_with(":version")) {
+    let trending = |k: &str| k.contains(":trending") || k.contains(":tseg:");
+    for pointer in
+        keys(prefix).await.into_iter().filter(|k| k.contains("{daily:") && k.ends_with(":version") && !trending(k))
+    {
         let version: u64 = conn.get(&pointer).await.expect("GET");
         let key = format!("{}:v{version}", pointer.trim_end_matches(":version"));
         // Every version is its packed copy: 16 bytes an entry, id and score bits big-endian, in

@@ -193,7 +193,7 @@ async fn an_original_older_than_the_accept_days_cannot_be_retracted() {
     };
     store.record(&[dated("v", EventKind::View, "")], crate::helpers::rules(&profile)).await.expect("recorded");
     // The accept window as ingest gives it, here an hour: the view is two hours old.
-    let strict = RecordRules { profile: &profile, retractable_since: Utc::now() - Age::hours(1) };
+    let strict = RecordRules { retractable_since: Utc::now() - Age::hours(1), ..crate::helpers::rules(&profile) };
     let refused = store.record(&[dated("r", EventKind::Retract, "v")], strict).await.expect_err("too old");
     assert!(matches!(refused, StoreError::Refused { index: 0, field: "retracts", .. }), "{refused}");
     assert_eq!(count_events(&db.url).await, 1, "nothing written");

@@ -338,7 +338,10 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
     store.record(&batch, crate::helpers::rules(&profile)).await.expect("record");
     let cutoff = now - chrono::Duration::days(8);
     let deleted = store.prune(cutoff, cutoff.date_naive(), 3).await.expect("prune");
-    assert_eq!(deleted, 21, "7 events, their 7 daily rows and 7 actor rows, three rows per statement");
+    assert_eq!(
+        deleted, 35,
+        "7 events, their 7 daily rows, 7 actor rows, 7 hourly rows and 7 hourly actor rows, three rows per statement"
+    );
     assert_eq!(crate::helpers::count_events(&db.url).await, 3);
     let conn = Database::connect(&db.url).await.expect("connect");
     let sql = "SELECT COUNT(*) FROM actor_counts";
@@ -347,6 +350,9 @@ async fn retention_prunes_old_events_and_days_in_chunks() {
     let days = stored(&db.url, "product_daily_metrics").await;
     assert_eq!(days.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(stored(&db.url, "product_metrics").await.len(), 10, "all-time metrics are kept");
+    let sql = "SELECT COUNT(*) FROM product_hourly_metrics";
+    let hours = conn.query_one_raw(Statement::from_string(conn.get_database_backend(), sql)).await.expect("count");
+    assert_eq!(hours.expect("row").try_get_by_index::<i64>(0).expect("count"), 3, "the hours of the days kept");
     db.drop_db().await;
 }
 

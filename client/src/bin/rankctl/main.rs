@@ -55,6 +55,8 @@ enum Window {
     Daily,
     Hourly,
     Weekly,
+    /// What rises now: hours of the last 7 days, decayed by a half-life.
+    Trending,
 }
 
 #[derive(Subcommand)]
@@ -122,10 +124,14 @@ enum Command {
         #[command(flatten)]
         ranking: Ranking,
     },
-    /// Show why a product holds its place in a daily ranking: counts, weighted points,
-    /// carry-over, each tie-break axis against the population, the gap to the entry above.
+    /// Show why a product holds its place in a daily ranking (counts, weighted points,
+    /// carry-over) or on the trending board (its hours, each decayed), each tie-break axis
+    /// against the population, the gap to the entry above.
     Explain {
         product_id: i64,
+        /// `daily` or `trending`.
+        #[arg(long, value_enum, default_value_t = Window::Daily)]
+        window: Window,
         /// YYYY-MM-DD (default today).
         #[arg(long, default_value = "")]
         date: String,
@@ -215,6 +221,7 @@ fn window(w: Window) -> i32 {
         Window::Daily => v1::Window::Daily as i32,
         Window::Hourly => v1::Window::Hourly as i32,
         Window::Weekly => v1::Window::Weekly as i32,
+        Window::Trending => v1::Window::Trending as i32,
     }
 }
 
@@ -377,8 +384,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        Command::Explain { product_id, date, segment, profile } => {
-            let request = v1::ExplainRankRequest { product_id, date, segment, profile, ..Default::default() };
+        Command::Explain { product_id, window: w, date, segment, profile } => {
+            let request = v1::ExplainRankRequest { product_id, date, segment, profile, window: window(w) };
             let r = client.explain_rank(request).await?;
             if cli.json {
                 println!("{}", explain_json(&r));

@@ -102,7 +102,8 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
             r#"{{"date":"{}","version":{},"stale":{},"product":{},"views":{},"likes":{},"orders":{},"order_amount":{},"#,
             r#""view_points":{},"like_points":{},"order_points":{},"carry_points":{},"main_score":{},"#,
             r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{},"#,
-            r#""signals":{},"axes":{},"retracted":{{"views":{},"likes":{},"orders":{},"order_amount":{}}}}}"#
+            r#""signals":{},"axes":{},"retracted":{{"views":{},"likes":{},"orders":{},"order_amount":{}}},"#,
+            r#""trending_at_us":{},"hours":{}}}"#
         ),
         r.date,
         r.version,
@@ -135,7 +136,20 @@ pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
         r.retracted_likes,
         r.retracted_orders,
         r.retracted_order_amount,
+        r.trending_at.as_ref().map_or_else(|| "null".to_owned(), |t| micros(t).to_string()),
+        list(&r.hours, |h| format!(
+            r#"{{"start_us":{},"main_score":{},"weight":{},"points":{}}}"#,
+            h.start.as_ref().map_or(0, micros),
+            h.main_score,
+            h.weight,
+            h.points
+        )),
     )
+}
+
+/// A timestamp in Unix microseconds.
+fn micros(t: &prost_types::Timestamp) -> i64 {
+    t.seconds * 1_000_000 + i64::from(t.nanos / 1_000)
 }
 
 pub fn explain_table(r: &v1::ExplainRankResponse) {
@@ -152,6 +166,15 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
     }
     for s in &r.signals {
         println!("{:<12}  {:>16}  {:>16.9}", s.signal, s.value, s.points);
+    }
+    if let Some(at) = &r.trending_at {
+        // A trending score: its hours, each decayed to the board's instant.
+        println!("trending at {} µs; {} hours", micros(at), r.hours.len());
+        println!("{:<20}  {:>16}  {:>10}  {:>16}", "HOUR (µs)", "MAIN", "WEIGHT", "POINTS");
+        for h in &r.hours {
+            let start = h.start.as_ref().map_or(0, micros);
+            println!("{:<20}  {:>16.9}  {:>10.6}  {:>16.9}", start, h.main_score, h.weight, h.points);
+        }
     }
     println!("{:<12}  {:>16}  {:>16.9}", "carry-over", "", r.carry_points);
     println!("{:<12}  {:>16}  {:>16.9}", "main score", "", r.main_score);

@@ -44,6 +44,8 @@ impl Keys {
             RankingKey::Weekly(date) => format!("{prefix}:{{daily:{date}}}:weekly"),
             RankingKey::DailySegment(date, s) => format!("{prefix}:{{daily:{date}}}:dseg:{s}"),
             RankingKey::WeeklySegment(date, s) => format!("{prefix}:{{daily:{date}}}:wseg:{s}"),
+            RankingKey::Trending(date) => format!("{prefix}:{{daily:{date}}}:trending"),
+            RankingKey::TrendingSegment(date, s) => format!("{prefix}:{{daily:{date}}}:tseg:{s}"),
             RankingKey::Hourly(h) => format!("{prefix}:{{hour:{}T{:02}}}", h.date, h.hour),
         }
     }
@@ -109,6 +111,8 @@ pub(super) fn announced(key: RankingKey) -> Option<String> {
         RankingKey::Weekly(date) => Some(format!("weekly {date}")),
         RankingKey::DailySegment(date, s) => Some(format!("dseg {date} {s}")),
         RankingKey::WeeklySegment(date, s) => Some(format!("wseg {date} {s}")),
+        RankingKey::Trending(date) => Some(format!("trending {date}")),
+        RankingKey::TrendingSegment(date, s) => Some(format!("tseg {date} {s}")),
         RankingKey::Hourly(_) => None,
     }
 }
@@ -123,6 +127,8 @@ pub(super) fn parse_announcement(text: &str) -> Option<Announcement> {
         ("weekly", 3) => (RankingKey::Weekly(date), parts[2]),
         ("dseg", 4) => (RankingKey::DailySegment(date, segment(2)?), parts[3]),
         ("wseg", 4) => (RankingKey::WeeklySegment(date, segment(2)?), parts[3]),
+        ("trending", 3) => (RankingKey::Trending(date), parts[2]),
+        ("tseg", 4) => (RankingKey::TrendingSegment(date, segment(2)?), parts[3]),
         _ => return None,
     };
     Some(Announcement { key, version: version.parse().ok()? })
@@ -158,6 +164,8 @@ mod tests {
             RankingKey::Weekly(date),
             RankingKey::DailySegment(date, segment),
             RankingKey::WeeklySegment(date, segment),
+            RankingKey::Trending(date),
+            RankingKey::TrendingSegment(date, segment),
         ];
         for key in keys {
             let text = format!("{} 1796000000123", announced(key).expect("announced"));
@@ -181,6 +189,8 @@ mod tests {
             RankingKey::Weekly(date),
             RankingKey::DailySegment(date, segment),
             RankingKey::WeeklySegment(date, segment),
+            RankingKey::Trending(date),
+            RankingKey::TrendingSegment(date, segment),
         ] {
             all.extend([
                 keys.base(ranking),

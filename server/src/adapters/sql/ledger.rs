@@ -58,9 +58,17 @@ impl SqlMetricsStore {
             .await
             .map_err(|e| Attempt::Fail(StoreError::database(e)))?;
         let now_us = Utc::now().timestamp_micros();
-        let (profile, retractable_since) = (rules.profile, rules.retractable_since);
-        let write =
-            BatchWrite { dialect: self.dialect, txn: &txn, batch, now_us, signal_columns, profile, retractable_since };
+        let (profile, retractable_since, calendar) = (rules.profile, rules.retractable_since, rules.calendar);
+        let write = BatchWrite {
+            dialect: self.dialect,
+            txn: &txn,
+            batch,
+            now_us,
+            signal_columns,
+            profile,
+            retractable_since,
+            calendar,
+        };
         match write.run(candidates).await {
             Ok(fresh) => {
                 txn.commit().await?;
@@ -138,10 +146,12 @@ impl EventLedger for SqlMetricsStore {
         let chunk = chunk.max(1);
         if self.dialect.partitions_events() {
             // Whole past days go with their partitions; the days to come get theirs.
-            let dropped = partitions::drop_before(&self.db, days_before).await?;
+            let dropped = partitions::drop_before(&self.db, &partitions::PARTITIONED, days_before).await?;
             if !dropped.is_empty() {
                 tracing::info!(days = ?dropped, "dropped the event partitions of days past retention");
             }
+            let hours_before = partitions::hours_since(Utc::now().date_naive()).max(days_before);
+            partitions::drop_before(&self.db, &partitions::HOURLY, hours_before).await?;
             partitions::ensure_ahead(&self.db, days_before).await?;
         }
         // Rows of days without a partition of their own (every row, on engines without
@@ -162,6 +172,15 @@ impl EventLedger for SqlMetricsStore {
             self.delete_chunked("retractions", "target_id", "metric_date", days_before.into(), chunk).await?;
         let actor_key = "metric_date, product_id, signal_code, actor_id";
         let actors = self.delete_chunked("actor_counts", actor_key, "metric_date", days_before.into(), chunk).await?;
+        // The trending board's hours: seven days (and a margin), or the retention if shorter.
+        let hours_before = partitions::hours_since(Utc::now().date_naive()).max(days_before);
+        let mut hours = 0;
+        for (table, key) in [
+            ("product_hourly_metrics", "metric_date, product_id, hour_start"),
+            ("actor_hour_counts", "metric_date, product_id, hour_start, signal_code, actor_id"),
+        ] {
+            hours += self.delete_chunked(table, key, "metric_date", hours_before.into(), chunk).await?;
+        }
         let runs = {
             let _gate = self.write_turn().await;
             let mut deleted = 0;
@@ -176,7 +195,7 @@ impl EventLedger for SqlMetricsStore {
             }
             deleted
         };
-        Ok(events + days + retractions + actors + runs)
+        Ok(events + days + retractions + actors + hours + runs)
     }
 }
 

@@ -1,7 +1,9 @@
-//! Day partitions on PostgreSQL of `events` (migration `m20261201_000003`) and of
-//! `actor_counts` (`m20261204_000008`): one partition per `metric_date`, named
-//! `events_YYYYMMDD` / `actor_counts_YYYYMMDD`, plus `…_default` for a day that has none;
-//! and month partitions of `rank_history` (below).
+//! Day partitions on PostgreSQL of `events` (migration `m20261201_000003`), of
+//! `actor_counts` (`m20261204_000008`) and of the trending board's hours,
+//! `product_hourly_metrics` and `actor_hour_counts` (`m20261205_000012`): one partition per
+//! `metric_date`, named `events_YYYYMMDD` / `actor_counts_YYYYMMDD` / …, plus `…_default` for
+//! a day that has none; and month partitions of `rank_history` (below). The hours' partitions
+//! go after [`HOURLY_DAYS`], the others with the retention.
 //!
 //! The store creates the partitions of the days about to receive events (at start-up and at
 //! every retention run: from the oldest retained day to [`AHEAD_DAYS`] after today, UTC, which
@@ -17,8 +19,23 @@ use crate::ports::StoreError;
 /// Days after today (UTC) whose partitions exist ahead of their events.
 pub const AHEAD_DAYS: u64 = 3;
 
-/// The tables partitioned by day.
+/// The tables partitioned by day and kept for the retention.
 pub const PARTITIONED: [&str; 2] = ["events", "actor_counts"];
+
+/// The tables partitioned by day and kept [`HOURLY_DAYS`].
+pub const HOURLY: [&str; 2] = ["product_hourly_metrics", "actor_hour_counts"];
+
+/// Every table partitioned by day.
+pub const ALL_DAILY: [&str; 4] = [PARTITIONED[0], PARTITIONED[1], HOURLY[0], HOURLY[1]];
+
+/// Days of hourly rows kept before today (UTC): the trending board's seven days, and a day
+/// either side for the ranking zone's offset.
+pub const HOURLY_DAYS: u64 = 9;
+
+/// The first day of the hourly rows kept on `today` (UTC).
+pub fn hours_since(today: NaiveDate) -> NaiveDate {
+    today.checked_sub_days(Days::new(HOURLY_DAYS)).unwrap_or(today)
+}
 
 /// Creates the missing partitions of `$table` for `from..=to`, each in a statement of its own
 /// (a replica creating the same partition at the same moment, or rows of that day already in
@@ -49,9 +66,14 @@ pub fn day_of(table: &str, partition: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(digits, "%Y%m%d").ok()
 }
 
-/// Creates the partitions of `from..=to` that do not exist, of every partitioned table.
-pub async fn ensure(db: &DatabaseConnection, from: NaiveDate, to: NaiveDate) -> Result<(), StoreError> {
-    for table in PARTITIONED {
+/// Creates the partitions of `from..=to` that do not exist, of every table of `tables`.
+pub async fn ensure(
+    db: &DatabaseConnection,
+    tables: &[&str],
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<(), StoreError> {
+    for table in tables {
         // A DO block takes no parameters: the dates and the table name are formatted in (dates
         // and a constant, not text a caller chose).
         let sql = ENSURE.replace("$1", &format!("'{from}'")).replace("$2", &format!("'{to}'")).replace("$table", table);
@@ -64,16 +86,21 @@ pub async fn ensure(db: &DatabaseConnection, from: NaiveDate, to: NaiveDate) -> 
 pub async fn ensure_ahead(db: &DatabaseConnection, oldest: NaiveDate) -> Result<(), StoreError> {
     let today = Utc::now().date_naive();
     let to = today.checked_add_days(Days::new(AHEAD_DAYS)).unwrap_or(today);
-    ensure(db, oldest.min(today), to).await?;
+    ensure(db, &PARTITIONED, oldest.min(today), to).await?;
+    ensure(db, &HOURLY, oldest.max(hours_since(today)).min(today), to).await?;
     // The history's month partitions, over the same days and the month after them.
     ensure_months(db, oldest.min(today), to.checked_add_months(chrono::Months::new(1)).unwrap_or(to)).await
 }
 
-/// Drops the partitions of days before `day`, of every partitioned table; returns the days
+/// Drops the partitions of days before `day`, of every table of `tables`; returns the days
 /// dropped.
-pub async fn drop_before(db: &DatabaseConnection, day: NaiveDate) -> Result<Vec<NaiveDate>, StoreError> {
+pub async fn drop_before(
+    db: &DatabaseConnection,
+    tables: &[&str],
+    day: NaiveDate,
+) -> Result<Vec<NaiveDate>, StoreError> {
     let mut dropped = Vec::new();
-    for table in PARTITIONED {
+    for table in tables {
         for name in partitions_of(db, table).await? {
             let Some(date) = day_of(table, &name).filter(|d| *d < day) else { continue };
             // The name was read from the catalog and matched the table's name + 8 digits.

@@ -34,10 +34,11 @@ impl Queries {
         let window = match resolved.window {
             Window::Daily => Windows::DAILY,
             Window::Weekly => Windows::WEEKLY,
+            Window::Trending => Windows::TRENDING,
             Window::Hourly => {
                 return Err(Invalid::field(
                     "window",
-                    "must be WINDOW_DAILY or WINDOW_WEEKLY: hourly rankings have no controls",
+                    "must be WINDOW_DAILY, WINDOW_WEEKLY or WINDOW_TRENDING: hourly rankings have no controls",
                 )
                 .within("selector")
                 .into());

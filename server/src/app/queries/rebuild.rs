@@ -44,12 +44,17 @@ impl Rebuilds {
 }
 
 impl Queries {
-    /// When the store has no version of a daily or weekly ranking, makes sure it is not a
-    /// lost one: if its day is retained, rebuilds it (sharing a rebuild under way) and
-    /// returns `true` so the caller reads again.
+    /// When the store has no version of a daily or weekly ranking (or of today's trending
+    /// board), makes sure it is not a lost one: if its day is retained, rebuilds it (sharing
+    /// a rebuild under way) and returns `true` so the caller reads again.
     pub(super) async fn rebuilt_if_lost(&self, resolved: &Resolved, version: Option<u64>) -> Result<bool, QueryError> {
-        let (RankingKey::Daily(date) | RankingKey::Weekly(date)) = resolved.key.whole() else { return Ok(false) };
         let today = self.policy.today(self.policy.now());
+        let date = match resolved.key.whole() {
+            RankingKey::Daily(date) | RankingKey::Weekly(date) => date,
+            // Only today's recompute publishes a trending board.
+            RankingKey::Trending(date) if date == today => date,
+            _ => return Ok(false),
+        };
         if version.is_some() || self.policy.check_recomputable(date, today).is_err() {
             return Ok(false);
         }

@@ -24,6 +24,7 @@ impl Queries {
         let key = match window {
             Window::Daily => RankingKey::Daily(date),
             Window::Weekly => RankingKey::Weekly(date),
+            Window::Trending => RankingKey::Trending(date),
             Window::Hourly => {
                 let hour = match selector.hour {
                     Some(h) => h,
@@ -39,7 +40,7 @@ impl Queries {
             }
         };
         let key = key.restricted(selector.segment).ok_or_else(|| {
-            Invalid::field("segment", "segments have daily and weekly rankings only, not WINDOW_HOURLY")
+            Invalid::field("segment", "segments have daily, weekly and trending rankings, not WINDOW_HOURLY")
         })?;
         Ok(Resolved { key, window })
     }
@@ -55,6 +56,7 @@ impl Queries {
         let (window, hour) = match token.key {
             RankingKey::Daily(_) | RankingKey::DailySegment(..) => (Window::Daily, None),
             RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => (Window::Weekly, None),
+            RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => (Window::Trending, None),
             RankingKey::Hourly(h) => (Window::Hourly, Some(h.hour)),
         };
         let differs = s.window.is_some_and(|w| w != window)
@@ -69,13 +71,15 @@ impl Queries {
 }
 
 /// The same window one period earlier: the day before (for the weekly window, the 7 days
-/// ending the day before), or the hour before.
+/// ending the day before; for trending, the day before's last board), or the hour before.
 pub(super) fn previous_period(key: RankingKey) -> Option<RankingKey> {
     match key {
         RankingKey::Daily(d) => d.pred_opt().map(RankingKey::Daily),
         RankingKey::Weekly(d) => d.pred_opt().map(RankingKey::Weekly),
         RankingKey::DailySegment(d, s) => d.pred_opt().map(|d| RankingKey::DailySegment(d, s)),
         RankingKey::WeeklySegment(d, s) => d.pred_opt().map(|d| RankingKey::WeeklySegment(d, s)),
+        RankingKey::Trending(d) => d.pred_opt().map(RankingKey::Trending),
+        RankingKey::TrendingSegment(d, s) => d.pred_opt().map(|d| RankingKey::TrendingSegment(d, s)),
         RankingKey::Hourly(h) if h.hour > 0 => Some(RankingKey::Hourly(RankingHour { date: h.date, hour: h.hour - 1 })),
         RankingKey::Hourly(h) => h.date.pred_opt().map(|date| RankingKey::Hourly(RankingHour { date, hour: 23 })),
     }

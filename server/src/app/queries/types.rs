@@ -27,6 +27,8 @@ pub enum Window {
     Hourly,
     /// The exact rolling ranking of the 7 days ending with the date.
     Weekly,
+    /// The exact trending board: hours of counts decayed by a half-life.
+    Trending,
 }
 
 /// A ranking as a request names it; empty parts are filled in by [`Queries`].
@@ -308,7 +310,7 @@ impl Resolved {
         above: u64,
     ) -> RankedEntry {
         let breakdown = match self.window {
-            Window::Daily | Window::Weekly => profile.layout().decode(score).map(|mut b| {
+            Window::Daily | Window::Weekly | Window::Trending => profile.layout().decode(score).map(|mut b| {
                 b.built_in_axes = profile.has_built_in_axes();
                 b
             }),

@@ -16,9 +16,10 @@ use crate::app::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
 use crate::domain::score::{CarryLedger, ClosingDay, DayStanding};
+use crate::domain::trending::TrendingHours;
 use crate::domain::vocabulary::CarryOver;
 use crate::metrics::phases::Phases;
-use crate::ports::{CatalogRows, DayScans, FeedCause, Fence, RankingKey, Scored, StoreError};
+use crate::ports::{CatalogRows, DayScans, FeedCause, Fence, HourScans, RankingKey, Scored, StoreError};
 
 /// Appends to a population list growing by a quarter when full instead of doubling: the
 /// largest lists of a recompute are its populations, and a doubling briefly holds the old and
@@ -36,6 +37,8 @@ fn push_gently<T>(list: &mut Vec<T>, item: T) {
 /// boards from the same read.
 pub(super) struct Rebuild {
     pub scans: Arc<dyn DayScans>,
+    /// The trending board's hours (today's recompute only).
+    pub hours: Arc<dyn HourScans>,
     pub catalog: Arc<dyn CatalogRows>,
     /// This replica's copies: the size of the week held, to size the week's population.
     pub snapshots: Arc<Snapshots>,
@@ -110,6 +113,19 @@ impl Rebuild {
             phases.lap("weekly");
             lane.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
             phases.lap("segments");
+        }
+        if date == self.policy.today(self.policy.now()) {
+            // What rises now, as of this instant: today's boards only.
+            let t_us = self.policy.now().timestamp_micros();
+            let policies: Vec<&Policy> = lanes.iter().map(|l| &*l.policy).collect();
+            let hours = super::trending::read_hours(&*self.hours, &policies, date, None).await?;
+            for (lane, scored) in lanes.iter().zip(hours) {
+                let mut held = TrendingHours::default();
+                held.apply_scored(scored);
+                let ranked = super::trending::rank_apart(&lane.policy, Arc::new(held), t_us, &hidden).await?;
+                lane.publisher.publish_trending(date, ranked, &catalog, false, fence).await?;
+                phases.lap("trending");
+            }
         }
         self.publisher.metrics.recompute.phases(&phases.seconds());
         Ok(RecomputeReport { date, products: day_population as u64, version, elapsed: started.elapsed() })

@@ -133,7 +133,7 @@ impl ControlPasses {
         at: i64,
     ) -> Result<Vec<(RankingKey, Arc<Snapshot>)>, StoreError> {
         let mut due = Vec::new();
-        for whole in [RankingKey::Daily(today), RankingKey::Weekly(today)] {
+        for whole in [RankingKey::Daily(today), RankingKey::Weekly(today), RankingKey::Trending(today)] {
             let segments = self.rankings.published_segments(whole).await?;
             let keys = std::iter::once(whole).chain(segments.into_iter().filter_map(|s| whole.restricted(Some(s))));
             for key in keys {

@@ -40,6 +40,7 @@ pub fn board_of(key: RankingKey, profile: &str) -> Option<BoardOf<'_>> {
     let window = match key {
         RankingKey::Daily(_) | RankingKey::DailySegment(..) => Windows::DAILY,
         RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => Windows::WEEKLY,
+        RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => Windows::TRENDING,
         RankingKey::Hourly(_) => return None,
     };
     Some(BoardOf { segment: key.segment(), window, profile: Some(profile) })

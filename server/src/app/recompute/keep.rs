@@ -25,7 +25,8 @@ impl HistoryKeeper {
         let weekly = match key {
             RankingKey::Daily(_) | RankingKey::DailySegment(..) => false,
             RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => true,
-            RankingKey::Hourly(_) => return Ok(()),
+            // What rises now has no history of its own.
+            RankingKey::Trending(_) | RankingKey::TrendingSegment(..) | RankingKey::Hourly(_) => return Ok(()),
         };
         let date = key.date();
         if date >= self.policy.today(self.policy.now()) {

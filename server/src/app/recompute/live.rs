@@ -16,7 +16,9 @@
 //! 4. ranks the whole population with the recompute's own ranking and publishes like a
 //!    recompute, the day first: its copy is published while the week is ranked (both ranked
 //!    on blocking threads), and only in the form replicas load (the daily ranking's
-//!    sorted set is the recompute's).
+//!    sorted set is the recompute's);
+//! 5. applies the hourly rows of the same epochs to the held hours of the last seven days
+//!    and publishes the trending board at the pass's instant ([`super::trending`]).
 //!
 //! The service profile's passes rank and publish every variant's boards too, from the same
 //! reads ([`LivePasses::adopt`]-ed by its recompute): one population per profile is held, and
@@ -38,14 +40,16 @@ use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
+use crate::domain::trending::TrendingHours;
 use crate::metrics::Metrics;
 use crate::metrics::phases::Phases;
-use crate::ports::{CatalogRows, ChangeFeed, ChangedRow, DayScans, Fence, Lease, StoreError, day_lease};
+use crate::ports::{CatalogRows, ChangeFeed, ChangedRow, DayScans, Fence, HourScans, Lease, StoreError, day_lease};
 
 /// Runs the live passes of today on this replica while it holds today's live lease.
 pub struct LivePasses {
     pub(super) changes: Arc<dyn ChangeFeed>,
     pub(super) scans: Arc<dyn DayScans>,
+    pub(super) hours: Arc<dyn HourScans>,
     pub(super) catalog: Arc<dyn CatalogRows>,
     pub(super) leases: Arc<DayLeases>,
     /// The recompute's own reading of the carry-over chain.
@@ -62,6 +66,8 @@ pub struct LivePasses {
 struct Held {
     /// Today's population of each profile, the service's first.
     days: Vec<LiveDay>,
+    /// The trending board's hours of each profile (shared with the threads that rank).
+    hours: Vec<Arc<TrendingHours>>,
     /// The first epoch not read yet.
     from: i64,
     membership: Membership,
@@ -222,6 +228,16 @@ impl LivePasses {
                 })
                 .await?;
         }
+        let policies: Vec<&Policy> = lanes.iter().map(|l| &*l.policy).collect();
+        let hours = super::trending::read_hours(&*self.hours, &policies, date, None).await?;
+        let hours = hours
+            .into_iter()
+            .map(|scored| {
+                let mut held = TrendingHours::default();
+                held.apply_scored(scored);
+                Arc::new(held)
+            })
+            .collect();
         let (membership, hidden) = tokio::try_join!(self.publisher.membership(), self.catalog.hidden_products())?;
         let days = lanes
             .iter()
@@ -231,7 +247,7 @@ impl LivePasses {
                 LiveDay::new(profile, lane.live_days(date), ledger, today.clone(), before.clone())
             })
             .collect();
-        Ok(Held { days, from, membership, hidden: hidden.into() })
+        Ok(Held { days, hours, from, membership, hidden: hidden.into() })
     }
 
     /// One pass over `held` (read whole first when there is none): the changes since the
@@ -268,7 +284,13 @@ impl LivePasses {
                 }
             })
             .await?;
+        let policies: Vec<&Policy> = self.lanes().iter().map(|l| &*l.policy).collect();
+        let hours = super::trending::read_hours(&*self.hours, &policies, date, Some(epochs.clone())).await?;
+        read += hours.first().map_or(0, |h| h.len() as u64);
         let changed = read > 0;
+        for (held, scored) in h.hours.iter_mut().zip(hours) {
+            Arc::make_mut(held).apply_scored(scored);
+        }
         for day in &mut h.days {
             day.apply_today(today.clone());
         }
@@ -295,9 +317,14 @@ impl LivePasses {
         // The day first: it is published while the week is ranked on another thread. The
         // profiles at once: one's ranking (a blocking thread) overlaps another's publication.
         phases.lap("read");
+        // The trending board's instant; hours out of its window are held no more.
+        let t_us = self.policy.now().timestamp_micros();
+        for hours in &mut h.hours {
+            Arc::make_mut(hours).forget_before(t_us);
+        }
         let held = &*h;
         let lanes = self.lanes();
-        let passes = lanes.iter().zip(&held.days).map(|(lane, day)| async move {
+        let passes = lanes.iter().zip(&held.days).zip(&held.hours).map(|((lane, day), hours)| async move {
             let mut contenders = Vec::new();
             day.daily_contenders(&mut contenders);
             let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &held.hidden).await?;
@@ -306,6 +333,8 @@ impl LivePasses {
             let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden);
             let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
             let version = lane.publisher.publish_computed(date, daily, weekly, &held.membership, fence).await?;
+            let trending = super::trending::rank_apart(&lane.policy, Arc::clone(hours), t_us, &held.hidden).await?;
+            lane.publisher.publish_trending(date, trending, &held.membership, true, fence).await?;
             Ok::<_, StoreError>((version, ranked))
         });
         let published = futures_util::future::try_join_all(passes).await?;

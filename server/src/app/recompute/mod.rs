@@ -17,6 +17,8 @@
 //!   ([`Withdrawals`]).
 //! - [`controls`]: this replica's copy of the merchandising controls ([`CurrentControls`]),
 //!   and a board served under them: every publication above serves its boards with them.
+//! - [`trending`]: today's trending board, from the hours of the last seven days, in a
+//!   recompute and a live pass alike.
 //! - [`control_passes`]: today's boards served again when the controls change, start or end
 //!   ([`ControlPasses`]).
 //! - [`faults`]: where a test holds a day's work just before its first write.
@@ -56,6 +58,7 @@ pub mod faults;
 mod keep;
 mod live;
 mod publish;
+mod trending;
 mod withdraw;
 
 /// What a recompute did.
@@ -150,6 +153,7 @@ impl Recompute {
         });
         let rebuild = Arc::new(Rebuild {
             scans: store.clone(),
+            hours: store.clone(),
             catalog: store.clone(),
             snapshots: snapshots.clone(),
             policy: policy.clone(),
@@ -159,6 +163,7 @@ impl Recompute {
         let live = Arc::new(LivePasses {
             changes: store.clone(),
             scans: store.clone(),
+            hours: store.clone(),
             catalog: store.clone(),
             leases: leases.clone(),
             rebuild: rebuild.clone(),
@@ -262,10 +267,15 @@ impl Recompute {
         result.map_err(RecomputeError::Store)
     }
 
-    /// Whether the daily or weekly ranking of `date` is missing from the ranking store.
+    /// Whether the daily or weekly ranking of `date` (or today's trending board) is missing
+    /// from the ranking store.
     pub async fn missing(&self, date: NaiveDate) -> Result<bool, StoreError> {
-        let versions = self.rankings.versions(&[RankingKey::Daily(date), RankingKey::Weekly(date)]).await?;
-        Ok(versions.len() < 2 || versions.iter().any(Option::is_none))
+        let mut keys = vec![RankingKey::Daily(date), RankingKey::Weekly(date)];
+        if date == self.policy.today(self.policy.now()) {
+            keys.push(RankingKey::Trending(date));
+        }
+        let versions = self.rankings.versions(&keys).await?;
+        Ok(versions.len() < keys.len() || versions.iter().any(Option::is_none))
     }
 
     /// Claims a named piece of periodic work (a day's scheduler tick, retention) for one

@@ -112,6 +112,18 @@ impl Publisher {
         stats: crate::domain::ranking::PopulationStats,
         clock: crate::domain::explain::RecencyClock,
     ) -> Result<(), StoreError> {
+        self.record_as(date, version, stats, clock, self.policy.stored_profile_name().to_string()).await
+    }
+
+    /// [`Publisher::record`] under the run name `name`.
+    pub(super) async fn record_as(
+        &self,
+        date: NaiveDate,
+        version: u64,
+        stats: crate::domain::ranking::PopulationStats,
+        clock: crate::domain::explain::RecencyClock,
+        name: String,
+    ) -> Result<(), StoreError> {
         let run = RankingRun {
             date,
             version,
@@ -119,7 +131,7 @@ impl Publisher {
             clock,
             computed_at_us: self.policy.now().timestamp_micros(),
             profile: self.policy.profile.fingerprint(),
-            profile_name: self.policy.stored_profile_name().to_string(),
+            profile_name: name,
         };
         self.runs.record_run(&run).await
     }

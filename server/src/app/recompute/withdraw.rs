@@ -107,7 +107,7 @@ impl Withdrawals {
         let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
         let ids_list: Vec<i64> = ids.iter().copied().collect();
         let mut keys = Vec::new();
-        for whole in [RankingKey::Daily(date), RankingKey::Weekly(date)] {
+        for whole in [RankingKey::Daily(date), RankingKey::Weekly(date), RankingKey::Trending(date)] {
             keys.push(whole);
             for segment in self.rankings.published_segments(whole).await? {
                 let Some(key) = whole.restricted(Some(segment)) else { continue };

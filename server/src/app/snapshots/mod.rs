@@ -173,6 +173,7 @@ impl Snapshots {
         let today = self.policy.today(now);
         self.metrics.stores.snapshot_serving("daily", self.get(RankingKey::Daily(today)).map(|h| h.version));
         self.metrics.stores.snapshot_serving("weekly", self.get(RankingKey::Weekly(today)).map(|h| h.version));
+        self.metrics.stores.snapshot_serving("trending", self.get(RankingKey::Trending(today)).map(|h| h.version));
     }
 }
 

@@ -115,7 +115,7 @@ impl Snapshots {
     /// The whole rankings wanted at `now`.
     pub(super) fn wholes(&self, now: DateTime<Utc>) -> Vec<RankingKey> {
         let today = self.policy.today(now);
-        let mut keys = vec![RankingKey::Daily(today), RankingKey::Weekly(today)];
+        let mut keys = vec![RankingKey::Daily(today), RankingKey::Weekly(today), RankingKey::Trending(today)];
         keys.extend(today.pred_opt().into_iter().flat_map(|d| [RankingKey::Daily(d), RankingKey::Weekly(d)]));
         keys
     }

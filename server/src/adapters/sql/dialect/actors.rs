@@ -1,12 +1,28 @@
-//! The per-actor counts of capped signals (`actor_counts`): the batch's upsert, reading the
-//! counts it left where the upsert cannot return them, and a day's totals for ExplainRank.
+//! The per-actor counts of capped signals (`actor_counts` per day, `actor_hour_counts` per
+//! hour): the batch's upsert, reading the counts it left where the upsert cannot return them,
+//! and a day's totals for ExplainRank.
 
 use sea_orm::Value;
 
 use super::{Dialect, UpsertOp};
 
-/// The key and count columns of `actor_counts`, in key order.
-const COLUMNS: &str = "metric_date, product_id, signal_code, actor_id, events";
+/// A table of shoppers' rows: its name and key columns in key order, the actor's last; its
+/// count column is `events`.
+#[derive(Debug, Clone, Copy)]
+pub struct ActorTable {
+    pub name: &'static str,
+    pub key: &'static [&'static str],
+}
+
+/// One row per day, product, capped signal and shopper.
+pub const ACTOR_COUNTS: ActorTable =
+    ActorTable { name: "actor_counts", key: &["metric_date", "product_id", "signal_code", "actor_id"] };
+
+/// One row per day, hour, product, capped signal and shopper.
+pub const ACTOR_HOUR_COUNTS: ActorTable = ActorTable {
+    name: "actor_hour_counts",
+    key: &["metric_date", "product_id", "hour_start", "signal_code", "actor_id"],
+};
 
 impl Dialect {
     /// Whether the upsert of actor rows returns the counts it left (`RETURNING`); MySQL
@@ -15,23 +31,37 @@ impl Dialect {
         self != Self::MySql
     }
 
-    /// An upsert adding each row of `source` (date, product, code, actor, events) to the
-    /// stored count, returning the rows as it left them where the engine can.
-    pub fn actor_upsert(self, source: &str) -> String {
-        let key = "metric_date, product_id, signal_code, actor_id";
-        let tail = self.upsert_tail("actor_counts", key, &[("events", UpsertOp::Add)]);
-        let head = format!("INSERT INTO actor_counts ({COLUMNS}) {source}{tail}");
-        if self.returns_upserted() { format!("{head} RETURNING {COLUMNS}") } else { head }
+    /// An upsert adding each row of `source` (the key columns, then events) to the stored
+    /// count of `table`, returning the rows as it left them where the engine can.
+    pub fn actor_upsert(self, table: ActorTable, source: &str) -> String {
+        let key = table.key.join(", ");
+        let tail = self.upsert_tail(table.name, &key, &[("events", UpsertOp::Add)]);
+        let head = format!("INSERT INTO {} ({key}, events) {source}{tail}", table.name);
+        if self.returns_upserted() { format!("{head} RETURNING {key}, events") } else { head }
     }
 
-    /// The stored rows of the keys in `source` (a `JSON_TABLE` of columns `c0`…`c3`: date,
-    /// product, code, actor), as [`Dialect::actor_upsert`] returns them. Read under the
-    /// upsert's own row locks, in READ COMMITTED: what this transaction left.
-    pub fn actor_counts_of(self, source: &str) -> String {
+    /// The stored rows of `table` of the keys in `source` (a `JSON_TABLE` of columns `c0`…,
+    /// the key in order), as [`Dialect::actor_upsert`] returns them. Read under the upsert's
+    /// own row locks, in READ COMMITTED: what this transaction left.
+    pub fn actor_counts_of(self, table: ActorTable, source: &str) -> String {
+        let last = table.key.len() - 1;
+        let selected: Vec<String> = table
+            .key
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == last { format!("CAST(a.{c} AS CHAR(128))") } else { format!("a.{c}") })
+            .collect();
+        let joined: Vec<String> = table
+            .key
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == last { format!("a.{c} = CAST(k.c{i} AS BINARY)") } else { format!("a.{c} = k.c{i}") })
+            .collect();
         format!(
-            "SELECT a.metric_date, a.product_id, a.signal_code, CAST(a.actor_id AS CHAR(128)), a.events \
-             FROM ({source}) AS k JOIN actor_counts a ON a.metric_date = k.c0 AND a.product_id = k.c1 \
-             AND a.signal_code = k.c2 AND a.actor_id = CAST(k.c3 AS BINARY)"
+            "SELECT {}, a.events FROM ({source}) AS k JOIN {} a ON {}",
+            selected.join(", "),
+            table.name,
+            joined.join(" AND ")
         )
     }
 
@@ -66,16 +96,19 @@ mod tests {
 
     #[test]
     fn the_upsert_returns_its_rows_except_on_mysql() {
-        let pg = Dialect::Postgres.actor_upsert("SELECT * FROM UNNEST($1)");
+        let pg = Dialect::Postgres.actor_upsert(ACTOR_COUNTS, "SELECT * FROM UNNEST($1)");
         assert!(pg.ends_with(
             "ON CONFLICT (metric_date, product_id, signal_code, actor_id) DO UPDATE SET events = actor_counts.events + excluded.events \
              RETURNING metric_date, product_id, signal_code, actor_id, events"
         ), "{pg}");
-        let my = Dialect::MySql.actor_upsert("SELECT * FROM JSON_TABLE(?) AS j");
+        let my = Dialect::MySql.actor_upsert(ACTOR_COUNTS, "SELECT * FROM JSON_TABLE(?) AS j");
         assert!(my.ends_with("ON DUPLICATE KEY UPDATE events = events + VALUES(events)"), "{my}");
         let (sql, values) = Dialect::Postgres.actor_totals(chrono::NaiveDate::MIN, 7, &[(0, 1), (3, 2)]);
         assert!(sql.contains("CASE signal_code WHEN 0 THEN 1 WHEN 3 THEN 2 END"), "{sql}");
         assert!(sql.contains("signal_code IN (0, 3)"), "{sql}");
         assert_eq!(values.len(), 2);
+        let read = Dialect::MySql.actor_counts_of(ACTOR_HOUR_COUNTS, "SELECT 1");
+        assert!(read.contains("a.product_id = k.c1 AND a.hour_start = k.c2"), "{read}");
+        assert!(read.contains("a.actor_id = CAST(k.c4 AS BINARY)"), "{read}");
     }
 }

@@ -20,6 +20,7 @@ mod actors;
 mod errors;
 mod scans;
 
+pub use actors::{ACTOR_COUNTS, ACTOR_HOUR_COUNTS, ActorTable};
 pub use errors::SessionLimit;
 
 /// The engine behind a connection.

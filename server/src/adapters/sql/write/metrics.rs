@@ -1,14 +1,14 @@
 //! The upserts of the metrics rows: a batch's deltas ([`super::plan::Deltas`]), once its
-//! shoppers' rows are settled, written with one additive upsert per table, plus one clamp
-//! upsert where an UNLIKE (or a retracted like) could have crossed zero. Rows go in ascending
-//! key order; the daily rows are stamped with the change epoch (what a live pass finds
-//! changed rows by).
+//! shoppers' rows are settled, written with one additive upsert per table (the day's, the
+//! hour's, the product's all-time rows), plus one clamp upsert where an UNLIKE (or a
+//! retracted like) could have crossed zero. Rows go in ascending key order; the daily and
+//! hourly rows are stamped with the change epoch (what a live pass finds changed rows by).
 
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 
-use super::plan::{Deltas, RowDelta};
+use super::plan::{Deltas, HourKey, RowDelta};
 use super::tx::Tx;
 use crate::adapters::sql::dialect::UpsertOp;
 use crate::adapters::sql::rows::{Column, Rows};
@@ -22,19 +22,31 @@ struct MetricsTable {
     /// Whether the table tracks the latest `occurred_at` and the change epoch of its rows
     /// (what a live pass finds changed rows by).
     last_event_at: bool,
+    /// Whether the table keeps what retractions took beside its counters.
+    retracted: bool,
 }
 
 /// What retractions took from a daily row, beside its counters.
 const RETRACTED_COLUMNS: [&str; 4] =
     ["retracted_views", "retracted_likes", "retracted_orders", "retracted_order_amount"];
 
-const DAILY_METRICS: MetricsTable =
-    MetricsTable { name: "product_daily_metrics", key: &["metric_date", "product_id"], last_event_at: true };
+const DAILY_METRICS: MetricsTable = MetricsTable {
+    name: "product_daily_metrics",
+    key: &["metric_date", "product_id"],
+    last_event_at: true,
+    retracted: true,
+};
+const HOURLY_METRICS: MetricsTable = MetricsTable {
+    name: "product_hourly_metrics",
+    key: &["metric_date", "product_id", "hour_start"],
+    last_event_at: true,
+    retracted: false,
+};
 const PRODUCT_METRICS: MetricsTable =
-    MetricsTable { name: "product_metrics", key: &["product_id"], last_event_at: false };
+    MetricsTable { name: "product_metrics", key: &["product_id"], last_event_at: false, retracted: false };
 
-/// Writes `deltas` (its shoppers' rows settled) to both metrics tables, the daily rows
-/// stamped with `epoch`.
+/// Writes `deltas` (its shoppers' rows settled) to the metrics tables, the daily and hourly
+/// rows stamped with `epoch`.
 pub async fn apply(tx: Tx<'_>, deltas: &Deltas, epoch: i64) -> Result<(), sea_orm::DbErr> {
     let daily_keys = |rows: &[(&(NaiveDate, i64), &RowDelta)]| {
         vec![
@@ -43,6 +55,14 @@ pub async fn apply(tx: Tx<'_>, deltas: &Deltas, epoch: i64) -> Result<(), sea_or
         ]
     };
     apply_table(tx, &DAILY_METRICS, &deltas.daily, &deltas.columns, epoch, daily_keys).await?;
+    let hourly_keys = |rows: &[(&HourKey, &RowDelta)]| {
+        vec![
+            Column::Date(rows.iter().map(|(k, _)| k.date).collect()),
+            Column::Int(rows.iter().map(|(k, _)| k.product_id).collect()),
+            Column::Int(rows.iter().map(|(k, _)| k.hour_start_us).collect()),
+        ]
+    };
+    apply_table(tx, &HOURLY_METRICS, &deltas.hourly, &deltas.columns, epoch, hourly_keys).await?;
     let product_keys = |rows: &[(&i64, &RowDelta)]| vec![Column::Int(rows.iter().map(|(p, _)| **p).collect())];
     apply_table(tx, &PRODUCT_METRICS, &deltas.all_time, &deltas.columns, epoch, product_keys).await
 }
@@ -73,6 +93,8 @@ async fn apply_table<K>(
     if table.last_event_at {
         names.extend(["last_event_at", "change_epoch"]);
         add.extend([("last_event_at", UpsertOp::Max), ("change_epoch", UpsertOp::Max)]);
+    }
+    if table.retracted {
         names.extend(RETRACTED_COLUMNS);
         add.extend(RETRACTED_COLUMNS.map(|c| (c, UpsertOp::SaturatingAdd)));
     }
@@ -101,6 +123,8 @@ async fn apply_table<K>(
         if table.last_event_at {
             columns.push(Column::Int(subset.iter().map(|(_, d)| d.metrics.last_event_us).collect()));
             columns.push(Column::Int(vec![epoch; subset.len()]));
+        }
+        if table.retracted {
             columns.extend([
                 counter(&|d| d.retracted.views),
                 counter(&|d| d.retracted.likes),

@@ -13,7 +13,7 @@
 //!    written next are stamped with it (what a live pass finds changed rows by:
 //!    [`super::changes`]). Taken after the events, the first half of the transaction, so
 //!    that a live pass advancing the epoch waits only for the metrics writes in flight.
-//! 5. One additive upsert per metrics table applies the deltas folded per row (in batch
+//! 5. One additive upsert per metrics table (the day's, the hour's, the product's) applies the deltas folded per row (in batch
 //!    order: likes and unlikes are order-sensitive), rows in ascending key order; plus one
 //!    clamp upsert per table when an UNLIKE could take likes below zero (see
 //!    [`crate::domain::delta`]).
@@ -55,6 +55,7 @@ use self::retractions::Retractions;
 pub use self::tx::Attempt;
 use self::tx::Tx;
 use super::dialect::Dialect;
+use crate::domain::calendar::RankingCalendar;
 use crate::domain::profile::ScoringProfile;
 use crate::domain::retraction::Fate;
 use crate::ports::DatedEvent;
@@ -75,6 +76,8 @@ pub struct BatchWrite<'a> {
     pub profile: &'a ScoringProfile,
     /// The oldest an original may be and still be retracted.
     pub retractable_since: DateTime<Utc>,
+    /// The zone that cuts time into the hourly rows' hours.
+    pub calendar: RankingCalendar,
 }
 
 impl BatchWrite<'_> {
@@ -84,7 +87,7 @@ impl BatchWrite<'_> {
     pub async fn run(&self, candidates: &[usize]) -> Result<(HashMap<usize, Fate>, CapReport), Attempt> {
         let batch = self.batch;
         let tx = Tx { dialect: self.dialect, txn: self.txn, now_us: self.now_us };
-        let caps = Caps { signal_columns: self.signal_columns, profile: self.profile };
+        let caps = Caps { signal_columns: self.signal_columns, profile: self.profile, calendar: self.calendar };
         let retractions = Retractions { tx, batch, profile: self.profile, retractable_since: self.retractable_since };
 
         let ids = candidates.iter().map(|i| batch[*i].event.event_id.clone()).collect();
@@ -158,6 +161,10 @@ async fn write_deltas(tx: Tx<'_>, mut deltas: Deltas, epoch: i64) -> Result<CapR
         let after = actors::upsert(tx, &deltas.actors).await?;
         deltas.settle_caps(&after)?
     };
+    if !deltas.actor_hours.is_empty() {
+        let after = actors::upsert_hours(tx, &deltas.actor_hours).await?;
+        deltas.settle_hour_caps(&after)?;
+    }
     metrics::apply(tx, &deltas, epoch).await?;
     Ok(report)
 }

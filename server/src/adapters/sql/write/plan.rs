@@ -1,6 +1,7 @@
 //! The plan of a batch, without a database: what its fresh events do to the metrics rows
-//! (folded per row, [`Deltas`]), which of them count through a shopper's row ([`Caps`]), and
-//! how those rows settle into the metrics rows once their counts after the batch are known
+//! (folded per row, [`Deltas`]: the day's, the hour's and the product's all-time row), which
+//! of them count through a shopper's row of the day and of the hour ([`Caps`]), and how those
+//! rows settle into the metrics rows once their counts after the batch are known
 //! ([`Deltas::settle_caps`]). The statements that carry a plan out are its siblings'; this
 //! module decides, they execute.
 //!
@@ -12,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::NaiveDate;
 
 use crate::adapters::sql::signals::{self, SIGNAL_COLUMNS};
+use crate::domain::calendar::RankingCalendar;
 use crate::domain::cap::{ActorChange, settle};
 use crate::domain::delta::MetricsDelta;
 use crate::domain::profile::{ScoringProfile, SignalRef};
@@ -32,6 +34,23 @@ pub struct Capped {
 pub struct ActorKey {
     pub date: NaiveDate,
     pub product_id: i64,
+    pub code: i16,
+    pub actor_id: String,
+}
+
+/// The key of an hourly metrics row, in the table's key order: the ranking day, the product
+/// and the local hour's first instant (Unix microseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HourKey {
+    pub date: NaiveDate,
+    pub product_id: i64,
+    pub hour_start_us: i64,
+}
+
+/// The key of a shopper's row of one hour, in the table's key order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ActorHourKey {
+    pub hour: HourKey,
     pub code: i16,
     pub actor_id: String,
 }
@@ -75,14 +94,16 @@ impl CapReport {
     }
 }
 
-/// What the profile and the signals' columns say about an event: where its custom signal is
-/// stored, and whether it counts through its shopper's row.
+/// What the profile, the signals' columns and the calendar say about an event: where its
+/// custom signal is stored, whether it counts through its shopper's row, and its hour.
 #[derive(Clone, Copy)]
 pub struct Caps<'a> {
     /// The column of every custom signal of the batch.
     pub signal_columns: &'a HashMap<String, u8>,
     /// The scoring profile: which signals are capped, the kind of each custom signal.
     pub profile: &'a ScoringProfile,
+    /// The zone that cuts time into hours.
+    pub calendar: RankingCalendar,
 }
 
 impl Caps<'_> {
@@ -98,6 +119,12 @@ impl Caps<'_> {
             _ => signals::VIEWS_CODE,
         };
         Some(Capped { code, per_actor })
+    }
+
+    /// The hourly row `event`, counted on `date`, belongs to.
+    pub fn hour_of(&self, event: &Event, date: NaiveDate) -> HourKey {
+        let hour_start_us = self.calendar.hour_start_us(event.occurred_at.timestamp_micros());
+        HourKey { date, hour_start_us, product_id: event.product_id }
     }
 
     /// The actor an event is stored with: its own when it counts through its shopper's row,
@@ -157,16 +184,20 @@ impl RowDelta {
     }
 }
 
-/// A batch's effect on the daily and the all-time rows, and the custom signal columns it
-/// touches (ascending).
+/// A batch's effect on the daily, hourly and all-time rows, and the custom signal columns
+/// it touches (ascending).
 #[derive(Debug, Default)]
 pub struct Deltas {
     pub daily: BTreeMap<(NaiveDate, i64), RowDelta>,
+    /// Per hour of `occurred_at` (a retraction's in its original's hour).
+    pub hourly: BTreeMap<HourKey, RowDelta>,
     pub all_time: BTreeMap<i64, RowDelta>,
     pub columns: Vec<u8>,
     /// The capped events with an actor, per shopper's row; settled into `daily` and
     /// `all_time` once the rows' counts are known.
     pub actors: BTreeMap<ActorKey, ActorRow>,
+    /// The same per shopper's row of the hour; settled into `hourly`.
+    pub actor_hours: BTreeMap<ActorHourKey, ActorRow>,
 }
 
 impl Deltas {
@@ -177,12 +208,9 @@ impl Deltas {
         for (i, fate) in fresh.iter().zip(fates) {
             let e = &batch[*i];
             match fate {
-                Fate::Counted => deltas.count(*i, e, caps.signal_of(&e.event)?, caps.capped(&e.event)),
-                Fate::Retracted => deltas.witness(e),
-                Fate::Withdraws(original) => {
-                    let event = original.event();
-                    deltas.withdraw(*i, &event, original.date, caps.signal_of(&event)?, caps.capped(&event));
-                }
+                Fate::Counted => deltas.count(*i, e, caps)?,
+                Fate::Retracted => deltas.witness(e, caps),
+                Fate::Withdraws(original) => deltas.withdraw(*i, &original.event(), original.date, caps)?,
                 // The product's all-time row is locked all the same: it is what a retraction
                 // and its original committing at once meet on.
                 Fate::Waits => deltas.touch(e.event.product_id),
@@ -208,61 +236,72 @@ impl Deltas {
                 Fate::Withdraws(original) => (original.event(), original.date),
                 _ => (e.event.clone(), e.date),
             };
-            deltas.withdraw(fresh[*k], &event, date, caps.signal_of(&event)?, caps.capped(&event));
+            deltas.withdraw(fresh[*k], &event, date, caps)?;
         }
         Ok(deltas)
     }
 
-    /// `event` (batch index `index`) counted; through its shopper's row when `capped`.
-    fn count(&mut self, index: usize, event: &DatedEvent, signal: Option<(u8, i64)>, capped: Option<Capped>) {
-        self.column(signal);
+    /// `event` (batch index `index`) counted; through its shopper's rows when capped.
+    fn count(&mut self, index: usize, event: &DatedEvent, caps: Caps) -> Result<(), StoreError> {
         let e = &event.event;
-        let Some(capped) = capped else {
+        let signal = caps.signal_of(e)?;
+        self.column(signal);
+        let hour = caps.hour_of(e, event.date);
+        let Some(capped) = caps.capped(e) else {
             self.daily.entry((event.date, e.product_id)).or_default().add(e, signal);
+            self.hourly.entry(hour).or_default().add(e, signal);
             self.all_time.entry(e.product_id).or_default().add(e, signal);
-            return;
+            return Ok(());
         };
-        // The row exists and its latest event moves whether or not the cap lets the event count.
+        // The rows exist and their latest event moves whether or not the cap lets the event
+        // count.
         self.daily.entry((event.date, e.product_id)).or_default().metrics.witness(e);
+        self.hourly.entry(hour).or_default().metrics.witness(e);
         self.touch(e.product_id);
         self.actor_row(event.date, e, capped).added.push(index);
+        self.actor_hour_row(hour, e, capped).added.push(index);
+        Ok(())
     }
 
     /// `event` recorded after its retraction: only its time counts, and what it would have
     /// counted is the day's retracted counts.
-    fn witness(&mut self, event: &DatedEvent) {
+    fn witness(&mut self, event: &DatedEvent, caps: Caps) {
         let e = &event.event;
         let row = self.daily.entry((event.date, e.product_id)).or_default();
         row.metrics.witness(e);
         row.retracted.add(e);
+        self.hourly.entry(caps.hour_of(e, event.date)).or_default().metrics.witness(e);
         self.touch(e.product_id);
     }
 
-    /// `original`, counted on `date`, taken back by the retraction at `index`; from its
-    /// shopper's row when it was counted through one (`capped`).
-    fn withdraw(
-        &mut self,
-        index: usize,
-        original: &Event,
-        date: NaiveDate,
-        signal: Option<(u8, i64)>,
-        capped: Option<Capped>,
-    ) {
+    /// `original`, counted on `date` and in its hour, taken back by the retraction at
+    /// `index`; from its shopper's rows when it was counted through them.
+    fn withdraw(&mut self, index: usize, original: &Event, date: NaiveDate, caps: Caps) -> Result<(), StoreError> {
+        let signal = caps.signal_of(original)?;
         self.column(signal);
+        let hour = caps.hour_of(original, date);
         let row = self.daily.entry((date, original.product_id)).or_default();
         row.retracted.add(original);
-        let Some(capped) = capped else {
+        let Some(capped) = caps.capped(original) else {
             row.withdraw(original, signal);
+            self.hourly.entry(hour).or_default().withdraw(original, signal);
             self.all_time.entry(original.product_id).or_default().withdraw(original, signal);
-            return;
+            return Ok(());
         };
         self.touch(original.product_id);
         self.actor_row(date, original, capped).taken.push(index);
+        self.actor_hour_row(hour, original, capped).taken.push(index);
+        Ok(())
     }
 
     fn actor_row(&mut self, date: NaiveDate, event: &Event, capped: Capped) -> &mut ActorRow {
         let key = ActorKey { date, product_id: event.product_id, code: capped.code, actor_id: event.actor_id.clone() };
         self.actors.entry(key).or_insert_with(|| ActorRow::new(capped.per_actor))
+    }
+
+    fn actor_hour_row(&mut self, hour: HourKey, event: &Event, capped: Capped) -> &mut ActorRow {
+        let key = ActorHourKey { hour, code: capped.code, actor_id: event.actor_id.clone() };
+        self.actor_hours.entry(key).or_insert_with(|| ActorRow::new(capped.per_actor))
     }
 
     /// The product's all-time row written (and locked) even though nothing of it changes.
@@ -276,6 +315,24 @@ impl Deltas {
         {
             self.columns.insert(at, c);
         }
+    }
+
+    /// Settles every shopper's row of an hour against the count it holds after the batch
+    /// (`after`), adding what the caps let through to the hourly rows; what the caps did is
+    /// reported by the days' rows ([`Deltas::settle_caps`]).
+    pub fn settle_hour_caps(&mut self, after: &HashMap<ActorHourKey, i64>) -> Result<(), StoreError> {
+        for (key, row) in std::mem::take(&mut self.actor_hours) {
+            let Some(count) = after.get(&key) else {
+                let problem = format!(
+                    "the actor row of product {} at {} was not written",
+                    key.hour.product_id, key.hour.hour_start_us
+                );
+                return Err(StoreError::Corrupt(problem));
+            };
+            let settled = settle(row.per_actor, row.change(), *count);
+            self.hourly.entry(key.hour).or_default().add_capped(key.code, settled.delta);
+        }
+        Ok(())
     }
 
     /// Settles every shopper's row against the count it holds after the batch (`after`),

@@ -38,7 +38,8 @@ fn signal(id: &str, product_id: i64, name: &str, kind: SignalKind, amount: i64) 
 
 fn plan(batch: &[DatedEvent], fates: &[Fate], profile: &ScoringProfile, columns: &HashMap<String, u8>) -> Deltas {
     let fresh: Vec<usize> = (0..batch.len()).collect();
-    Deltas::of_batch(batch, &fresh, fates, Caps { signal_columns: columns, profile }).expect("a plan")
+    Deltas::of_batch(batch, &fresh, fates, Caps { signal_columns: columns, profile, calendar: RankingCalendar::utc() })
+        .expect("a plan")
 }
 
 fn counted(n: usize) -> Vec<Fate> {
@@ -126,7 +127,8 @@ fn custom_signals_add_to_their_columns_and_the_columns_are_listed_once_ascending
     assert_eq!(deltas.daily[&(day(), 1)].signals[0], 250);
     assert_eq!(deltas.daily[&(day(), 1)].signals[2], 2);
     let missing = [signal("d", 1, "unknown", SignalKind::Count, 0)];
-    let caps = Caps { signal_columns: &columns, profile: &ScoringProfile::built_in() };
+    let caps =
+        Caps { signal_columns: &columns, profile: &ScoringProfile::built_in(), calendar: RankingCalendar::utc() };
     assert!(matches!(Deltas::of_batch(&missing, &[0], &[Fate::Counted], caps), Err(StoreError::Corrupt(_))));
 }
 
@@ -176,7 +178,8 @@ fn the_corrections_of_counted_events_cancel_what_they_added() {
     ];
     let fates = [Fate::Counted, Fate::Counted, Fate::Counted, Fate::Counted];
     let fresh: Vec<usize> = (0..batch.len()).collect();
-    let caps = Caps { signal_columns: &columns, profile: &ScoringProfile::built_in() };
+    let caps =
+        Caps { signal_columns: &columns, profile: &ScoringProfile::built_in(), calendar: RankingCalendar::utc() };
     let added = Deltas::of_batch(&batch, &fresh, &fates, caps).expect("a plan");
     let taken = Deltas::corrections(&batch, &fresh, &fates, &[0, 1, 2, 3], caps).expect("corrections");
     for (key, row) in &added.all_time {
@@ -187,4 +190,42 @@ fn the_corrections_of_counted_events_cancel_what_they_added() {
         assert_eq!(row.signals[1] + back.signals[1], 0);
     }
     assert_eq!(taken.columns, vec![2]);
+}
+
+#[test]
+fn hours_fold_like_days_and_a_retraction_comes_off_its_originals_hour() {
+    let hour = |h: u32| Utc.with_ymd_and_hms(2026, 12, 4, h, 0, 0).single().expect("a time").timestamp_micros();
+    let at = |mut e: DatedEvent, h: u32, minute: u32| {
+        e.event.occurred_at = Utc.with_ymd_and_hms(2026, 12, 4, h, minute, 0).single().expect("a time");
+        e
+    };
+    let key = |h: u32, product_id| HourKey { date: day(), hour_start_us: hour(h), product_id };
+    let order = at(event("o", 4, EventKind::Order, "", 0), 8, 15);
+    let original = Original::of(&order.event, order.date);
+    let mut retract = at(event("r", 4, EventKind::Retract, "", 0), 11, 5);
+    retract.event.retracts = "o".into();
+    let batch = [
+        at(event("a", 4, EventKind::View, "", 0), 11, 1),
+        at(event("b", 4, EventKind::View, "", 0), 11, 59),
+        at(event("c", 4, EventKind::View, "", 0), 12, 0),
+        retract,
+    ];
+    let fates = [Fate::Counted, Fate::Counted, Fate::Counted, Fate::Withdraws(original)];
+    let deltas = plan(&batch, &fates, &ScoringProfile::built_in(), &HashMap::new());
+    assert_eq!(deltas.hourly.keys().copied().collect::<Vec<_>>(), vec![key(8, 4), key(11, 4), key(12, 4)], "ascending");
+    assert_eq!(deltas.hourly[&key(11, 4)].metrics.views, 2);
+    assert_eq!(deltas.hourly[&key(12, 4)].metrics.views, 1);
+    let taken = &deltas.hourly[&key(8, 4)].metrics;
+    assert_eq!((taken.orders, taken.order_amount), (-1, -1_500), "off the original's hour");
+
+    // A capped view counts through the shopper's row of its hour as of its day.
+    let bot: Vec<_> = (0..3).map(|i| at(event(&format!("v{i}"), 7, EventKind::View, "bot", 0), 9 + i / 2, 1)).collect();
+    let mut deltas = plan(&bot, &counted(3), &capped_views(), &HashMap::new());
+    let shopper = |h: u32| ActorHourKey { hour: key(h, 7), code: signals::VIEWS_CODE, actor_id: "bot".into() };
+    assert_eq!(deltas.actor_hours[&shopper(9)].added, vec![0, 1]);
+    assert_eq!(deltas.actor_hours[&shopper(10)].added, vec![2]);
+    deltas.settle_hour_caps(&HashMap::from([(shopper(9), 2), (shopper(10), 1)])).expect("settled");
+    assert_eq!(deltas.hourly[&key(9, 7)].metrics.views, 1, "one per hour under per_actor = 1");
+    assert_eq!(deltas.hourly[&key(10, 7)].metrics.views, 1);
+    assert!(matches!(deltas.settle_hour_caps(&HashMap::new()), Ok(())), "settled rows are done with");
 }

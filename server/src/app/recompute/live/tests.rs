@@ -83,6 +83,31 @@ impl EventLedger for EpochRows {
     }
 }
 
+/// No hourly rows: these tests follow the daily boards.
+#[async_trait::async_trait]
+impl crate::ports::HourScans for EpochRows {
+    async fn scan_hours(
+        &self,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: Option<std::ops::Range<i64>>,
+        _: &[String],
+        _: &mut (dyn FnMut(crate::domain::trending::HourRow) + Send),
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn product_hours(
+        &self,
+        _: i64,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: &[String],
+    ) -> Result<Vec<crate::domain::trending::HourRow>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 #[async_trait::async_trait]
 impl DayScans for EpochRows {
     async fn scan_day(

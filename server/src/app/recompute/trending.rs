@@ -1,0 +1,97 @@
+//! Today's trending board in a recompute and a live pass: the hours of the last seven days
+//! read from SQL (all of them, or the ones changed since the previous pass), each profile's
+//! hours scored once and held ([`TrendingHours`]), ranked at the instant T of the publication
+//! and published like the daily board, with its segments, the controls and the feed, and
+//! with a run record of T and the population's statistics (what ExplainRank reproduces the
+//! board from).
+//!
+//! A recompute and a live pass that read the same rows at the same T publish the same
+//! doubles: the hours are held in one order whoever built them, and summed oldest first.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use chrono::NaiveDate;
+
+use super::Computed;
+use super::publish::{Publisher, RankedCopy};
+use crate::app::policy::Policy;
+use crate::domain::catalog::Membership;
+use crate::domain::explain::RecencyClock;
+use crate::domain::trending::{TrendingHour, TrendingHours, rank_trending};
+use crate::ports::{FeedCause, Fence, HourScans, RankingKey, Scored, StoreError};
+
+/// The hours of the days up to `date` for each of `policies` (which share the signals),
+/// from one read: every row, or with `epochs` only the rows changed in them.
+pub(super) async fn read_hours(
+    scans: &dyn HourScans,
+    policies: &[&Policy],
+    date: NaiveDate,
+    epochs: Option<Range<i64>>,
+) -> Result<Vec<Vec<(i64, TrendingHour)>>, StoreError> {
+    let mut lists: Vec<Vec<(i64, TrendingHour)>> = vec![Vec::new(); policies.len()];
+    let signals = policies.first().map(|p| p.profile.custom_names()).unwrap_or_default();
+    scans
+        .scan_hours(policies.first().map_or(date, |p| p.trending_first_day(date)), date, epochs, signals, &mut |row| {
+            for (list, policy) in lists.iter_mut().zip(policies) {
+                list.push(TrendingHours::score(&policy.profile, &row));
+            }
+        })
+        .await?;
+    Ok(lists)
+}
+
+/// Ranks `hours` at `t_us` without the `hidden` products (ascending), on a blocking thread:
+/// a million products' decayed sums would otherwise hold a worker of the runtime.
+pub(super) async fn rank_apart(
+    policy: &Arc<Policy>,
+    hours: Arc<TrendingHours>,
+    t_us: i64,
+    hidden: &Arc<[i64]>,
+) -> Result<RankedCopy, StoreError> {
+    let (policy, hidden) = (Arc::clone(policy), Arc::clone(hidden));
+    let task = tokio::task::spawn_blocking(move || RankedCopy::of(rank(&policy, &hours, t_us, &hidden)));
+    match task.await {
+        Ok(ranked) => ranked,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down.
+        Err(e) => Err(StoreError::ranking(e)),
+    }
+}
+
+/// The trending population of `hours` at `t_us`, ranked: what [`rank_apart`] runs.
+pub(super) fn rank(policy: &Policy, hours: &TrendingHours, t_us: i64, hidden: &[i64]) -> Computed {
+    let profile = &policy.profile;
+    let mut contenders = hours.contenders(profile, t_us, policy.trending_half_life_us());
+    // Both ascending: one walk through the hidden products.
+    let mut hidden = hidden.iter().peekable();
+    contenders.retain(|c| {
+        while hidden.next_if(|h| **h < c.product_id).is_some() {}
+        hidden.peek() != Some(&&c.product_id)
+    });
+    let (entries, clamped, stats) =
+        rank_trending(profile, &contenders, |product_id, _, score| Scored { product_id, score });
+    Computed { entries, clamped, stats, clock: RecencyClock { day_start_us: t_us, reference_us: t_us } }
+}
+
+impl Publisher {
+    /// Publishes `ranked`, today's trending board at its clock's instant, with its run record
+    /// and its segments fanned out by `catalog`; a live pass's (`live`) in the form replicas
+    /// load, as its daily board.
+    pub(super) async fn publish_trending(
+        &self,
+        date: NaiveDate,
+        ranked: RankedCopy,
+        catalog: &Membership,
+        live: bool,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        let key = RankingKey::Trending(date);
+        let life = self.life(date);
+        let version = self.publish_whole(key, &ranked.whole, ranked.clamped, life, live, fence).await?;
+        self.record_as(date, version, ranked.stats, ranked.clock, self.policy.trending_run_name()).await?;
+        let cause = if live { FeedCause::LivePass } else { FeedCause::Recompute };
+        self.publish_segments(key, &ranked.whole, catalog, life, fence, cause).await?;
+        Ok(version)
+    }
+}

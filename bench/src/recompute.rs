@@ -59,6 +59,27 @@ pub(crate) async fn seed_day_with(url: &str, date: chrono::NaiveDate, products: 
     db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
 }
 
+/// Three hourly rows of each of `products` products within the last 24 hours (UTC), spread
+/// over the hours by product: the trending board's population.
+pub(crate) async fn seed_hours(url: &str, products: i64) {
+    let db = Database::connect(url).await.expect("connect");
+    let now_us = Utc::now().timestamp_micros();
+    let hour_us: i64 = 3_600_000_000;
+    let this_hour = now_us - now_us.rem_euclid(hour_us);
+    db.execute_unprepared(&format!(
+        "INSERT INTO product_hourly_metrics (metric_date, product_id, hour_start, views, likes, orders, order_amount, \
+                last_event_at, updated_at) \
+         SELECT (to_timestamp(s / 1000000.0) AT TIME ZONE 'UTC')::date, g, s, (g * 7919 + h) % 200, (g * 104729) % 12, \
+                (g * 31 + h) % 2, ((g * 7127 + h) % 9) * 1000, s + 1000000, {now_us} \
+         FROM generate_series(1::bigint, {products}::bigint) g CROSS JOIN generate_series(0::bigint, 2::bigint) h \
+         CROSS JOIN LATERAL (SELECT {this_hour}::bigint - ((g * 7 + h * 5) % 24) * {hour_us}::bigint AS s) hours \
+         ON CONFLICT DO NOTHING"
+    ))
+    .await
+    .expect("seed hours");
+    db.execute_unprepared("ANALYZE product_hourly_metrics").await.expect("analyze");
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }

@@ -37,6 +37,18 @@ impl Phases {
         self.mark = now;
     }
 
+    /// Ends the phase under way as consecutive phases, each `(name, end)` lasting until its
+    /// end (the last until now whatever its end says), and starts the next one now.
+    pub fn split_at(&mut self, parts: &[(&'static str, Instant)]) {
+        let now = Instant::now();
+        for (i, (name, end)) in parts.iter().enumerate() {
+            let end = if i + 1 == parts.len() { now } else { (*end).clamp(self.mark, now) };
+            self.add(name, end - self.mark);
+            self.mark = end;
+        }
+        self.mark = now;
+    }
+
     /// Adds `spent` to `name` (a phase that ran beside others, measured on its own).
     pub fn add(&mut self, name: &'static str, spent: Duration) {
         match self.spent.iter_mut().find(|(n, _)| *n == name) {
@@ -67,5 +79,17 @@ mod tests {
         assert_eq!(names, ["read", "segments", "rank"]);
         assert_eq!(seconds[1].1, 0.05);
         assert!(seconds.iter().all(|(_, s)| *s >= 0.0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_phase_split_at_its_parts_ends_each_where_measured() {
+        let mut phases = Phases::start();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let first = Instant::now();
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let second = Instant::now();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        phases.split_at(&[("rank", first), ("publish", second), ("trending", second)]);
+        assert_eq!(phases.seconds(), vec![("rank", 0.01), ("publish", 0.03), ("trending", 0.005)]);
     }
 }

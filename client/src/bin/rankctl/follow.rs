@@ -27,8 +27,11 @@ pub struct FollowArgs {
     #[arg(long)]
     subject: Option<String>,
     /// The weekly board instead of the daily one.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "trending")]
     weekly: bool,
+    /// Today's trending board instead of the daily one.
+    #[arg(long)]
+    trending: bool,
     /// A segment's board; the whole ranking by default.
     #[arg(long, default_value = "")]
     segment: String,
@@ -47,6 +50,17 @@ pub struct FollowArgs {
 }
 
 /// The boards followed (one per date), and what is printed.
+impl FollowArgs {
+    /// The window followed.
+    fn window(&self) -> v1::Window {
+        match (self.weekly, self.trending) {
+            (true, _) => v1::Window::Weekly,
+            (_, true) => v1::Window::Trending,
+            _ => v1::Window::Daily,
+        }
+    }
+}
+
 struct Boards {
     args: FollowArgs,
     json: bool,
@@ -55,7 +69,7 @@ struct Boards {
 
 impl Boards {
     fn wants(&self, board: &v1::BoardKey) -> bool {
-        let window = if self.args.weekly { v1::Window::Weekly } else { v1::Window::Daily };
+        let window = self.args.window();
         board.window == window as i32
             && board.segment == self.args.segment
             && board.profile == self.args.profile
@@ -161,7 +175,7 @@ async fn nats(url: &str, prefix: &str, once: bool, boards: &mut Boards) -> Resul
     use futures_util::StreamExt;
 
     let js = jetstream::new(async_nats::connect(url).await?);
-    let window = if boards.args.weekly { v1::Window::Weekly } else { v1::Window::Daily };
+    let window = boards.args.window();
     let board = v1::BoardKey {
         window: window as i32,
         segment: boards.args.segment.clone(),

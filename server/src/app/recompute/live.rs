@@ -333,14 +333,15 @@ impl LivePasses {
             let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden);
             let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
             let version = lane.publisher.publish_computed(date, daily, weekly, &held.membership, fence).await?;
+            let published = Instant::now();
             let trending = super::trending::rank_apart(&lane.policy, Arc::clone(hours), t_us, &held.hidden).await?;
             lane.publisher.publish_trending(date, trending, &held.membership, true, fence).await?;
-            Ok::<_, StoreError>((version, ranked))
+            Ok::<_, StoreError>((version, ranked, published))
         });
         let published = futures_util::future::try_join_all(passes).await?;
         // The service profile's ranking and publication, as one profile's pass measures them.
-        let (version, ranked) = published[0];
-        phases.split("rank", ranked, "publish");
+        let (version, ranked, trending) = published[0];
+        phases.split_at(&[("rank", ranked), ("publish", trending), ("trending", trending)]);
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {
             // Both instants are SQL writers' wall clock (`updated_at`), not the policy's.

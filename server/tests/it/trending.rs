@@ -285,3 +285,81 @@ async fn a_live_pass_publishes_the_board_as_a_recompute_does() {
     assert_eq!(board.len(), again.len());
     app.stop().await;
 }
+
+#[tokio::test]
+async fn every_read_serves_the_trending_board_its_segments_pages_and_controls() {
+    let now = Utc::now() - Age::minutes(1);
+    let mut app = TestApp::spawn(&["--watch-interval=50ms"]).await;
+    let segment = |p: i64| if p % 2 == 0 { "brand:even" } else { "brand:odd" };
+    let entries: Vec<v1::CatalogEntry> = (1..=30)
+        .map(|p| v1::CatalogEntry { product_id: p, segments: vec![segment(p).into()], ..Default::default() })
+        .collect();
+    app.client.update_catalog(v1::UpdateCatalogRequest { products: entries }).await.expect("catalog");
+    for p in 1..=30i64 {
+        // Product p viewed 3p times, an hour later for every third product.
+        let at = now - Age::hours(p % 3);
+        app.record(views(&format!("p{p}"), p, 3 * p as usize, at)).await;
+    }
+    app.recompute("").await;
+    let trending = v1::Window::Trending as i32;
+    let top = |limit, segment: &str, page_token: &str| v1::GetTopNRequest {
+        window: trending,
+        limit,
+        segment: segment.into(),
+        page_token: page_token.into(),
+        ..Default::default()
+    };
+    let whole = app.client.get_top_n(top(30, "", "")).await.expect("top").into_inner();
+    assert_eq!(whole.total, 30);
+    let ids: Vec<i64> = whole.products.iter().map(|p| p.product_id).collect();
+
+    // Pages of one version by token.
+    let first = app.client.get_top_n(top(10, "", "")).await.expect("page 1").into_inner();
+    let second = app.client.get_top_n(top(10, "", &first.next_page_token)).await.expect("page 2").into_inner();
+    let paged: Vec<i64> = first.products.iter().chain(&second.products).map(|p| p.product_id).collect();
+    assert_eq!(paged, ids[..20]);
+
+    // GetRank with its neighbours and GetRanks answer from the same board.
+    let fifth = ids[4];
+    let rank = v1::GetRankRequest { product_id: fifth, window: trending, neighbors: 1, ..Default::default() };
+    let rank = app.client.get_rank(rank).await.expect("rank").into_inner();
+    assert_eq!(rank.product.expect("ranked").rank, 5);
+    assert_eq!((rank.above[0].product_id, rank.below[0].product_id), (ids[3], ids[5]));
+    let ranks = v1::GetRanksRequest { product_ids: vec![ids[0], ids[9]], window: trending, ..Default::default() };
+    let ranks = app.client.get_ranks(ranks).await.expect("ranks").into_inner();
+    assert_eq!(ranks.products.iter().map(|p| p.rank).collect::<Vec<_>>(), vec![1, 10]);
+
+    // A segment's board: the whole board's scores, its own ranks.
+    let even = app.client.get_top_n(top(30, "brand:even", "")).await.expect("segment").into_inner();
+    let want: Vec<(i64, f64)> =
+        whole.products.iter().filter(|p| p.product_id % 2 == 0).map(|p| (p.product_id, p.score)).collect();
+    assert_eq!(even.products.iter().map(|p| (p.product_id, p.score)).collect::<Vec<_>>(), want);
+
+    // WatchTopN starts with the board; ListMovers compares with a day that has none.
+    let watch = v1::WatchTopNRequest { window: trending, limit: 5, ..Default::default() };
+    let mut stream = app.client.watch_top_n(watch).await.expect("watch").into_inner();
+    let state = stream.message().await.expect("a state").expect("open");
+    assert_eq!(state.products.iter().map(|p| p.product_id).collect::<Vec<_>>(), ids[..5]);
+    let movers = v1::ListMoversRequest { window: trending, limit: 5, ..Default::default() };
+    assert!(app.client.list_movers(movers).await.expect("movers").into_inner().products.is_empty());
+
+    // A pin on the trending board only: served there within the control poll, not on the daily board.
+    let last = *ids.last().expect("a last product");
+    let pin = v1::Control {
+        control_id: "rising-pin".into(),
+        windows: vec![trending],
+        action: Some(v1::control::Action::Pin(v1::Pin { product_id: last, position: 1 })),
+        ..Default::default()
+    };
+    app.client.put_control(v1::PutControlRequest { control: Some(pin), expected_revision: 0 }).await.expect("pin");
+    ranking_server::test_support::eventually("the pin served on the trending board", async || {
+        let served = app.client.get_top_n(top(1, "", "")).await.expect("top").into_inner();
+        served.products[0].product_id == last && served.products[0].control_ids == ["rising-pin"]
+    })
+    .await;
+    let daily = app.top("", 1).await;
+    assert_ne!(daily.products[0].product_id, last, "the daily board is not pinned");
+    let state = stream.message().await.expect("a state").expect("open");
+    assert_eq!(state.products[0].product_id, last, "the watcher sees the pin");
+    app.stop().await;
+}

@@ -95,3 +95,47 @@ impl Publisher {
         Ok(version)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::policy::PolicySettings;
+    use crate::domain::trending::{HOUR_US, HourRow};
+    use crate::domain::vocabulary::DailyMetrics;
+
+    fn row(product_id: i64, hour: i64, views: i64) -> HourRow {
+        let start_us = hour * HOUR_US;
+        HourRow {
+            product_id,
+            start_us,
+            metrics: DailyMetrics::counts(views, views % 3, 0, 0),
+            last_event_us: start_us + 7,
+        }
+    }
+
+    /// A recompute reads the hours whole; a live pass holds what it read and applies the hours
+    /// changed since: at the same instant both rank the same doubles, hidden products out.
+    #[test]
+    fn a_pass_and_a_recompute_at_one_instant_rank_the_same_doubles() {
+        let policy = Policy::new(PolicySettings::default());
+        let profile = &policy.profile;
+        let early: Vec<HourRow> = (1..=40).map(|p| row(p, 1_000 + p % 5, p * 3)).collect();
+        let changed: Vec<HourRow> = (1..=40).step_by(3).map(|p| row(p, 1_000 + p % 5, p * 3 + 11)).collect();
+        let later: Vec<HourRow> = (30..=60).map(|p| row(p, 1_004, p)).collect();
+        let mut held = TrendingHours::of(profile, early.iter().copied());
+        held.apply(profile, changed.iter().copied().chain(later.iter().copied()));
+        // What SQL holds after the changes (each row's last write), read in another order.
+        let mut rows = std::collections::BTreeMap::new();
+        for r in early.iter().chain(&changed).chain(&later) {
+            rows.insert((r.product_id, r.start_us), *r);
+        }
+        let read = TrendingHours::of(profile, rows.into_values().rev());
+        let t_us = 1_004 * HOUR_US + HOUR_US / 3;
+        let hidden = [4, 17, 58];
+        let bits = |c: Computed| c.entries.iter().map(|e| (e.product_id, e.score.to_bits())).collect::<Vec<_>>();
+        let pass = bits(rank(&policy, &held, t_us, &hidden));
+        assert_eq!(pass, bits(rank(&policy, &read, t_us, &hidden)));
+        assert_eq!(pass.len(), 60 - hidden.len());
+        assert!(pass.iter().all(|(p, _)| !hidden.contains(p)));
+    }
+}

@@ -231,6 +231,9 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
         // Segments and the weekly board are fed too.
         assert!(boards.keys().any(|k| k.contains("category:even")), "{bus}: {:?}", boards.keys().collect::<Vec<_>>());
         assert!(boards.keys().any(|k| k.starts_with(&format!("{}/", v1::Window::Weekly as i32))), "{bus}");
+        // And today's trending board, every version checked as it closed.
+        let trending = format!("{}/{today}//default", v1::Window::Trending as i32);
+        assert!(boards.get(&trending).is_some_and(|b| !b.closed.is_empty()), "{bus}: the trending board fed");
         // A repeated record changes nothing: the whole feed applied twice holds the same.
         let twice: Vec<v1::FeedRecord> = records.iter().chain(records.iter()).cloned().collect();
         let again = apply(&twice);

@@ -1,7 +1,7 @@
 //! The hours a trending population is held as, between a recompute's read and a live
 //! pass's changes.
 
-use super::{TrendingContender, TrendingHour, in_window};
+use super::{TrendingContender, TrendingHour, Weights, in_window};
 use crate::profile::ScoringProfile;
 use crate::vocabulary::DailyMetrics;
 
@@ -99,11 +99,10 @@ impl TrendingHours {
 
     /// Every product with an hour in the window at `t_us`, in product order.
     pub fn contenders(&self, profile: &ScoringProfile, t_us: i64, half_life_us: i64) -> Vec<TrendingContender> {
+        let mut weights = Weights::new(t_us, half_life_us);
         self.hours
             .chunk_by(|a, b| a.0 == b.0)
-            .filter_map(|run| {
-                TrendingContender::of_hours(profile, run[0].0, run.iter().map(|(_, h)| h), t_us, half_life_us)
-            })
+            .filter_map(|run| TrendingContender::of_hours(profile, run[0].0, run.iter().map(|(_, h)| h), &mut weights))
             .collect()
     }
 

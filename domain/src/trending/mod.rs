@@ -111,21 +111,21 @@ impl TrendingContender {
         t_us: i64,
         half_life_us: i64,
     ) -> Option<Self> {
-        Self::of_hours(profile, product_id, hours.iter(), t_us, half_life_us)
+        Self::of_hours(profile, product_id, hours.iter(), &mut Weights::new(t_us, half_life_us))
     }
 
     fn of_hours<'a>(
         profile: &ScoringProfile,
         product_id: i64,
         hours: impl Iterator<Item = &'a TrendingHour>,
-        t_us: i64,
-        half_life_us: i64,
+        weights: &mut Weights,
     ) -> Option<Self> {
+        let t_us = weights.t_us;
         let mut main = 0.0;
         let mut sums = [0.0; MAX_AXES];
         let mut latest = None;
         for h in hours.filter(|h| in_window(h.start_us, t_us)) {
-            let w = weight(t_us, hour_end(h.start_us, t_us), half_life_us);
+            let w = weights.of(h.start_us);
             main += h.main * w;
             for (sum, value) in sums.iter_mut().zip(h.signals) {
                 *sum += value * w;
@@ -141,6 +141,37 @@ impl TrendingContender {
             };
         }
         Some(Self { product_id, main, axes })
+    }
+}
+
+/// The weights of the hours at one instant, each computed once: a population's hours are a
+/// few hundred distinct ones (the window's), shared by every product. The same function of
+/// the same hour, so the same bits as computing it each time.
+pub(crate) struct Weights {
+    t_us: i64,
+    half_life_us: i64,
+    /// By hours before T: the hour's start and its weight (another start in the same slot,
+    /// from a zone whose hours shift, is computed each time).
+    slots: Vec<Option<(i64, f64)>>,
+}
+
+impl Weights {
+    pub(crate) fn new(t_us: i64, half_life_us: i64) -> Self {
+        Self { t_us, half_life_us, slots: vec![None; WINDOW_HOURS as usize + 2] }
+    }
+
+    /// The weight at T of the hour starting at `start_us`.
+    pub(crate) fn of(&mut self, start_us: i64) -> f64 {
+        let slot = usize::try_from(self.t_us.saturating_sub(start_us).div_euclid(HOUR_US)).ok();
+        match slot.and_then(|i| self.slots.get_mut(i)) {
+            Some(Some((start, w))) if *start == start_us => *w,
+            Some(slot) => {
+                let w = weight(self.t_us, hour_end(start_us, self.t_us), self.half_life_us);
+                *slot = Some((start_us, w));
+                w
+            }
+            None => weight(self.t_us, hour_end(start_us, self.t_us), self.half_life_us),
+        }
     }
 }
 

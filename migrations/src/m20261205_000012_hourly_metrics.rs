@@ -3,9 +3,8 @@
 //!   events whose `occurred_at` falls in that hour (`hour_start`: the local hour's first
 //!   instant, Unix microseconds), custom signals in `signal_1` … `signal_8` as on the daily
 //!   rows, the latest counted `occurred_at`, and the change epoch of the last transaction
-//!   that wrote the row (not indexed: a live pass finds the changed hours by their products'
-//!   changed daily rows, and an index would make every update of a row a new tuple). A
-//!   retraction takes its original's counts off the original's hour.
+//!   that wrote the row (indexed: what a live pass finds changed hours by). A retraction
+//!   takes its original's counts off the original's hour.
 //! - `actor_hour_counts`: `actor_counts` per hour, so that a capped signal's hour counts
 //!   Σ over actors of min(N, their events in that hour).
 //!
@@ -45,6 +44,7 @@ fn statements(backend: DbBackend) -> Vec<String> {
              product_id BIGINT NOT NULL, {}, PRIMARY KEY (metric_date, product_id, hour_start)){partitioned}",
             counters()
         ),
+        "CREATE INDEX idx_product_hourly_metrics_change_epoch ON product_hourly_metrics (change_epoch)".to_string(),
         format!(
             "CREATE TABLE actor_hour_counts (metric_date DATE NOT NULL, hour_start BIGINT NOT NULL, \
              product_id BIGINT NOT NULL, signal_code SMALLINT NOT NULL, actor_id {actor} NOT NULL, \

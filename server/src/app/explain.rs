@@ -140,11 +140,7 @@ impl Explainer {
                 Some(run) if run.version == version && query.trending => {
                     let profile = self.profile_of(&run.profile).await?;
                     let first = self.policy.trending_first_day(date);
-                    let mut rows = Vec::new();
-                    let days: Vec<(NaiveDate, i64)> =
-                        first.iter_days().take_while(|d| *d <= date).map(|d| (d, query.product_id)).collect();
-                    let signals = profile.custom_names();
-                    self.hours.scan_hours(first, date, Some(&days), signals, &mut |r| rows.push(r)).await?;
+                    let rows = self.hours.product_hours(query.product_id, first, date, profile.custom_names()).await?;
                     let t_us = run.clock.reference_us;
                     let half_life = self.policy.trending_half_life_us();
                     let e = explain_trending(&profile, query.product_id, &rows, &run.stats, t_us, half_life);

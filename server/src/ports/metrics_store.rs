@@ -241,16 +241,26 @@ pub trait ChangeFeed: Send + Sync + 'static {
 #[async_trait]
 pub trait HourScans: Send + Sync + 'static {
     /// Visits every hourly metrics row of the days `first ..= last`, any order; with
-    /// `product_days` (sorted by day), only the rows of those products on those days (by
-    /// primary key: rows proportional to the product-days). Returns how many were visited.
+    /// `epochs`, only those written with an epoch of them (through the epoch index: rows
+    /// proportional to the rows changed). Returns how many were visited.
     async fn scan_hours(
         &self,
         first: NaiveDate,
         last: NaiveDate,
-        product_days: Option<&[(NaiveDate, i64)]>,
+        epochs: Option<std::ops::Range<i64>>,
         signals: &[String],
         visit: &mut (dyn FnMut(HourRow) + Send),
     ) -> Result<u64, StoreError>;
+
+    /// One product's hourly rows of the days `first ..= last`, any order (a primary-key
+    /// lookup per day).
+    async fn product_hours(
+        &self,
+        product_id: i64,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+    ) -> Result<Vec<HourRow>, StoreError>;
 }
 
 /// The SQL single source of truth: every port above, which one store serves. A component

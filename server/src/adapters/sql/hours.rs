@@ -1,9 +1,9 @@
 //! The trending board's reads of `product_hourly_metrics`: every hour of a range of days (a
-//! recompute, a live pass's first), streamed; or the hours of some product-days (those a
-//! live pass found changed, ExplainRank's product's), a lookup of the primary key's prefix
-//! (day, product) each. The hours have no index of their change epoch: every hourly row a transaction
-//! writes comes with the same product's daily row, which a live pass finds by its epoch, so
-//! the hours need not be found by theirs (and their updates stay heap-only).
+//! recompute, a live pass's first), or only those stamped with a range of change epochs (a
+//! live pass's next ones, through the epoch index), streamed; and one product's hours
+//! (ExplainRank), a primary-key lookup per day.
+
+use std::ops::Range;
 
 use chrono::NaiveDate;
 use futures_util::TryStreamExt;
@@ -15,15 +15,14 @@ use super::signals::column;
 use crate::domain::trending::HourRow;
 use crate::ports::StoreError;
 
-/// Products per query of a read by products.
-pub const PRODUCTS_PER_QUERY: usize = 1_000;
-
 /// What hourly rows to read.
 pub enum Hours<'a> {
     /// Every row of the days.
     All,
-    /// These products' rows (at most [`PRODUCTS_PER_QUERY`]) of one day, by primary key.
-    Of(&'a [i64], NaiveDate),
+    /// The rows written with an epoch of the range.
+    Changed(Range<i64>),
+    /// One product's rows, by primary key.
+    Of(i64, &'a [NaiveDate]),
 }
 
 /// The hourly rows of `days` that `which` selects: `product_id`, the counters, the custom
@@ -50,10 +49,14 @@ pub async fn hour_rows(
     let day = Alias::new("metric_date");
     match which {
         Hours::All => select.and_where(Expr::col(day).between(days.0, days.1)),
-        // A lookup of the key's prefix per product, rather than a range over every product.
-        Hours::Of(products, date) => select
-            .and_where(Expr::col(day).eq(date))
-            .and_where(Expr::col(Alias::new("product_id")).is_in(products.iter().copied())),
+        Hours::Changed(epochs) => select
+            .and_where(Expr::col(day).between(days.0, days.1))
+            .and_where(Expr::col(Alias::new("change_epoch")).gte(epochs.start))
+            .and_where(Expr::col(Alias::new("change_epoch")).lt(epochs.end)),
+        // A lookup of the key's prefix per day, rather than a range over every product.
+        Hours::Of(product_id, dates) => select
+            .and_where(Expr::col(day).is_in(dates.iter().copied()))
+            .and_where(Expr::col(Alias::new("product_id")).eq(product_id)),
     };
     let statement = db.get_database_backend().build(&select);
     let rows = db.stream_raw(statement).await.map_err(StoreError::database)?;

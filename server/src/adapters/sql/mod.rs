@@ -307,27 +307,30 @@ impl HourScans for SqlMetricsStore {
         &self,
         first: NaiveDate,
         last: NaiveDate,
-        product_days: Option<&[(NaiveDate, i64)]>,
+        epochs: Option<std::ops::Range<i64>>,
         signals: &[String],
         visit: &mut (dyn FnMut(HourRow) + Send),
     ) -> Result<u64, StoreError> {
         let columns = self.columns_of(signals).await?;
-        let Some(product_days) = product_days else {
-            return hours::hour_rows(&self.db, (first, last), hours::Hours::All, &columns, visit).await;
-        };
-        let mut count = 0;
-        for day in product_days.chunk_by(|a, b| a.0 == b.0) {
-            let date = day[0].0;
-            if date < first || date > last {
-                continue;
-            }
-            let products: Vec<i64> = day.iter().map(|(_, p)| *p).collect();
-            for chunk in products.chunks(hours::PRODUCTS_PER_QUERY) {
-                let which = hours::Hours::Of(chunk, date);
-                count += hours::hour_rows(&self.db, (first, last), which, &columns, visit).await?;
-            }
-        }
-        Ok(count)
+        let which = epochs.map_or(hours::Hours::All, hours::Hours::Changed);
+        hours::hour_rows(&self.db, (first, last), which, &columns, visit).await
+    }
+
+    async fn product_hours(
+        &self,
+        product_id: i64,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+    ) -> Result<Vec<HourRow>, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        let dates: Vec<NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
+        let mut rows = Vec::new();
+        hours::hour_rows(&self.db, (first, last), hours::Hours::Of(product_id, &dates), &columns, &mut |r| {
+            rows.push(r)
+        })
+        .await?;
+        Ok(rows)
     }
 }
 

@@ -17,9 +17,8 @@
 //!    recompute, the day first: its copy is published while the week is ranked (both ranked
 //!    on blocking threads), and only in the form replicas load (the daily ranking's
 //!    sorted set is the recompute's);
-//! 5. reads again the hours of the last seven days of the products whose rows changed (an
-//!    hourly row is written with its product's daily row), applies them to the held hours and
-//!    publishes the trending board at the pass's instant ([`super::trending`]).
+//! 5. applies the hourly rows of the same epochs to the held hours of the last seven days
+//!    and publishes the trending board at the pass's instant ([`super::trending`]).
 //!
 //! The service profile's passes rank and publish every variant's boards too, from the same
 //! reads ([`LivePasses::adopt`]-ed by its recompute): one population per profile is held, and
@@ -270,45 +269,27 @@ impl LivePasses {
         let epochs = h.from..to;
         // Every profile's chain is read from the earliest of their first days.
         let first = h.days.iter().map(|d| d.days().first()).min().unwrap_or(date);
-        // The trending board's hours reach further back than the chains may: a product whose
-        // row of such a day changed (a late retraction) has its hours read again too.
-        let hours_from = self.policy.trending_first_day(date);
         let signals = self.policy.profile.custom_names();
         let mut today = Vec::new();
         let mut earlier = Vec::new();
-        let mut touched = Vec::new();
         let mut newest_us: Option<i64> = None;
         let mut read = self
             .changes
-            .scan_changes(
-                epochs.clone(),
-                first.min(hours_from),
-                date,
-                signals,
-                &mut |ChangedRow { row, updated_us }| {
-                    newest_us = newest_us.max(Some(updated_us));
-                    if row.date >= hours_from {
-                        // Every hourly row comes with its product's row of that day, in one write.
-                        touched.push((row.date, row.product_id));
-                    }
-                    if row.date == date {
-                        today.push((row.product_id, row.metrics, row.last_event_us));
-                    } else if row.date >= first {
-                        earlier.push(row.product_id);
-                    }
-                },
-            )
+            .scan_changes(epochs.clone(), first, date, signals, &mut |ChangedRow { row, updated_us }| {
+                newest_us = newest_us.max(Some(updated_us));
+                if row.date == date {
+                    today.push((row.product_id, row.metrics, row.last_event_us));
+                } else {
+                    earlier.push(row.product_id);
+                }
+            })
             .await?;
-        touched.sort_unstable();
-        touched.dedup();
+        let policies: Vec<&Policy> = self.lanes().iter().map(|l| &*l.policy).collect();
+        let hours = super::trending::read_hours(&*self.hours, &policies, date, Some(epochs.clone())).await?;
+        read += hours.first().map_or(0, |h| h.len() as u64);
         let changed = read > 0;
-        if !touched.is_empty() {
-            let policies: Vec<&Policy> = self.lanes().iter().map(|l| &*l.policy).collect();
-            let hours = super::trending::read_hours(&*self.hours, &policies, date, Some(&touched)).await?;
-            read += hours.first().map_or(0, |h| h.len() as u64);
-            for (held, scored) in h.hours.iter_mut().zip(hours) {
-                Arc::make_mut(held).apply_scored(scored);
-            }
+        for (held, scored) in h.hours.iter_mut().zip(hours) {
+            Arc::make_mut(held).apply_scored(scored);
         }
         for day in &mut h.days {
             day.apply_today(today.clone());

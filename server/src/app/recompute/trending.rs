@@ -8,6 +8,7 @@
 //! A recompute and a live pass that read the same rows at the same T publish the same
 //! doubles: the hours are held in one order whoever built them, and summed oldest first.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use chrono::NaiveDate;
@@ -21,27 +22,21 @@ use crate::domain::trending::{TrendingHour, TrendingHours, rank_trending};
 use crate::ports::{FeedCause, Fence, HourScans, RankingKey, Scored, StoreError};
 
 /// The hours of the days up to `date` for each of `policies` (which share the signals),
-/// from one read: every row, or with `product_days` (sorted by day) only theirs.
+/// from one read: every row, or with `epochs` only the rows changed in them.
 pub(super) async fn read_hours(
     scans: &dyn HourScans,
     policies: &[&Policy],
     date: NaiveDate,
-    product_days: Option<&[(NaiveDate, i64)]>,
+    epochs: Option<Range<i64>>,
 ) -> Result<Vec<Vec<(i64, TrendingHour)>>, StoreError> {
     let mut lists: Vec<Vec<(i64, TrendingHour)>> = vec![Vec::new(); policies.len()];
     let signals = policies.first().map(|p| p.profile.custom_names()).unwrap_or_default();
     scans
-        .scan_hours(
-            policies.first().map_or(date, |p| p.trending_first_day(date)),
-            date,
-            product_days,
-            signals,
-            &mut |row| {
-                for (list, policy) in lists.iter_mut().zip(policies) {
-                    list.push(TrendingHours::score(&policy.profile, &row));
-                }
-            },
-        )
+        .scan_hours(policies.first().map_or(date, |p| p.trending_first_day(date)), date, epochs, signals, &mut |row| {
+            for (list, policy) in lists.iter_mut().zip(policies) {
+                list.push(TrendingHours::score(&policy.profile, &row));
+            }
+        })
         .await?;
     Ok(lists)
 }

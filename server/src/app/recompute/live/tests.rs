@@ -90,11 +90,21 @@ impl crate::ports::HourScans for EpochRows {
         &self,
         _: NaiveDate,
         _: NaiveDate,
-        _: Option<&[(NaiveDate, i64)]>,
+        _: Option<std::ops::Range<i64>>,
         _: &[String],
         _: &mut (dyn FnMut(crate::domain::trending::HourRow) + Send),
     ) -> Result<u64, StoreError> {
         Ok(0)
+    }
+
+    async fn product_hours(
+        &self,
+        _: i64,
+        _: NaiveDate,
+        _: NaiveDate,
+        _: &[String],
+    ) -> Result<Vec<crate::domain::trending::HourRow>, StoreError> {
+        Ok(Vec::new())
     }
 }
 

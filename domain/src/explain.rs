@@ -13,7 +13,7 @@ use chrono::NaiveDate;
 use super::layout::{Breakdown, MAX_AXES};
 use super::normalize::AxisStats;
 use super::profile::{AxisRef, ScoringProfile, SignalRef};
-use super::ranking::{PopulationStats, axis_norm, elapsed_seconds, main_floor};
+use super::ranking::{PopulationStats, axis_norm, elapsed_seconds, pack};
 use super::score::CarryLedger;
 use super::vocabulary::{DailyMetrics, Retracted};
 
@@ -144,32 +144,45 @@ pub fn explain(
     let carry_points = carried.0 as f64 * profile.carry_over();
     let main = profile.main_score(&metrics, carried);
 
+    let axes = axes_of(&profile, stats, |_, axis| match axis {
+        AxisRef::Signal(signal) => signal.value(&metrics) as f64,
+        AxisRef::Recency => elapsed_seconds(today.map(|d| d.last_event_us), clock.day_start_us, clock.reference_us),
+    });
+    let (breakdown, score) = packed(&profile, main, &axes);
+    Explanation { profile, metrics, terms, unscored, carry_points, main, axes, breakdown, score }
+}
+
+/// Every axis of `profile`, the `i`th with the raw value `raw(i, axis)`, against the
+/// population's `stats` (an axis without statistics against an empty population's).
+pub(crate) fn axes_of(
+    profile: &ScoringProfile,
+    stats: &PopulationStats,
+    raw: impl Fn(usize, AxisRef) -> f64,
+) -> Vec<Axis> {
     let layout = profile.layout();
     let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
-    let axes: Vec<Axis> = profile
+    profile
         .axes()
         .iter()
         .enumerate()
         .map(|(i, axis)| {
             let s = stats.axes.get(i).copied().unwrap_or(empty);
-            let raw = match axis {
-                AxisRef::Signal(signal) => signal.value(&metrics) as f64,
-                AxisRef::Recency => {
-                    elapsed_seconds(today.map(|d| d.last_event_us), clock.day_start_us, clock.reference_us)
-                }
-            };
+            let raw = raw(i, *axis);
             let norm = axis_norm(*axis, &s, raw, layout.max_norm(i));
             Axis { axis: *axis, raw, mean: s.mean, std: s.std, z: s.z(raw), norm }
         })
-        .collect();
+        .collect()
+}
+
+/// `main` and the norms of `axes` packed as the board packs them: the breakdown and the
+/// encoded score.
+pub(crate) fn packed(profile: &ScoringProfile, main: f64, axes: &[Axis]) -> (Breakdown, f64) {
     let mut norms = [0u32; MAX_AXES];
-    for (n, a) in norms.iter_mut().zip(&axes) {
+    for (n, a) in norms.iter_mut().zip(axes) {
         *n = a.norm;
     }
-    let (floor, _) = layout.clamp(main_floor(main));
-    let breakdown = Breakdown::new(floor, &norms[..axes.len()]);
-    let score = layout.encode_breakdown(&breakdown);
-    Explanation { profile, metrics, terms, unscored, carry_points, main, axes, breakdown, score }
+    let (breakdown, score, _) = pack(profile.layout(), main, &norms[..axes.len().min(MAX_AXES)]);
+    (breakdown, score)
 }
 
 #[cfg(test)]

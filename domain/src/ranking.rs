@@ -1,7 +1,7 @@
 //! One day's ranking: the population's main scores and tie-break axes turned into encoded
 //! scores, over the scoring profile's layout.
 
-use super::layout::{Breakdown, MAX_AXES};
+use super::layout::{Breakdown, Layout, MAX_AXES};
 use super::normalize::AxisStats;
 use super::profile::{AxisRef, ScoringProfile};
 use super::score::DayStanding;
@@ -166,13 +166,21 @@ pub fn rank_population<T>(
                     None => axis_norm(*axis, &stats[i], raw(*axis, value, day_start_us, reference_us), max[i]),
                 };
             }
-            let (floor, was_clamped) = layout.clamp(main_floor(c.main));
+            let (breakdown, score, was_clamped) = pack(layout, c.main, &norms[..axes.len()]);
             clamped += usize::from(was_clamped);
-            let breakdown = Breakdown::new(floor, &norms[..axes.len()]);
-            entry(c.product_id, breakdown, layout.encode_breakdown(&breakdown))
+            entry(c.product_id, breakdown, score)
         })
         .collect();
     (entries, clamped, PopulationStats { axes: stats })
+}
+
+/// A main score and its axes' norms packed as a board serves them: the main score's floor
+/// clamped below the layout's bound, the breakdown, its encoded score, and whether the
+/// floor was clamped.
+pub fn pack(layout: &Layout, main: f64, norms: &[u32]) -> (Breakdown, f64, bool) {
+    let (floor, clamped) = layout.clamp(main_floor(main));
+    let breakdown = Breakdown::new(floor, norms);
+    (breakdown, layout.encode_breakdown(&breakdown), clamped)
 }
 
 /// Signal values below this have their norms computed once per ranking.

@@ -5,11 +5,10 @@
 //! hours have not changed since the version was computed.
 
 use super::{HourRow, TrendingContender, TrendingHours, hour_end, in_window, weight};
-use crate::explain::Axis;
+use crate::explain::{Axis, axes_of, packed};
 use crate::layout::{Breakdown, MAX_AXES};
-use crate::normalize::AxisStats;
 use crate::profile::ScoringProfile;
-use crate::ranking::{PopulationStats, axis_norm, main_floor};
+use crate::ranking::PopulationStats;
 
 /// One hour of the window and what it adds at T.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,28 +60,7 @@ pub fn explain_trending(
         .collect();
     let contender = TrendingContender::at(profile, product_id, &hours, t_us, half_life_us);
     let (main, raws) = contender.map_or((0.0, [0.0; MAX_AXES]), |c| (c.main, c.axes));
-    let layout = profile.layout();
-    let empty = AxisStats { mean: 0.0, std: 0.0, count: 0 };
-    let axes: Vec<Axis> = profile
-        .axes()
-        .iter()
-        .enumerate()
-        .map(|(i, axis)| {
-            let s = stats.axes.get(i).copied().unwrap_or(empty);
-            let raw = raws[i];
-            Axis {
-                axis: *axis,
-                raw,
-                mean: s.mean,
-                std: s.std,
-                z: s.z(raw),
-                norm: axis_norm(*axis, &s, raw, layout.max_norm(i)),
-            }
-        })
-        .collect();
-    let norms: Vec<u32> = axes.iter().map(|a| a.norm).collect();
-    let (floor, _) = layout.clamp(main_floor(main));
-    let breakdown = Breakdown::new(floor, &norms);
-    let score = layout.encode_breakdown(&breakdown);
+    let axes = axes_of(profile, stats, |i, _| raws[i]);
+    let (breakdown, score) = packed(profile, main, &axes);
     TrendingExplanation { hours: listed, main, axes, breakdown, score }
 }

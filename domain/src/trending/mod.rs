@@ -10,19 +10,11 @@
 use crate::layout::{Breakdown, MAX_AXES};
 use crate::normalize::AxisStats;
 use crate::profile::{AxisRef, ScoringProfile};
-use crate::ranking::{PopulationStats, axis_norm, main_floor};
+use crate::ranking::{PopulationStats, axis_norm, pack};
 use crate::vocabulary::DailyMetrics;
 
 /// Microseconds in an hour.
 pub const HOUR_US: i64 = 3_600_000_000;
-
-/// One hour of a product: when it starts (Unix microseconds, a multiple of [`HOUR_US`] in the
-/// ranking's calendar) and its value (the main score of its counts, or one signal's count).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HourValue {
-    pub start_us: i64,
-    pub value: f64,
-}
 
 /// The end of the hour starting at `start_us` as seen at `t_us`: the hour's end, or `t_us`
 /// for the hour under way.
@@ -35,20 +27,6 @@ pub fn hour_end(start_us: i64, t_us: i64) -> i64 {
 pub fn weight(t_us: i64, end_us: i64, half_life_us: i64) -> f64 {
     let age = t_us.saturating_sub(end_us).max(0) as f64;
     (-age / half_life_us.max(1) as f64).exp2()
-}
-
-/// Each hour's decayed points at `t_us`, oldest first; hours starting after `t_us` are left
-/// out. `hours` must be in ascending start order.
-pub fn points(hours: &[HourValue], t_us: i64, half_life_us: i64) -> impl Iterator<Item = (HourValue, f64)> + '_ {
-    hours
-        .iter()
-        .take_while(move |h| h.start_us <= t_us)
-        .map(move |h| (*h, h.value * weight(t_us, hour_end(h.start_us, t_us), half_life_us)))
-}
-
-/// The decayed sum of `hours` at `t_us`: [`points`] added oldest first.
-pub fn decayed(hours: &[HourValue], t_us: i64, half_life_us: i64) -> f64 {
-    points(hours, t_us, half_life_us).fold(0.0, |sum, (_, p)| sum + p)
 }
 
 /// Hours a trending board reaches back: an hour counts at T while it ended less than seven
@@ -195,10 +173,9 @@ pub fn rank_trending<T>(
             for (i, axis) in axes.iter().enumerate() {
                 norms[i] = axis_norm(*axis, &stats[i], c.axes[i], layout.max_norm(i));
             }
-            let (floor, was_clamped) = layout.clamp(main_floor(c.main));
+            let (breakdown, score, was_clamped) = pack(layout, c.main, &norms[..axes.len()]);
             clamped += usize::from(was_clamped);
-            let breakdown = Breakdown::new(floor, &norms[..axes.len()]);
-            entry(c.product_id, breakdown, layout.encode_breakdown(&breakdown))
+            entry(c.product_id, breakdown, score)
         })
         .collect();
     (entries, clamped, PopulationStats { axes: stats })

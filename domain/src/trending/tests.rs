@@ -5,29 +5,6 @@ use proptest::prelude::*;
 
 const H: i64 = HOUR_US;
 
-#[test]
-fn the_hour_under_way_weighs_one_and_a_half_life_halves() {
-    let half_life = 6 * H;
-    let t = 100 * H + H / 2;
-    // Ended at 95 h: 5.5 h before T.
-    let hours = [HourValue { start_us: 94 * H, value: 8.0 }];
-    assert_eq!(hour_end(100 * H, t), t, "the hour under way ends at T");
-    assert_eq!(hour_end(94 * H, t), 95 * H);
-    assert_eq!(weight(t, t, half_life), 1.0);
-    assert_eq!(weight(6 * H, 0, half_life), 0.5);
-    assert_eq!(weight(12 * H, 0, half_life), 0.25);
-    let now = [HourValue { start_us: 100 * H, value: 3.0 }];
-    assert_eq!(decayed(&now, t, half_life), 3.0);
-    let p: Vec<f64> = points(&hours, t, half_life).map(|(_, p)| p).collect();
-    assert_eq!(p, [8.0 * (-5.5f64 / 6.0).exp2()]);
-}
-
-#[test]
-fn hours_after_t_are_left_out() {
-    let hours = [HourValue { start_us: 0, value: 1.0 }, HourValue { start_us: 2 * H, value: 5.0 }];
-    assert_eq!(decayed(&hours, H, 6 * H), 1.0, "the second hour starts after T");
-}
-
 fn built_in() -> ScoringProfile {
     ScoringProfile::built_in()
 }
@@ -35,6 +12,33 @@ fn built_in() -> ScoringProfile {
 fn hour(start_us: i64, views: i64, likes: i64, amount: i64) -> TrendingHour {
     let metrics = DailyMetrics::counts(views, likes, i64::from(amount > 0), amount);
     TrendingHour::of(&built_in(), start_us, &metrics, start_us + H / 2)
+}
+
+/// A product's trending main score at `t` with a half-life of `half_life`.
+fn main_at(hours: &[TrendingHour], t: i64, half_life: i64) -> f64 {
+    TrendingContender::at(&built_in(), 1, hours, t, half_life).expect("in the window").main
+}
+
+#[test]
+fn the_hour_under_way_weighs_one_and_a_half_life_halves() {
+    let half_life = 6 * H;
+    let t = 100 * H + H / 2;
+    assert_eq!(hour_end(100 * H, t), t, "the hour under way ends at T");
+    assert_eq!(hour_end(94 * H, t), 95 * H);
+    assert_eq!(weight(t, t, half_life), 1.0);
+    assert_eq!(weight(6 * H, 0, half_life), 0.5);
+    assert_eq!(weight(12 * H, 0, half_life), 0.25);
+    let now = hour(100 * H, 30, 0, 0);
+    assert_eq!(main_at(&[now], t, half_life), now.main);
+    // Ended at 95 h: 5.5 h before T.
+    let past = hour(94 * H, 80, 0, 0);
+    assert_eq!(main_at(&[past], t, half_life), past.main * (-5.5f64 / 6.0).exp2());
+}
+
+#[test]
+fn hours_after_t_are_left_out() {
+    let hours = [hour(0, 10, 0, 0), hour(2 * H, 50, 0, 0)];
+    assert_eq!(main_at(&hours, H, 6 * H), hours[0].main, "the second hour starts after T");
 }
 
 /// The built-in profile's main score of one hour, written out: 0.1·views + 0.2·likes +
@@ -184,22 +188,23 @@ proptest! {
     /// and the explanation's points add up to the score bit for bit.
     #[test]
     fn the_score_is_the_sum_of_halvings_oldest_first(
-        values in proptest::collection::vec(0.0f64..1e6, 1..200),
+        views in proptest::collection::vec(0i64..10_000_000, 1..WINDOW_HOURS as usize),
         offset in 0i64..H,
         half_life_h in 1i64..48,
     ) {
-        let hours: Vec<HourValue> =
-            values.iter().enumerate().map(|(i, v)| HourValue { start_us: i as i64 * H, value: *v }).collect();
-        let t = (values.len() as i64 - 1) * H + offset;
+        let rows: Vec<HourRow> = views.iter().enumerate().map(|(i, v)| row(1, i as i64 * H, *v)).collect();
+        let hours = TrendingHours::of(&built_in(), rows.iter().copied()).of_product(1);
+        let t = (views.len() as i64 - 1) * H + offset;
         let half_life = half_life_h * H;
         let model = hours.iter().fold(0.0f64, |sum, h| {
             let end = (h.start_us + H).min(t);
-            sum + h.value * 0.5f64.powf((t - end) as f64 / half_life as f64)
+            sum + h.main * 0.5f64.powf((t - end) as f64 / half_life as f64)
         });
-        let score = decayed(&hours, t, half_life);
+        let score = main_at(&hours, t, half_life);
         prop_assert!((score - model).abs() <= model.abs() * 1e-12, "{score} vs {model}");
-        let explained = points(&hours, t, half_life).fold(0.0, |s, (_, p)| s + p);
-        prop_assert_eq!(explained.to_bits(), score.to_bits());
+        let explained = explain_trending(&built_in(), 1, &rows, &PopulationStats::default(), t, half_life);
+        let summed = explained.hours.iter().fold(0.0, |s, h| s + h.points);
+        prop_assert_eq!(summed.to_bits(), score.to_bits());
     }
 }
 

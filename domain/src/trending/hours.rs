@@ -34,6 +34,13 @@ impl TrendingHours {
         hours
     }
 
+    /// The hours of rows already scored ([`TrendingHours::score`]), any order.
+    pub fn of_scored(scored: Vec<(i64, TrendingHour)>) -> Self {
+        let mut hours = Self::default();
+        hours.apply_scored(scored);
+        hours
+    }
+
     /// Hours held.
     pub fn len(&self) -> usize {
         self.hours.len()

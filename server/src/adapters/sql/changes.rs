@@ -15,11 +15,10 @@ use std::ops::Range;
 
 use chrono::NaiveDate;
 use futures_util::TryStreamExt;
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query, SelectStatement};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query, SelectStatement};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, QueryResult, Statement, StreamTrait, TransactionTrait};
 
-use super::metrics_row::{self, COUNTERS};
-use super::signals::column;
+use super::metrics_row;
 use crate::domain::live::ProductRow;
 use crate::ports::{ChangedRow, StoreError};
 
@@ -54,18 +53,9 @@ pub async fn advance(db: &DatabaseConnection) -> Result<Option<i64>, DbErr> {
 /// The metrics columns every read here selects, then the custom signals' (`None`: a signal
 /// without a column, read as 0), then `metric_date` and `updated_at`.
 fn metrics_select(signals: &[Option<u8>]) -> SelectStatement {
-    let mut select = Query::select()
-        .column(Alias::new("product_id"))
-        .columns(COUNTERS.map(Alias::new))
-        .from(Alias::new("product_daily_metrics"))
-        .to_owned();
-    for slot in signals {
-        match slot {
-            Some(slot) => select.expr(Func::coalesce([Expr::col(Alias::new(column(*slot))), Expr::val(0i64)])),
-            None => select.expr(Expr::val(0i64)),
-        };
-    }
-    select.columns(["metric_date", "updated_at"].map(Alias::new)).to_owned()
+    metrics_row::select("product_daily_metrics", signals)
+        .columns(["metric_date", "updated_at"].map(Alias::new))
+        .to_owned()
 }
 
 fn changed_row(row: &QueryResult, signals: usize) -> Result<ChangedRow, StoreError> {

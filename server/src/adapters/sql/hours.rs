@@ -1,22 +1,23 @@
 //! The trending board's reads of `product_hourly_metrics`: every hour of a range of days (a
 //! recompute, a live pass's first), or only those stamped with a range of change epochs (a
 //! live pass's next ones, through the epoch index), streamed; and one product's hours
-//! (ExplainRank), a primary-key lookup per day.
+//! (ExplainRank), a primary-key lookup per day: the store's [`HourScans`].
 
 use std::ops::Range;
 
+use async_trait::async_trait;
 use chrono::NaiveDate;
 use futures_util::TryStreamExt;
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, Query};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait};
 use sea_orm::{DatabaseConnection, StreamTrait};
 
-use super::metrics_row::{self, COUNTERS};
-use super::signals::column;
+use super::SqlMetricsStore;
+use super::metrics_row;
 use crate::domain::trending::HourRow;
-use crate::ports::StoreError;
+use crate::ports::{HourScans, StoreError};
 
 /// What hourly rows to read.
-pub enum Hours<'a> {
+enum Hours<'a> {
     /// Every row of the days.
     All,
     /// The rows written with an epoch of the range.
@@ -27,24 +28,14 @@ pub enum Hours<'a> {
 
 /// The hourly rows of `days` that `which` selects: `product_id`, the counters, the custom
 /// `signals` (`None`: a signal without a column, read as 0), then `hour_start`.
-pub async fn hour_rows(
+async fn hour_rows(
     db: &DatabaseConnection,
     days: (NaiveDate, NaiveDate),
     which: Hours<'_>,
     signals: &[Option<u8>],
     visit: &mut (dyn FnMut(HourRow) + Send),
 ) -> Result<u64, StoreError> {
-    let mut select = Query::select()
-        .column(Alias::new("product_id"))
-        .columns(COUNTERS.map(Alias::new))
-        .from(Alias::new("product_hourly_metrics"))
-        .to_owned();
-    for slot in signals {
-        match slot {
-            Some(slot) => select.expr(Func::coalesce([Expr::col(Alias::new(column(*slot))), Expr::val(0i64)])),
-            None => select.expr(Expr::val(0i64)),
-        };
-    }
+    let mut select = metrics_row::select("product_hourly_metrics", signals);
     select.column(Alias::new("hour_start"));
     let day = Alias::new("metric_date");
     match which {
@@ -76,4 +67,34 @@ pub async fn hour_rows(
         tokio::task::consume_budget().await;
     }
     Ok(count)
+}
+
+#[async_trait]
+impl HourScans for SqlMetricsStore {
+    async fn scan_hours(
+        &self,
+        first: NaiveDate,
+        last: NaiveDate,
+        epochs: Option<std::ops::Range<i64>>,
+        signals: &[String],
+        visit: &mut (dyn FnMut(HourRow) + Send),
+    ) -> Result<u64, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        let which = epochs.map_or(Hours::All, Hours::Changed);
+        hour_rows(&self.db, (first, last), which, &columns, visit).await
+    }
+
+    async fn product_hours(
+        &self,
+        product_id: i64,
+        first: NaiveDate,
+        last: NaiveDate,
+        signals: &[String],
+    ) -> Result<Vec<HourRow>, StoreError> {
+        let columns = self.columns_of(signals).await?;
+        let dates: Vec<NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
+        let mut rows = Vec::new();
+        hour_rows(&self.db, (first, last), Hours::Of(product_id, &dates), &columns, &mut |r| rows.push(r)).await?;
+        Ok(rows)
+    }
 }

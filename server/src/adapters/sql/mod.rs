@@ -49,12 +49,11 @@ use self::dialect::{Dialect, Read};
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::controls::Control;
 use crate::domain::history::KeptDay;
-use crate::domain::trending::HourRow;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::metrics::SqlLimitLabels;
 use crate::ports::{
     CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, HistoryBoard, HistoryRows,
-    HourScans, Kept, ProductDay, PutOutcome, RankingRun, RunLog, StoreError,
+    Kept, ProductDay, PutOutcome, RankingRun, RunLog, StoreError,
 };
 
 /// Connection settings of the SQL store.
@@ -298,39 +297,6 @@ impl DayScans for SqlMetricsStore {
             }
         }
         Ok(over)
-    }
-}
-
-#[async_trait]
-impl HourScans for SqlMetricsStore {
-    async fn scan_hours(
-        &self,
-        first: NaiveDate,
-        last: NaiveDate,
-        epochs: Option<std::ops::Range<i64>>,
-        signals: &[String],
-        visit: &mut (dyn FnMut(HourRow) + Send),
-    ) -> Result<u64, StoreError> {
-        let columns = self.columns_of(signals).await?;
-        let which = epochs.map_or(hours::Hours::All, hours::Hours::Changed);
-        hours::hour_rows(&self.db, (first, last), which, &columns, visit).await
-    }
-
-    async fn product_hours(
-        &self,
-        product_id: i64,
-        first: NaiveDate,
-        last: NaiveDate,
-        signals: &[String],
-    ) -> Result<Vec<HourRow>, StoreError> {
-        let columns = self.columns_of(signals).await?;
-        let dates: Vec<NaiveDate> = first.iter_days().take_while(|d| *d <= last).collect();
-        let mut rows = Vec::new();
-        hours::hour_rows(&self.db, (first, last), hours::Hours::Of(product_id, &dates), &columns, &mut |r| {
-            rows.push(r)
-        })
-        .await?;
-        Ok(rows)
     }
 }
 

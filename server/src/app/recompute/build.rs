@@ -120,9 +120,8 @@ impl Rebuild {
             let policies: Vec<&Policy> = lanes.iter().map(|l| &*l.policy).collect();
             let hours = super::trending::read_hours(&*self.hours, &policies, date, None).await?;
             for (lane, scored) in lanes.iter().zip(hours) {
-                let mut held = TrendingHours::default();
-                held.apply_scored(scored);
-                let ranked = super::trending::rank_apart(&lane.policy, Arc::new(held), t_us, &hidden).await?;
+                let held = Arc::new(TrendingHours::of_scored(scored));
+                let ranked = super::trending::rank_apart(&lane.policy, held, t_us, &hidden).await?;
                 lane.publisher.publish_trending(date, ranked, &catalog, false, fence).await?;
                 phases.lap("trending");
             }

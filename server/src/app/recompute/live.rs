@@ -230,14 +230,7 @@ impl LivePasses {
         }
         let policies: Vec<&Policy> = lanes.iter().map(|l| &*l.policy).collect();
         let hours = super::trending::read_hours(&*self.hours, &policies, date, None).await?;
-        let hours = hours
-            .into_iter()
-            .map(|scored| {
-                let mut held = TrendingHours::default();
-                held.apply_scored(scored);
-                Arc::new(held)
-            })
-            .collect();
+        let hours = hours.into_iter().map(|scored| Arc::new(TrendingHours::of_scored(scored))).collect();
         let (membership, hidden) = tokio::try_join!(self.publisher.membership(), self.catalog.hidden_products())?;
         let days = lanes
             .iter()

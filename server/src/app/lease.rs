@@ -3,7 +3,9 @@
 //! A recompute, a live pass and a withdrawal of hidden products each change a day's
 //! rankings, on any replica; they take turns through the day's lease (`recompute:D`,
 //! [`crate::ports::day_lease`]), so they never interleave. A holder renews its lease every
-//! third of its life while it works ([`DayLeases::holding`]).
+//! third of its life while it works ([`DayLeases::holding`]). That life is short
+//! ([`Policy::lease_life`], at most `RANKING_SQL_TX_TIMEOUT`): a holder that froze keeps the
+//! day from the others no longer than its SQL session could.
 //!
 //! A lease alone does not stop a holder that froze (a VM pause, SIGSTOP) past its lease and
 //! then woke up: it would publish over the next holder's rankings what it computed from an
@@ -54,7 +56,7 @@ impl DayLeases {
         let name = day_lease(date);
         let deadline = Instant::now() + self.policy.recompute_wait;
         loop {
-            if let Some(lease) = self.leases.try_acquire(&name, self.policy.recompute_lease).await? {
+            if let Some(lease) = self.leases.try_acquire(&name, self.policy.lease_life()).await? {
                 return Ok(Some(lease));
             }
             if Instant::now() >= deadline {
@@ -66,12 +68,12 @@ impl DayLeases {
 
     /// The lease `name` when nobody holds it, for a lease life.
     pub async fn try_take(&self, name: &str) -> Result<Option<Lease>, StoreError> {
-        self.leases.try_acquire(name, self.policy.recompute_lease).await
+        self.leases.try_acquire(name, self.policy.lease_life()).await
     }
 
     /// Extends `lease` by a lease life; `false` when it is no longer ours.
     pub async fn renew(&self, lease: &Lease) -> Result<bool, StoreError> {
-        self.leases.renew(lease, self.policy.recompute_lease).await
+        self.leases.renew(lease, self.policy.lease_life()).await
     }
 
     /// Gives `lease` back. A failure is logged: the lease expires by itself, and the next
@@ -99,7 +101,19 @@ impl DayLeases {
         kind: &'static str,
         work: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let ttl = self.policy.recompute_lease;
+        self.holding_with(lease, None, kind, work).await
+    }
+
+    /// [`DayLeases::holding`], renewing `also` (the live lease of a live pass) beside `lease`:
+    /// a pass longer than a lease life keeps both, and losing either abandons the work.
+    pub async fn holding_with<T>(
+        &self,
+        lease: &Lease,
+        also: Option<&Lease>,
+        kind: &'static str,
+        work: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let ttl = self.policy.lease_life();
         let taken = Instant::now();
         let renewed = Mutex::new(taken);
         let renewals = async {
@@ -107,7 +121,14 @@ impl DayLeases {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                match self.leases.renew(lease, ttl).await {
+                let mut outcome = Ok(true);
+                for held in std::iter::once(lease).chain(also) {
+                    outcome = self.leases.renew(held, ttl).await;
+                    if !matches!(outcome, Ok(true)) {
+                        break;
+                    }
+                }
+                match outcome {
                     Ok(true) => *renewed.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
                     Ok(false) => {
                         let detail = "the renewal found another holder, or none".to_string();

@@ -18,7 +18,7 @@ async fn a_lease_is_renewed_while_its_work_runs_and_work_stops_when_it_is_lost()
     let store = Arc::new(MemoryRankingStore::new());
     let Wired { policy, metrics, .. } = Wired::new(&store, Clock::tokio_from(crate::test_support::noon(0)));
     let leases = DayLeases::new(store.clone(), policy.clone(), metrics);
-    let ttl = policy.recompute_lease;
+    let ttl = policy.lease_life();
     let lease = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
     // Work lasting four lease lives: nobody else gets the lease meanwhile.
     let held = leases
@@ -53,7 +53,7 @@ async fn a_write_under_a_lease_another_holder_took_is_refused_and_counted() {
     let now = crate::test_support::noon(0);
     let Wired { policy, metrics, .. } = Wired::new(&store, Clock::tokio_from(now));
     let leases = DayLeases::new(store.clone(), policy.clone(), metrics.clone());
-    let ttl = policy.recompute_lease;
+    let ttl = policy.lease_life();
     let today = now.date_naive();
     let key = RankingKey::Daily(today);
     let lease = store.try_acquire(&day_lease(today), ttl).await.expect("store").expect("free");
@@ -103,7 +103,7 @@ async fn a_lease_not_renewed_for_a_whole_life_is_lost() {
     let store = Arc::new(MemoryRankingStore::new());
     let Wired { policy, metrics, .. } = Wired::new(&store, Clock::tokio_from(crate::test_support::noon(0)));
     let leases = DayLeases::new(Arc::new(Unreachable(store.clone())), policy.clone(), metrics);
-    let ttl = policy.recompute_lease;
+    let ttl = policy.lease_life();
     let lease = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
     let finished = std::sync::atomic::AtomicBool::new(false);
     let started = Instant::now();

@@ -69,9 +69,12 @@ pub struct Policy {
     /// Longest a Recompute call (or a scheduled one) waits for another replica's recompute
     /// of the same day to finish.
     pub recompute_wait: Duration,
-    /// Life of a day's lease (`RANKING_RECOMPUTE_LEASE`), renewed every third of it while its
-    /// holder works; a crashed holder frees the day after at most this long.
+    /// Longest life of a day's lease and of the live lease (`RANKING_RECOMPUTE_LEASE`); the
+    /// life they are taken for is [`Policy::lease_life`].
     pub recompute_lease: Duration,
+    /// `RANKING_SQL_TX_TIMEOUT`: what a frozen replica may hold the others for, its leases
+    /// included ([`Policy::lease_life`]).
+    pub sql_tx_timeout: Duration,
     /// Poll period while waiting for another replica's lease.
     pub lease_poll: Duration,
     /// Life of a staging key, so a crashed writer's half-written ranking goes away.
@@ -155,6 +158,7 @@ impl Policy {
             trending_half_life: Duration::from_secs(6 * 3_600),
             recompute_wait: Duration::from_secs(30),
             recompute_lease: Duration::from_secs(30),
+            sql_tx_timeout: Duration::from_secs(5),
             lease_poll: Duration::from_millis(50),
             staging_ttl: Duration::from_secs(3_600),
             hourly_ttl: chrono::Duration::hours(2),
@@ -246,6 +250,22 @@ impl Policy {
     pub fn with_recompute_lease(mut self, lease: Duration) -> Self {
         self.recompute_lease = lease.max(Duration::from_millis(3));
         self
+    }
+
+    /// The same policy with `RANKING_SQL_TX_TIMEOUT` set, which bounds the leases' life too.
+    pub fn with_sql_tx_timeout(mut self, timeout: Duration) -> Self {
+        self.sql_tx_timeout = timeout;
+        self
+    }
+
+    /// The life a day's lease and the live lease are taken and renewed for: the shorter of
+    /// `RANKING_RECOMPUTE_LEASE` and `RANKING_SQL_TX_TIMEOUT` (at least 3 ms, so that a third
+    /// of it is a renewal period). Its holder renews it every third of that while it works,
+    /// so a long recompute keeps it; a holder that froze (a VM pause, SIGSTOP) loses it after
+    /// at most this long, and the others publish again within one more live interval: no
+    /// frozen replica stops the day's rankings for longer than its SQL session could.
+    pub fn lease_life(&self) -> Duration {
+        self.recompute_lease.min(self.sql_tx_timeout).max(Duration::from_millis(3))
     }
 
     /// The same policy reading the time from `clock`.

@@ -72,7 +72,8 @@ impl Application {
     /// Connects the stores (applying migrations), builds the services and binds the ports.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         settings.validate().map_err(anyhow::Error::msg)?;
-        let policy = Arc::new(settings.ranking.policy().map_err(anyhow::Error::msg)?);
+        let policy = settings.ranking.policy().map_err(anyhow::Error::msg)?;
+        let policy = Arc::new(policy.with_sql_tx_timeout(settings.database.sql_tx_timeout));
         let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         let mut sql_options = settings.database.options();
         sql_options.limits = metrics.stores.sql_limits.clone();

@@ -144,3 +144,102 @@ async fn explain_validates_and_answers_not_found() {
     assert_eq!((ok.views, ok.product.map(|p| p.rank)), (2, Some(1)));
     app.stop().await;
 }
+
+/// ExplainRank of `product_id` on `window` answers, from the version the board serves.
+async fn explains(app: &mut TestApp, product_id: i64, window: v1::Window, what: &str) -> v1::ExplainRankResponse {
+    let request = v1::ExplainRankRequest { product_id, window: window as i32, ..Default::default() };
+    let explained = app.client.explain_rank(request).await;
+    let explained = explained.unwrap_or_else(|e| panic!("{what}: ExplainRank of {product_id} on {window:?}: {e}"));
+    explained.into_inner()
+}
+
+/// The served top `limit` of `window`: (product ids, version).
+async fn top(app: &mut TestApp, window: v1::Window, limit: u32) -> (Vec<i64>, u64) {
+    let request = v1::GetTopNRequest { limit, window: window as i32, ..Default::default() };
+    let top = app.client.get_top_n(request).await.expect("GetTopN").into_inner();
+    (top.products.iter().map(|p| p.product_id).collect(), top.version)
+}
+
+/// Every version a publication serves explains at once, whatever made it: a recompute, a
+/// control pass (a put and a delete), a live pass and a withdrawal, on the daily and the
+/// trending board alike, and on every store (the control pass's versions once answered
+/// UNAVAILABLE on Redis until the next recompute).
+#[tokio::test]
+async fn every_kind_of_publication_explains_at_once() {
+    let mut app = TestApp::spawn(&["--live-interval=100ms"]).await;
+    let at = Utc::now() - Duration::seconds(30);
+    // 1,000 views over 100 products, product p with more views the higher p is.
+    let mut events = Vec::new();
+    for p in 1..=100i64 {
+        let n = if p <= 10 { 19 } else { 9 };
+        events.extend(views(&format!("p{p}"), p, n, at));
+    }
+    assert_eq!(events.len(), 1_000);
+    app.record(events).await;
+    app.recompute("").await;
+    let (ranked, _) = top(&mut app, v1::Window::Daily, 100).await;
+    let thirty_first = ranked[30];
+    let boards = [v1::Window::Daily, v1::Window::Trending];
+    for window in boards {
+        explains(&mut app, thirty_first, window, "after a recompute").await;
+    }
+
+    // A pin of the 31st product at position 1 acts on every board: served by control passes.
+    let pin = v1::Control {
+        control_id: "pin-31st".into(),
+        action: Some(v1::control::Action::Pin(v1::Pin { product_id: thirty_first, position: 1 })),
+        ..Default::default()
+    };
+    let put = v1::PutControlRequest { control: Some(pin), expected_revision: 0 };
+    let revision =
+        app.client.put_control(put).await.expect("PutControl").into_inner().control.expect("control").revision;
+    for window in boards {
+        let mut versions = Vec::new();
+        ranking_server::test_support::eventually("the pin served", async || {
+            let (ids, version) = top(&mut app, window, 1).await;
+            versions.push(version);
+            ids == [thirty_first]
+        })
+        .await;
+        let served = *versions.last().expect("read");
+        let pinned = explains(&mut app, thirty_first, window, "after a control pass").await;
+        // The version served then, or a later one (a live pass may publish meanwhile).
+        assert!(pinned.version >= served, "{window:?}: {} before {served}", pinned.version);
+        assert_eq!(pinned.product.map(|p| p.rank), Some(1), "{window:?}");
+        explains(&mut app, ranked[0], window, "after a control pass").await;
+    }
+
+    // A live pass: one more view of the last product.
+    let (_, before) = top(&mut app, v1::Window::Daily, 1).await;
+    app.record(views("late", ranked[99], 1, Utc::now())).await;
+    ranking_server::test_support::eventually("a live pass published", async || {
+        top(&mut app, v1::Window::Daily, 1).await.1 > before
+    })
+    .await;
+    for window in boards {
+        explains(&mut app, ranked[99], window, "after a live pass").await;
+    }
+
+    // A withdrawal: the first product hidden from every board.
+    let hide = v1::CatalogEntry { product_id: ranked[0], hidden: true, ..Default::default() };
+    app.client.update_catalog(v1::UpdateCatalogRequest { products: vec![hide] }).await.expect("UpdateCatalog");
+    for window in boards {
+        let (ids, _) = top(&mut app, window, 100).await;
+        assert!(!ids.contains(&ranked[0]), "{window:?}: withdrawn at once");
+        explains(&mut app, ranked[1], window, "after a withdrawal").await;
+    }
+
+    // The pin deleted: the boards served organically again, by another control pass.
+    let delete = v1::DeleteControlRequest { control_id: "pin-31st".into(), expected_revision: revision };
+    assert!(app.client.delete_control(delete).await.expect("DeleteControl").into_inner().deleted);
+    for window in boards {
+        ranking_server::test_support::eventually("the pin gone", async || {
+            top(&mut app, window, 1).await.0 == [ranked[1]]
+        })
+        .await;
+        let organic = explains(&mut app, thirty_first, window, "after a control delete").await;
+        // One place up (the first product hidden), one down (the last one passed it with its view).
+        assert_eq!(organic.product.map(|p| p.rank), Some(31), "{window:?}: back in its organic place");
+    }
+    app.stop().await;
+}

@@ -24,6 +24,7 @@ mod explain;
 mod feed;
 mod fencing;
 mod frozen;
+mod frozen_holder;
 mod grpc_metrics;
 mod grpc_web;
 mod hardening;

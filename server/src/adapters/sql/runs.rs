@@ -65,6 +65,11 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
         return record_variant_run(db, run).await;
     }
     let table = Alias::new("ranking_runs");
+    let select = Query::select()
+        .column(Alias::new("version"))
+        .from(table.clone())
+        .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
+        .to_owned();
     let delete = Query::delete()
         .from_table(table.clone())
         .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
@@ -94,7 +99,7 @@ pub async fn record_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(),
             axis_stats_text(s).into(),
         ])
         .to_owned();
-    replace(db, &delete, &insert).await
+    replace(db, (&select, run.version), &delete, &insert).await
 }
 
 /// The day's record, if any.
@@ -146,13 +151,22 @@ const VARIANT_COLUMNS: [&str; 9] = [
     "axis_stats",
 ];
 
-/// `delete` then `insert` in one transaction: a day's record replaced whole.
+/// `delete` then `insert` in one transaction: a day's record replaced whole, unless it records
+/// a version as new as `version` or newer (`select` reads its version): a writer that froze
+/// after its publication never puts back the statistics of a version a later one replaced.
 async fn replace(
     db: &DatabaseConnection,
+    (select, version): (&sea_orm::sea_query::SelectStatement, u64),
     delete: &sea_orm::sea_query::DeleteStatement,
     insert: &sea_orm::sea_query::InsertStatement,
 ) -> Result<(), StoreError> {
     let txn = db.begin().await.map_err(StoreError::database)?;
+    if let Some(row) = txn.query_one(select).await.map_err(StoreError::database)? {
+        let recorded = row.try_get_by_index::<i64>(0).map_err(StoreError::database)?;
+        if u64::try_from(recorded).is_ok_and(|recorded| recorded >= version) {
+            return txn.commit().await.map_err(StoreError::database);
+        }
+    }
     txn.execute(delete).await.map_err(StoreError::database)?;
     txn.execute(insert).await.map_err(StoreError::database)?;
     txn.commit().await.map_err(StoreError::database)
@@ -161,6 +175,12 @@ async fn replace(
 /// Replaces a variant's record of the day, as [`record_run`] does the service profile's.
 async fn record_variant_run(db: &DatabaseConnection, run: &RankingRun) -> Result<(), StoreError> {
     let table = Alias::new("profile_runs");
+    let select = Query::select()
+        .column(Alias::new("version"))
+        .from(table.clone())
+        .and_where(Expr::col(Alias::new("profile")).eq(run.profile_name.as_str()))
+        .and_where(Expr::col(Alias::new("metric_date")).eq(run.date))
+        .to_owned();
     let delete = Query::delete()
         .from_table(table.clone())
         .and_where(Expr::col(Alias::new("profile")).eq(run.profile_name.as_str()))
@@ -181,7 +201,7 @@ async fn record_variant_run(db: &DatabaseConnection, run: &RankingRun) -> Result
             axis_stats_text(&run.stats).into(),
         ])
         .to_owned();
-    replace(db, &delete, &insert).await
+    replace(db, (&select, run.version), &delete, &insert).await
 }
 
 /// A variant's record of the day, if any.

@@ -24,7 +24,7 @@ use super::controls::{ControlSet, CurrentControls, served_apart};
 use super::publish::Publisher;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
-use crate::app::snapshots::Snapshots;
+use crate::app::snapshots::{Held, Snapshots};
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::metrics::controls::KindLabels;
@@ -131,7 +131,7 @@ impl ControlPasses {
         today: NaiveDate,
         set: &ControlSet,
         at: i64,
-    ) -> Result<Vec<(RankingKey, Arc<Snapshot>)>, StoreError> {
+    ) -> Result<Vec<(RankingKey, Arc<Held>)>, StoreError> {
         let mut due = Vec::new();
         for whole in [RankingKey::Daily(today), RankingKey::Weekly(today), RankingKey::Trending(today)] {
             let segments = self.rankings.published_segments(whole).await?;
@@ -140,7 +140,7 @@ impl ControlPasses {
                 // The store's current version, not a copy this replica may not have refreshed.
                 let Some(held) = self.snapshots.current(key).await? else { continue };
                 if !set.serves(key, &held.ranking, at) {
-                    due.push((key, held.ranking.clone()));
+                    due.push((key, held));
                 }
             }
         }
@@ -168,12 +168,15 @@ impl ControlPasses {
             let boards = futures_util::stream::iter(due.into_iter().map(|(key, current)| {
                 let (set, layout, fence) = (set.clone(), self.policy.profile.layout().clone(), &fence);
                 async move {
-                    let organic = tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.organic_board()))
-                        .await
-                        .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
-                        .map_err(StoreError::ranking)?;
+                    let base = current.version;
+                    let organic =
+                        tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.ranking.organic_board()))
+                            .await
+                            .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
+                            .map_err(StoreError::ranking)?;
                     let served = served_apart(set, key, Arc::new(organic), at, layout).await?;
                     let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+                    self.publisher.record_derived(key, base, version).await?;
                     self.publisher.feeder.note(key, version, &served, FeedCause::Controls);
                     self.snapshots.install_copy(key, version, served).await;
                     Ok::<_, StoreError>(())

@@ -178,7 +178,8 @@ impl LivePasses {
         };
         let started = Instant::now();
         let fence = Fence::of(&day_lease);
-        let result = self.leases.holding(&day_lease, "live_pass", self.live_pass(today, &mut h.held, &fence)).await;
+        let pass = self.live_pass(today, &mut h.held, &fence);
+        let result = self.leases.holding_with(&day_lease, Some(&h.lease), "live_pass", pass).await;
         self.leases.release(&day_lease).await;
         match result {
             Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),

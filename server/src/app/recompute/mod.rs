@@ -189,7 +189,7 @@ impl Recompute {
             controls.clone(),
             policy.clone(),
             tasks,
-            feeder,
+            publisher.clone(),
         ));
         Self {
             rebuild,

@@ -136,6 +136,23 @@ impl Publisher {
         self.runs.record_run(&run).await
     }
 
+    /// Records that `version` of `key` (a control pass's or a withdrawal's, served from the
+    /// organic board of `base`) explains with `base`'s statistics: it ranks the same organic
+    /// scores, so ExplainRank of it reproduces them from the same norms. Only the boards
+    /// ExplainRank reads whole (the daily and the trending board) have a record; a base whose
+    /// record was already replaced by a newer publication leaves it as it is.
+    pub(super) async fn record_derived(&self, key: RankingKey, base: u64, version: u64) -> Result<(), StoreError> {
+        let name = match key {
+            RankingKey::Daily(_) => self.policy.stored_profile_name().to_string(),
+            RankingKey::Trending(_) => self.policy.trending_run_name(),
+            _ => return Ok(()),
+        };
+        match self.runs.ranking_run(key.date(), &name).await? {
+            Some(run) if run.version == base => self.runs.record_run(&RankingRun { version, ..run }).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Publishes a live pass's rankings of `date`: the daily ranking, its record and
     /// segments, and the weekly ranking and its segments once `weekly` is ranked (on another
     /// thread meanwhile), fanned out by `catalog`. Returns the daily version.

@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use super::RecomputeError;
 use super::controls::{CurrentControls, served_now};
-use crate::app::feed::Feeder;
+use super::publish::Publisher;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
@@ -35,8 +35,8 @@ pub struct Withdrawals {
     pending: Mutex<HashMap<NaiveDate, Withdrawal>>,
     /// Where withdrawal tasks run: the service's tracker, joined at shutdown.
     tasks: TaskTracker,
-    /// The ranking feed, told of every version published.
-    feeder: Arc<Feeder>,
+    /// The feed told of every version published, and the records ExplainRank reads.
+    publisher: Arc<Publisher>,
 }
 
 impl Withdrawals {
@@ -47,9 +47,9 @@ impl Withdrawals {
         controls: Arc<CurrentControls>,
         policy: Arc<Policy>,
         tasks: TaskTracker,
-        feeder: Arc<Feeder>,
+        publisher: Arc<Publisher>,
     ) -> Self {
-        Self { rankings, snapshots, leases, controls, policy, pending: Mutex::default(), tasks, feeder }
+        Self { rankings, snapshots, leases, controls, policy, pending: Mutex::default(), tasks, publisher }
     }
 
     /// Takes `ids` out of `date`'s exact rankings at once, under the day's lease: a new
@@ -121,15 +121,25 @@ impl Withdrawals {
             // The store's current version, not a copy this replica may not have refreshed.
             // The organic board is what loses them; the served one follows from it.
             let Some(held) = self.snapshots.current(key).await? else { continue };
-            let all = held.ranking.organic_board();
-            if !all.iter().any(|e| ids.contains(&e.product_id)) {
-                continue;
-            }
-            let kept: Vec<Scored> = all.iter().filter(|e| !ids.contains(&e.product_id)).copied().collect();
-            let organic = Arc::new(Snapshot::from_ranked(kept).map_err(StoreError::ranking)?);
+            let base = held.version;
+            // A board of a million entries: rebuilt on a blocking thread, as a control pass's.
+            let hidden = ids.clone();
+            let organic = tokio::task::spawn_blocking(move || {
+                let all = held.ranking.organic_board();
+                if !all.iter().any(|e| hidden.contains(&e.product_id)) {
+                    return Ok(None);
+                }
+                let kept: Vec<Scored> = all.iter().filter(|e| !hidden.contains(&e.product_id)).copied().collect();
+                Snapshot::from_ranked(kept).map(Some)
+            })
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
+            .map_err(StoreError::ranking)?;
+            let Some(organic) = organic.map(Arc::new) else { continue };
             let served = served_now(&self.controls, &self.policy, key, &organic).await?;
             let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
-            self.feeder.note(key, version, &served, FeedCause::Withdrawal);
+            self.publisher.record_derived(key, base, version).await?;
+            self.publisher.feeder.note(key, version, &served, FeedCause::Withdrawal);
             self.snapshots.install_copy(key, version, served).await;
         }
         let hours: Vec<RankingHour> = (0..24).map(|hour| RankingHour { date, hour }).collect();

@@ -26,11 +26,10 @@ BUF        := .tools/node_modules/.bin/buf
 .PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos console
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
-## Built with the very command `make test` builds with: a package-only build resolves crate
-## features differently (dev-dependencies, the client crate) and would recompile ~22 crates.
+## Only the server's binary is built (not the tests and benchmarks `make test` builds).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 run: console
-	$(CARGO) build --workspace --all-targets
+	$(CARGO) build -p ranking-server --bin ranking-server
 	$(TARGET_DIR)/debug/ranking-server
 
 run-release: console

@@ -96,6 +96,8 @@ export const compare: Page = ({ main, params, navigate, askToken }) => {
 
 function drawFigures(section: HTMLElement, c: CompareRankingsResponse): void {
   const fixed = (v: number) => v.toFixed(4);
+  // A product in the same place on both boards did not shift, whatever the list holds.
+  const moved = c.largestShifts.filter((s) => s.rankA !== s.rankB);
   fill(
     section,
     h("h2", { id: "figures-title" }, "How alike"),
@@ -109,25 +111,27 @@ function drawFigures(section: HTMLElement, c: CompareRankingsResponse): void {
       h("dt", {}, "Overlap of the top 10 / 100"),
       h("dd", {}, `${fixed(c.overlapAt10)} / ${fixed(c.overlapAt100)}`),
     ),
-    h(
-      "table",
-      { class: "ranking", id: "shifts" },
-      h("caption", {}, "Largest shifts"),
-      h("thead", {}, h("tr", {}, ["Product", "Rank in A", "Rank in B"].map((t) => h("th", { scope: "col" }, t)))),
-      h(
-        "tbody",
-        {},
-        c.largestShifts.map((s) =>
+    moved.length === 0
+      ? h("p", { id: "shifts" }, "No product moved: both boards rank their products in the same places.")
+      : h(
+          "table",
+          { class: "ranking", id: "shifts" },
+          h("caption", {}, "Largest shifts"),
+          h("thead", {}, h("tr", {}, ["Product", "Rank in A", "Rank in B"].map((t) => h("th", { scope: "col" }, t)))),
           h(
-            "tr",
-            { "data-product": String(s.productId) },
-            h("th", { scope: "row" }, h("a", { href: `#/product?id=${s.productId}` }, label(s.productId))),
-            h("td", { class: "rank" }, s.rankA === 0n ? "–" : num(s.rankA)),
-            h("td", { class: "rank" }, s.rankB === 0n ? "–" : num(s.rankB)),
+            "tbody",
+            {},
+            moved.map((s) =>
+              h(
+                "tr",
+                { "data-product": String(s.productId) },
+                h("th", { scope: "row" }, h("a", { href: `#/product?id=${s.productId}` }, label(s.productId))),
+                h("td", { class: "rank" }, s.rankA === 0n ? "–" : num(s.rankA)),
+                h("td", { class: "rank" }, s.rankB === 0n ? "–" : num(s.rankB)),
+              ),
+            ),
           ),
         ),
-      ),
-    ),
   );
 }
 

@@ -11,6 +11,7 @@ import { field, fill, h, say, statusLine } from "./dom";
 import { kindOf } from "./marks";
 import { label, learnTitles } from "./names";
 import { boardsAt } from "./boards-at";
+import { windowName } from "./selector";
 import { report, type Page } from "./page";
 
 type Draft = MessageInitShape<typeof ControlSchema>;
@@ -134,6 +135,7 @@ function controlForm() {
   const segment = h("input", { type: "text", name: "segment", placeholder: "whole ranking", pattern: "[a-z0-9][a-z0-9_.:\\-]{0,63}", autocomplete: "off" });
   const daily = h("input", { type: "checkbox", name: "daily" });
   const weekly = h("input", { type: "checkbox", name: "weekly" });
+  const trending = h("input", { type: "checkbox", name: "trending" });
   const from = h("input", { type: "datetime-local", name: "from" });
   const until = h("input", { type: "datetime-local", name: "until" });
   const note = h("input", { type: "text", name: "note", maxlength: 256, autocomplete: "off" });
@@ -142,6 +144,12 @@ function controlForm() {
   const pointsField = field("Points (negative buries)", points);
   listFields.append(pointsField);
   const preview = h("button", { type: "button" }, "Preview draft");
+  // The windows a control may name, each with its box (none checked: every window).
+  const BOARD_WINDOWS: [Window, HTMLInputElement][] = [
+    [Window.DAILY, daily],
+    [Window.WEEKLY, weekly],
+    [Window.TRENDING, trending],
+  ];
   const form = h(
     "form",
     { class: "control-form", "aria-labelledby": "form-title" },
@@ -153,7 +161,14 @@ function controlForm() {
       "div",
       { class: "controls" },
       field("Segment", segment),
-      h("fieldset", { class: "windows" }, h("legend", {}, "Windows (none: both)"), h("label", { class: "check" }, daily, "Daily"), h("label", { class: "check" }, weekly, "Weekly")),
+      h(
+        "fieldset",
+        { class: "windows" },
+        h("legend", {}, "Windows (none: every board)"),
+        h("label", { class: "check" }, daily, "Daily"),
+        h("label", { class: "check" }, weekly, "Weekly"),
+        h("label", { class: "check" }, trending, "Trending"),
+      ),
       field("From (empty: now)", from),
       field("Until (empty: until deleted)", until),
     ),
@@ -170,7 +185,7 @@ function controlForm() {
   /** The form as a control, or what is wrong with it in words. */
   const draft = (): Draft | string => {
     const control: Draft = { controlId: id.value.trim(), segment: segment.value.trim(), note: note.value };
-    control.windows = [daily.checked ? Window.DAILY : null, weekly.checked ? Window.WEEKLY : null].filter((w): w is Window => w !== null);
+    control.windows = BOARD_WINDOWS.filter(([, box]) => box.checked).map(([w]) => w);
     if (from.value) control.activeFrom = timestampFromMs(new Date(from.value).getTime());
     if (until.value) control.activeUntil = timestampFromMs(new Date(until.value).getTime());
     try {
@@ -191,8 +206,7 @@ function controlForm() {
     id.value = c.controlId;
     segment.value = c.segment;
     note.value = c.note;
-    daily.checked = c.windows.includes(Window.DAILY);
-    weekly.checked = c.windows.includes(Window.WEEKLY);
+    for (const [w, box] of BOARD_WINDOWS) box.checked = c.windows.includes(w);
     from.value = c.activeFrom ? local(timestampDate(c.activeFrom)) : "";
     until.value = c.activeUntil ? local(timestampDate(c.activeUntil)) : "";
     kind.value = c.action.case ?? "pin";
@@ -246,7 +260,7 @@ function actionWords(c: Control): (Node | string)[] {
 }
 
 function boardWords(c: Control): string {
-  const windows = c.windows.length === 0 ? "daily and weekly" : c.windows.map((w) => (w === Window.WEEKLY ? "weekly" : "daily")).join(" and ");
+  const windows = c.windows.length === 0 ? "every window" : c.windows.map(windowName).join(" and ");
   return `${c.segment || "whole ranking"}, ${windows}`;
 }
 

@@ -56,6 +56,15 @@ export function drawHistory(section: HTMLElement, answer: GetRankHistoryResponse
   });
   flush();
 
+  // No ranked day: a chart would be an empty frame from 1 to 1; words say it.
+  const drawn: Node =
+    ranked.length === 0
+      ? h(
+          "p",
+          { id: "history-empty" },
+          days.length ? `Not in the kept top of any of the last ${days.length} ended days: no rank to draw.` : "No ended day is kept yet: no rank to draw.",
+        )
+      : chart;
   fill(
     section,
     h("h2", { id: "history-title" }, `Last ${days.length} days`),
@@ -70,6 +79,6 @@ export function drawHistory(section: HTMLElement, answer: GetRankHistoryResponse
       h("dd", {}, `${answer.streakInTop100} ${answer.streakInTop100 === 1 ? "day" : "days"}`),
       answer.restatedDays > 0 ? [h("dt", {}, "Restated"), h("dd", {}, `${answer.restatedDays} days changed after they ended`)] : null,
     ),
-    chart,
+    drawn,
   );
 }

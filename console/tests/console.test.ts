@@ -246,6 +246,8 @@ test("a pin put on the controls page is served on the board, marked, beside the 
   await page.getByRole("button", { name: "Save" }).click();
   await page.getByText(/Saved console-pin \(revision \d+\)/).waitFor();
   await page.locator('#controls tr[data-control="console-pin"]').waitFor();
+  // No window named: the control acts on every window, and the list says so.
+  assert.equal(await page.textContent('#controls tr[data-control="console-pin"] td:nth-child(3)'), "whole ranking, every window");
 
   // The boards side by side are PreviewTopN's, organic and served, once the pin is served.
   const served = async () => (await reader.previewTopN({ selector: { limit: 20 } })).products.map((p) => String(p.productId));
@@ -315,9 +317,56 @@ test("the compare page shows what CompareRankings says of two boards", async () 
   assert.equal(Number(await page.getAttribute("#tau", "data-value")), answer.weightedTau);
   assert.ok(answer.rboExt < 1, "today's board is not yesterday's");
   const shifts = await page.$$eval("#shifts tbody tr", (rows) => rows.map((r) => r.getAttribute("data-product")));
-  assert.deepEqual(shifts, answer.largestShifts.map((s) => String(s.productId)));
+  const moved = answer.largestShifts.filter((s) => s.rankA !== s.rankB);
+  assert.ok(moved.length > 0, "products moved between the days");
+  assert.deepEqual(shifts, moved.map((s) => String(s.productId)));
   await page.locator('table[data-board="b"] tbody tr').first().waitFor();
   await page.screenshot({ path: join(SHOTS, "compare.png"), fullPage: true });
+  await context.close();
+});
+
+test("two boards that are the same are said to be so, with no list of shifts", async () => {
+  const { context, page } = await open(TOKENS.read, "#/compare?a-window=daily&b-window=daily&depth=100&p=0.9");
+  await page.locator("#rbo").waitFor();
+  const answer = await server.client(TOKENS.read).compareRankings({ a: { window: Window.DAILY, limit: 100 }, b: { window: Window.DAILY, limit: 100 }, persistence: 0.9 });
+  assert.equal(answer.rboExt, 1, "a board is its own equal");
+  assert.equal(await page.locator("#shifts tbody tr").count(), 0, "no product listed as shifted");
+  assert.match((await page.textContent("#shifts")) ?? "", /No product moved/);
+  await context.close();
+});
+
+test("a product with no kept history is said to have none, with no empty chart", async () => {
+  // Ranked today only: no ended day kept it.
+  const id = 90_001n;
+  const events = Array.from({ length: 3 }, (_, i) => ({ eventId: `fresh-${i}`, productId: id, type: EventType.VIEW, occurredAt: timestampFromMs(Date.now() - 1000) }));
+  await server.client(TOKENS.write).recordEvents({ events });
+  await server.client(TOKENS.admin).recompute({});
+  const past = await server.client(TOKENS.read).getRankHistory({ productId: id });
+  assert.ok(past.days.every((d) => d.rank === 0n), "no ranked day kept");
+  const { context, page } = await open(TOKENS.read, `#/product?id=${id}`);
+  await page.locator("#history-empty").waitFor();
+  assert.match((await page.textContent("#history-empty")) ?? "", /Not in the kept top of any of the last \d+ ended days|No ended day is kept yet/);
+  assert.equal(await page.locator("svg.history-chart").count(), 0, "no chart frame drawn");
+  await context.close();
+});
+
+test("the controls form offers every window a control may name, trending included", async () => {
+  const admin = server.client(TOKENS.admin);
+  const { context, page } = await open(TOKENS.admin);
+  await page.getByRole("link", { name: "Controls" }).click();
+  await page.locator("form.control-form").waitFor();
+  await page.getByLabel("Id", { exact: true }).fill("console-trending");
+  await page.locator("form.control-form select[name=kind]").selectOption("exclude");
+  await page.getByLabel("Products", { exact: true }).fill("7");
+  await page.locator('form.control-form input[name="trending"]').check();
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText(/Saved console-trending \(revision \d+\)/).waitFor();
+  const stored = (await admin.listControls({})).controls.find((c) => c.controlId === "console-trending");
+  assert.deepEqual(stored?.windows, [Window.TRENDING]);
+  await page.locator('#controls tr[data-control="console-trending"]').waitFor();
+  assert.equal(await page.textContent('#controls tr[data-control="console-trending"] td:nth-child(3)'), "whole ranking, trending");
+  await eventually("product 7 leaves the trending board", async () => !(await admin.getTopN({ window: Window.TRENDING, limit: 1000 })).products.some((p) => p.productId === 7n));
+  await admin.deleteControl({ controlId: "console-trending", expectedRevision: stored!.revision });
   await context.close();
 });
 

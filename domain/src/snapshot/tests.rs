@@ -1,6 +1,7 @@
 //! Snapshots against their rules: order, positions, served boards, held within another.
 use proptest::prelude::*;
 
+use super::build::{from_order_bits, order_bits};
 use super::*;
 
 fn scored(product_id: i64, score: f64) -> Scored {

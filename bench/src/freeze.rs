@@ -8,6 +8,11 @@
 //! and views of a new product recorded on B just after the freeze are waited for in B's
 //! served ranking (the write, then a live pass). The same with no freeze is the baseline;
 //! each engine runs under `RANKING_SQL_TX_TIMEOUT` 5 s (the default) and 2 s.
+//!
+//! Then A as the holder of the day's leases: A takes the live lease first (B starts once it
+//! holds it), and is stopped at a moment it holds the day's lease too (inside a live pass):
+//! what B waits for is A's leases, whose life is the limit, and no longer the 30 s of
+//! `RANKING_RECOMPUTE_LEASE`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,6 +78,41 @@ async fn marker_is_served(client: &mut crate::Client) -> bool {
     client.get_rank(v1::GetRankRequest { product_id: MARKER, ..Default::default() }).await.is_ok()
 }
 
+/// How replica A is frozen, if at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freeze {
+    None,
+    /// Inside its write transaction.
+    InTransaction,
+    /// Holding the live lease and the day's lease, inside a live pass.
+    HoldingTheDay,
+}
+
+/// Whether `key` exists in `redis`.
+async fn exists(redis: &str, key: &str) -> bool {
+    let mut conn = crate::helpers::redis_connection(redis, ranking_server::adapters::redis::RedisMode::Single);
+    redis::AsyncCommands::exists(&mut conn, key).await.unwrap_or(false)
+}
+
+/// Stops A at a moment it holds the day's lease (only A takes it: B holds no live lease):
+/// stopped, looked at, and let go again until it is caught so. Returns the attempts.
+async fn freeze_holding_the_day(pid: u32, redis: &str, prefix: &str) -> u32 {
+    let day = format!("{prefix}:{{daily:{}}}:lock", Utc::now().date_naive());
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        assert!(attempts < 2_000, "never caught A holding the day's lease");
+        while !exists(redis, &day).await {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        signal(pid, "STOP");
+        if exists(redis, &day).await {
+            return attempts;
+        }
+        signal(pid, "CONT");
+    }
+}
+
 /// What one run measured.
 struct Run {
     /// B's longest RecordEvents call that started after the freeze (the whole run without one).
@@ -89,7 +129,8 @@ struct Run {
     attempts: u32,
 }
 
-async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
+async fn run(url: &str, redis: &str, limit: &str, mode: Freeze) -> Run {
+    let freeze = mode != Freeze::None;
     let prefix = format!("bench-freeze-{:x}", crate::helpers::rand_u64());
     let env = |live: &str| {
         vec![
@@ -101,7 +142,14 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
             ("RANKING_SQL_TX_TIMEOUT", limit.to_string()),
         ]
     };
-    let a = ServerProcess::start(&env("0")).await;
+    let holder = mode == Freeze::HoldingTheDay;
+    let a = ServerProcess::start(&env(if holder { "1s" } else { "0" })).await;
+    if holder {
+        let live = format!("{prefix}:lock:live:{}", Utc::now().date_naive());
+        while !exists(redis, &live).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     let b = ServerProcess::start(&env("1s")).await;
     let admin = Database::connect(url).await.expect("admin connection");
     let origin = Instant::now();
@@ -111,10 +159,11 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
     let producer_b = tokio::spawn(produce(b.addr, format!("b{run_id:x}"), origin, stop_b.clone()));
     tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let mut attempts = 0;
-    if freeze {
-        attempts = freeze_inside_a_write_transaction(a.pid(), &admin).await;
-    }
+    let attempts = match mode {
+        Freeze::None => 0,
+        Freeze::InTransaction => freeze_inside_a_write_transaction(a.pid(), &admin).await,
+        Freeze::HoldingTheDay => freeze_holding_the_day(a.pid(), redis, &prefix).await,
+    };
     let frozen_at = Instant::now();
     let mut b_client = client(b.addr).await;
     let marker = {
@@ -163,7 +212,10 @@ async fn run(url: &str, redis: &str, limit: &str, freeze: bool) -> Run {
 }
 
 pub async fn bench_freeze(redis: &str) {
-    println!("\n## A replica frozen inside its write transaction (SIGSTOP, {} s)\n", FREEZE.as_secs());
+    println!(
+        "\n## A replica frozen inside its write transaction, or holding the day's leases (SIGSTOP, {} s)\n",
+        FREEZE.as_secs()
+    );
     println!(
         "| engine | RANKING_SQL_TX_TIMEOUT | freeze | B's longest RecordEvents s | B's calls refused | B's new views served after s | B's Recompute s | A's interrupted caller | attempts to catch A |"
     );
@@ -172,26 +224,26 @@ pub async fn bench_freeze(redis: &str) {
     let maria = mariadb::ThrowawayMariaDb::start().expect("MariaDB server binaries");
     for (engine, server_url) in [("PostgreSQL", pg.url()), ("MariaDB", maria.url())] {
         for limit in ["5s", "2s"] {
-            for freeze in [false, true] {
+            for mode in [Freeze::None, Freeze::InTransaction, Freeze::HoldingTheDay] {
                 // A database of its own per run: migrations applied by the first replica.
                 let name = format!("freeze_{:x}", crate::helpers::rand_u64());
                 let admin = Database::connect(&server_url).await.expect("admin");
                 admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create database");
                 let url = format!("{}/{name}", server_url.rsplit_once('/').expect("a database path").0);
-                let r = run(&url, redis, limit, freeze).await;
-                let caller = match (freeze, r.frozen_refused.as_slice()) {
-                    (false, _) => "—".to_string(),
-                    (true, []) => "retry not needed".to_string(),
-                    (true, codes) => format!("{codes:?}, then retried: OK"),
+                let r = run(&url, redis, limit, mode).await;
+                let caller = match (mode, r.frozen_refused.as_slice()) {
+                    (Freeze::None, _) => "—".to_string(),
+                    (_, []) => "retry not needed".to_string(),
+                    (_, codes) => format!("{codes:?}, then retried: OK"),
+                };
+                let frozen = match mode {
+                    Freeze::None => "none",
+                    Freeze::InTransaction => "A frozen in its transaction",
+                    Freeze::HoldingTheDay => "A frozen holding the day's leases",
                 };
                 println!(
-                    "| {engine} | {limit} | {} | {:.2} | {} | {:.2} | {:.2} | {caller} | {} |",
-                    if freeze { "A frozen" } else { "none" },
-                    r.longest_call,
-                    r.refused,
-                    r.marker_served,
-                    r.recompute,
-                    r.attempts
+                    "| {engine} | {limit} | {frozen} | {:.2} | {} | {:.2} | {:.2} | {caller} | {} |",
+                    r.longest_call, r.refused, r.marker_served, r.recompute, r.attempts
                 );
             }
         }

@@ -117,7 +117,7 @@ impl Feeder {
         }
         let whole = noted.get(&key).is_some_and(|n| n.whole);
         noted.insert(key, Noted { version, top, cause, published_at_ms, whole });
-        self.metrics.feed.behind_versions.set(noted.len() as i64);
+        self.count_behind(noted.len());
         drop(noted);
         self.wake.notify_one();
     }
@@ -160,8 +160,16 @@ impl Feeder {
                 pending.whole |= partly;
             }
         }
-        // The gauge sums every profile's feeder: each moves it by its own change.
-        let behind = self.noted.lock().unwrap_or_else(|p| p.into_inner()).len() as i64;
+        let noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+        self.count_behind(noted.len());
+    }
+
+    /// Sets this feeder's share of `ranking_feed_behind_versions` to `behind`, the boards it
+    /// holds noted (called under the lock of what is noted, so two calls apply in order). The
+    /// gauge sums every profile's feeder: each moves it by the change of its own share, never
+    /// sets it.
+    fn count_behind(&self, behind: usize) {
+        let behind = i64::try_from(behind).unwrap_or(i64::MAX);
         let before = self.behind.swap(behind, std::sync::atomic::Ordering::Relaxed);
         self.metrics.feed.behind_versions.inc_by(behind - before);
     }

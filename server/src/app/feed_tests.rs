@@ -41,9 +41,57 @@ fn board(ids: &[i64]) -> Snapshot {
 }
 
 fn feeder(sink: Arc<Recorded>, cursors: Arc<MemoryRankingStore>, whole_every: Duration) -> Feeder {
+    feeder_counting(sink, cursors, whole_every, Arc::new(Metrics::default()))
+}
+
+/// A feeder counting into `metrics` (shared by the feeders of several profiles).
+fn feeder_counting(
+    sink: Arc<Recorded>,
+    cursors: Arc<MemoryRankingStore>,
+    whole_every: Duration,
+    metrics: Arc<Metrics>,
+) -> Feeder {
     let settings = FeedSettings { top: 3, interval: Duration::from_millis(10), whole_every };
     let policy = Arc::new(Policy::new(PolicySettings::default()));
-    Feeder::new(cursors, vec![sink], policy, Arc::new(Metrics::default()), settings)
+    Feeder::new(cursors, vec![sink], policy, metrics, settings)
+}
+
+/// `ranking_feed_behind_versions` as scraped.
+fn behind(metrics: &Metrics) -> i64 {
+    metrics.feed.behind_versions.get()
+}
+
+/// The gauge of boards waiting to be fed: up when a version is noted, back to 0 once fed, up
+/// again while a sink refuses, and the sum of every profile's feeder (each its own share).
+#[tokio::test]
+async fn the_behind_gauge_returns_to_zero_once_fed_and_sums_the_profiles_feeders() {
+    let metrics = Arc::new(Metrics::default());
+    let (sink, other_sink) = (Arc::new(Recorded::default()), Arc::new(Recorded::default()));
+    let week = RankingKey::Weekly(NaiveDate::from_ymd_opt(2026, 12, 5).expect("date"));
+    let feed = feeder_counting(sink.clone(), Arc::new(MemoryRankingStore::new()), Duration::MAX, metrics.clone());
+    let variant =
+        feeder_counting(other_sink.clone(), Arc::new(MemoryRankingStore::new()), Duration::MAX, metrics.clone());
+    feed.note(key(), 10, &board(&[1, 2, 3]), FeedCause::Recompute);
+    feed.note(week, 10, &board(&[1, 2, 3]), FeedCause::Recompute);
+    variant.note(key(), 10, &board(&[3, 2, 1]), FeedCause::Recompute);
+    assert_eq!(behind(&metrics), 3, "two boards of one profile, one of the other");
+    feed.round().await;
+    assert_eq!(behind(&metrics), 1, "the variant's board still waits");
+    variant.round().await;
+    assert_eq!(behind(&metrics), 0, "every board fed");
+
+    // A refused round keeps its board noted, and counted, until a round feeds it.
+    sink.down.store(true, Ordering::SeqCst);
+    feed.note(key(), 11, &board(&[2, 1, 3]), FeedCause::LivePass);
+    variant.note(key(), 11, &board(&[2, 3, 1]), FeedCause::LivePass);
+    feed.round().await;
+    variant.round().await;
+    assert_eq!(behind(&metrics), 1, "the refused board");
+    feed.note(key(), 12, &board(&[3, 1, 2]), FeedCause::LivePass);
+    assert_eq!(behind(&metrics), 1, "a newer version of the same board is one board behind");
+    sink.down.store(false, Ordering::SeqCst);
+    feed.round().await;
+    assert_eq!(behind(&metrics), 0, "fed at last");
 }
 
 fn key() -> RankingKey {

@@ -99,6 +99,7 @@ async fn settled(bus: &TestBus, instances: &[&str]) -> BTreeMap<String, BTreeSet
 #[ignore = "needs the three-broker Kafka cluster, a database server and Redis: make test's Redis passes"]
 async fn kafka_leader_killed_mid_drain_loses_and_doubles_nothing() {
     use tonic_health::pb::health_check_response::ServingStatus;
+    crate::test_logs();
     let cluster = cluster();
     let _turn = CLUSTER_TURN.lock().await;
     let leader = 2;

@@ -53,3 +53,12 @@ mod trending;
 mod variants;
 mod watch;
 mod weekly;
+
+/// The in-process servers' logs on the test's output when `RANKING_TEST_LOG` names a filter
+/// (`RANKING_TEST_LOG=info,ranking_server::bus=debug`): what a failing run leaves to read. The
+/// subscriber is global: `otel::` wants its own, skip it in such a run.
+pub fn test_logs() {
+    if let Ok(filter) = std::env::var("RANKING_TEST_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    }
+}

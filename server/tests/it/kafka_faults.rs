@@ -70,6 +70,36 @@ async fn accepted(app: &TestApp) -> f64 {
     metric_sample(&metrics, "ranking_bus_records_total{source=\"kafka\",outcome=\"accepted\"}").unwrap_or(0.0)
 }
 
+/// Longest the events in SQL may stay unmoved while a drain is awaited.
+const STALL: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Waits until SQL holds `target` events, for as long as their count keeps moving: a drain
+/// slowed by a loaded machine (a full `make test` on two cores) is waited for, and one that
+/// stopped fails after [`STALL`] unmoved, naming where it stopped, the group as its coordinator
+/// describes it and each partition's committed offset against its end, so that a failing run
+/// tells a stopped consumer from a slow one.
+async fn drained(db: &str, bus: &TestBus, target: i64, what: &str) {
+    let mut moved_at = (count_events(db).await, tokio::time::Instant::now());
+    loop {
+        let n = count_events(db).await;
+        if n >= target {
+            return;
+        }
+        if n != moved_at.0 {
+            moved_at = (n, tokio::time::Instant::now());
+        }
+        if moved_at.1.elapsed() > STALL {
+            let (state, members) = bus.group_assignment();
+            panic!(
+                "{what}: {n} of {target} in SQL, unmoved for {STALL:?}; the group {state} {members:?}; \
+                 committed and end offsets {:?}",
+                bus.committed_and_high()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until the group is stable with exactly `instances`, their partitions disjoint and
 /// covering the topic; returns the assignment.
 async fn settled(bus: &TestBus, instances: &[&str]) -> BTreeMap<String, BTreeSet<i32>> {
@@ -121,7 +151,7 @@ async fn kafka_leader_killed_mid_drain_loses_and_doubles_nothing() {
     }
     cluster.restart_missing();
 
-    eventually("all 25,000 in SQL", || async { count_events(&db.url).await >= 25_000 }).await;
+    drained(&db.url, &bus, 25_000, "all 25,000 in SQL").await;
     eventually("every partition committed to its end", || async {
         bus.committed_and_high().iter().all(|(committed, high)| committed == high)
     })
@@ -193,7 +223,7 @@ async fn kafka_third_member_joins_without_double_counting() {
     let c = replica(&db.url, &replica_flags(&bus, "member-c", 6_000)).await;
     let three = settled(&bus, &["member-a", "member-b", "member-c"]).await;
     bus.publish(&views_json("after", 5_000)).await;
-    eventually("all 20,000 in SQL", || async { count_events(&db.url).await >= 20_000 }).await;
+    drained(&db.url, &bus, 20_000, "all 20,000 in SQL").await;
     eventually("every partition committed to its end", || async {
         bus.committed_and_high().iter().all(|(committed, high)| committed == high)
     })

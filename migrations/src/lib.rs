@@ -48,3 +48,39 @@ impl MigratorTrait for Migrator {
         ]
     }
 }
+
+/// The schema a start-up found, once [`up_or_newer`] is done with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    /// This release's schema: its pending migrations, if any, applied.
+    Current,
+    /// A newer release's: every migration of this release applied, and these too, which this
+    /// release does not know. Left as it is: a release's migrations only add what the release
+    /// before it can run beside (expand, then contract a release later), so this one runs on it.
+    Newer(Vec<String>),
+}
+
+/// Applies this release's pending migrations, or leaves a schema that a newer release migrated
+/// forward as it is ([`Schema::Newer`]): a rolling upgrade runs the old and the new release on
+/// one database, and a rollback starts the old one on the schema the new one left. A schema
+/// with migrations this release does not know that also lacks some of its own is another line
+/// of releases: refused, naming both.
+pub async fn up_or_newer(db: &sea_orm_migration::sea_orm::DatabaseConnection) -> Result<Schema, DbErr> {
+    let known: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
+    let applied: Vec<String> = Migrator::get_migration_models(db).await?.into_iter().map(|m| m.version).collect();
+    let unknown: Vec<String> = applied.iter().filter(|v| !known.contains(v)).cloned().collect();
+    if unknown.is_empty() {
+        Migrator::up(db, None).await?;
+        return Ok(Schema::Current);
+    }
+    let missing: Vec<&String> = known.iter().filter(|k| !applied.contains(k)).collect();
+    if !missing.is_empty() {
+        return Err(DbErr::Custom(format!(
+            "the schema has migrations this release does not know ({}) and lacks some of its own ({}): \
+             it was migrated by another line of releases",
+            unknown.join(", "),
+            missing.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(Schema::Newer(unknown))
+}

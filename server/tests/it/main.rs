@@ -50,6 +50,7 @@ mod shoppers;
 mod snapshots;
 mod storage;
 mod trending;
+mod upgrades;
 mod variants;
 mod watch;
 mod weekly;

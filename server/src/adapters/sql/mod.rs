@@ -103,7 +103,8 @@ pub struct SqlMetricsStore {
 }
 
 impl SqlMetricsStore {
-    /// Connects and applies pending migrations.
+    /// Connects and applies pending migrations; a schema a newer release migrated forward is
+    /// run on as it is (a rolling upgrade, or a rollback to this release).
     pub async fn connect(options: &SqlOptions) -> Result<Self, StoreError> {
         let mut connect = ConnectOptions::new(options.url.clone());
         connect
@@ -114,10 +115,15 @@ impl SqlMetricsStore {
             .sqlx_logging(false);
         session::bound_transactions(&mut connect, options.tx_timeout);
         let db = Database::connect(connect).await.map_err(StoreError::database)?;
-        use ranking_migrations::MigratorTrait;
-        ranking_migrations::Migrator::up(&db, None)
+        let schema = ranking_migrations::up_or_newer(&db)
             .await
             .map_err(|e| StoreError::database(format!("migration failed: {e}")))?;
+        if let ranking_migrations::Schema::Newer(unknown) = schema {
+            tracing::warn!(
+                newer = %unknown.join(", "),
+                "the schema was migrated by a newer release; this one runs on it as it is"
+            );
+        }
         let dialect = Dialect::of(db.get_database_backend());
         if dialect.partitions_events() {
             partitions::ensure_ahead(&db, Utc::now().date_naive()).await?;

@@ -143,7 +143,7 @@ async fn rankctl_records_custom_signals_and_shows_a_profiles_axes() {
     assert!(top.0 && top.1.lines().any(|h| h.ends_with("MAIN  AXES")), "{}", top.1);
     assert!(explain.0 && explain.1.lines().any(|l| l.starts_with("cart_adds ")), "{}", explain.1);
     assert!(explain.1.lines().any(|l| l.starts_with("recency ")), "{}", explain.1);
-    assert!(explain_json.1.contains(r#""signals":[{"signal":"cart_adds","value":1,"#), "{}", explain_json.1);
+    assert!(explain_json.1.contains(r#""signals":[{"signal":"cart_adds","value":1.0,"#), "{}", explain_json.1);
     app.stop().await;
 }
 
@@ -170,7 +170,9 @@ async fn rankctl_explains_what_the_caps_kept_from_counting() {
         explained.1
     );
     assert!(
-        explained_json.1.contains(r#"{"signal":"views","value":2,"points":0.2,"per_actor":1,"events":4,"over_cap":2}"#),
+        explained_json
+            .1
+            .contains(r#"{"signal":"views","value":2.0,"points":0.2,"per_actor":1,"events":4,"over_cap":2}"#),
         "{}",
         explained_json.1
     );
@@ -235,5 +237,67 @@ async fn rankctl_history_shows_an_ended_days_rank() {
     assert!(json.1.contains(&format!(r#"{{"date":"{yesterday}","rank":1,"organic_rank":1,"#)), "{}", json.1);
     assert!(table.0 && table.1.contains("best rank 2"), "{}", table.1);
     assert!(!refused.0 && refused.1.contains("InvalidArgument") && refused.1.contains("from:"), "{}", refused.1);
+    app.stop().await;
+}
+
+/// Every `--json` output is JSON, whatever the strings it echoes hold: an event id with a
+/// quote and a backslash, a control's note and a title with control characters, quotes,
+/// backslashes and non-ASCII text, and every read command; its keys are the ones scripts read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_json_output_parses_whatever_its_strings_hold() {
+    let mut app = crate::helpers::TestApp::spawn(&[]).await;
+    let at = chrono::Utc::now() - chrono::Duration::seconds(30);
+    let events = (1..=3).flat_map(|p| crate::helpers::views(&format!("p{p}"), p, p as usize, at)).collect();
+    app.record(events).await;
+    app.recompute("").await;
+    let ep = format!("http://{}", app.addr);
+    // An event id is printable ASCII and a control id a-z 0-9 _ . - (the server refuses others);
+    // a note and a title are any text.
+    let (id, control, note) = (r#"a"b\c'{x}"#, "pin.1", "line\none\ttab \u{1} \"quoted\" \\ ünï-😀");
+    let outputs = tokio::task::spawn_blocking(move || {
+        let pin = control.to_string();
+        [
+            ("record", run(&ep, &["--json", "record", "view", "2", "--id", id])),
+            ("controls put", run(&ep, &["--json", "controls", "put", &pin, "--pin", "1@1", "--note", note])),
+            ("controls list", run(&ep, &["--json", "controls", "list"])),
+            ("controls preview", run(&ep, &["--json", "controls", "preview", "--window", "trending"])),
+            ("recompute", run(&ep, &["--json", "recompute"])),
+            ("top", run(&ep, &["--json", "top", "--window", "trending"])),
+            ("rank", run(&ep, &["--json", "rank", "2", "--neighbors", "1"])),
+            ("ranks", run(&ep, &["--json", "ranks", "1", "2", "99"])),
+            ("movers", run(&ep, &["--json", "movers"])),
+            ("explain", run(&ep, &["--json", "explain", "2"])),
+            ("history", run(&ep, &["--json", "history", "2"])),
+            ("compare", run(&ep, &["--json", "compare", "daily", "trending"])),
+            ("catalog set", run(&ep, &["--json", "catalog", "set", "3", "--title", note])),
+            ("controls delete", run(&ep, &["--json", "controls", "delete", &pin])),
+        ]
+    })
+    .await
+    .expect("rankctl runs");
+    let mut parsed = std::collections::BTreeMap::new();
+    for (command, (ok, text)) in outputs {
+        assert!(ok, "{command}: {text}");
+        let value: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{command}: not JSON ({e}): {text}"));
+        parsed.insert(command, value);
+    }
+    assert_eq!(parsed["record"]["event_id"], id);
+    assert_eq!(parsed["record"]["outcome"], "RECORD_OUTCOME_ACCEPTED");
+    assert_eq!(
+        (&parsed["controls put"]["control_id"], &parsed["controls put"]["note"]),
+        (&control.into(), &note.into())
+    );
+    let listed = parsed["controls list"].as_array().expect("a list");
+    assert!(listed.iter().any(|c| c["control_id"] == control && c["note"] == note), "{listed:?}");
+    assert_eq!(parsed["controls preview"]["products"][0]["product_id"], 1, "the pin served on the trending board");
+    assert_eq!(parsed["top"]["products"][0]["control_ids"][0], control);
+    assert_eq!(parsed["rank"]["product"]["product_id"], 2);
+    assert_eq!(parsed["ranks"]["missing"], serde_json::json!([99]));
+    assert!(parsed["explain"]["views"].as_u64().is_some_and(|v| v >= 3), "{}", parsed["explain"]);
+    assert!(parsed["history"]["days"].is_array());
+    assert!(parsed["compare"]["rbo_ext"].is_number());
+    assert_eq!(parsed["catalog set"]["updated"], 1);
+    assert_eq!(parsed["controls delete"]["deleted"], true);
     app.stop().await;
 }

@@ -6,9 +6,11 @@
 use clap::Args;
 use ranking_client::{RankingClient, v1};
 
+use crate::output::json;
+
 #[derive(Args)]
 pub struct CompareArgs {
-    /// The first board: window[/date][/segment] (window: daily, weekly, hourly).
+    /// The first board: window[/date][/segment] (window: daily, weekly, hourly, trending).
     a: String,
     /// The second board, the same way.
     b: String,
@@ -26,7 +28,8 @@ fn board(text: &str, depth: u32) -> Result<v1::GetTopNRequest, String> {
         "daily" | "" => v1::Window::Daily,
         "weekly" => v1::Window::Weekly,
         "hourly" => v1::Window::Hourly,
-        other => return Err(format!("{other:?} is not a window (daily, weekly, hourly)")),
+        "trending" => v1::Window::Trending,
+        other => return Err(format!("{other:?} is not a window (daily, weekly, hourly, trending)")),
     };
     Ok(v1::GetTopNRequest {
         window: window as i32,
@@ -45,22 +48,22 @@ pub async fn run(client: &RankingClient, args: CompareArgs, json: bool) -> Resul
     };
     let r = client.compare_rankings(request).await?;
     if json {
-        let shifts: Vec<String> = r
+        let shifts: Vec<_> = r
             .largest_shifts
             .iter()
-            .map(|s| format!(r#"{{"product_id":{},"rank_a":{},"rank_b":{}}}"#, s.product_id, s.rank_a, s.rank_b))
+            .map(|s| json!({ "product_id": s.product_id, "rank_a": s.rank_a, "rank_b": s.rank_b }))
             .collect();
-        println!(
-            r#"{{"rbo_ext":{},"rbo_min":{},"weighted_tau":{},"overlap_at_10":{},"overlap_at_100":{},"version_a":{},"version_b":{},"largest_shifts":[{}]}}"#,
-            r.rbo_ext,
-            r.rbo_min,
-            r.weighted_tau,
-            r.overlap_at_10,
-            r.overlap_at_100,
-            r.version_a,
-            r.version_b,
-            shifts.join(",")
-        );
+        let compared = json!({
+            "rbo_ext": r.rbo_ext,
+            "rbo_min": r.rbo_min,
+            "weighted_tau": r.weighted_tau,
+            "overlap_at_10": r.overlap_at_10,
+            "overlap_at_100": r.overlap_at_100,
+            "version_a": r.version_a,
+            "version_b": r.version_b,
+            "largest_shifts": shifts,
+        });
+        println!("{compared}");
         return Ok(());
     }
     println!("rank-biased overlap {:.4} (at least {:.4}), weighted tau {:.4}", r.rbo_ext, r.rbo_min, r.weighted_tau);

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use ranking_client::{RankingClient, v1};
 
-use crate::output::{entry_json, table};
+use crate::output::{Value, entries_json, json, table};
 
 #[derive(Subcommand)]
 pub enum ControlsAction {
@@ -39,7 +39,7 @@ pub enum ControlsAction {
         /// The board: a segment's ranking (default: the whole ranking).
         #[arg(long, default_value = "")]
         segment: String,
-        /// Only these windows (daily, weekly; repeat for both; default: all).
+        /// Only these windows (daily, weekly, trending; repeat for several; default: all).
         #[arg(long = "window")]
         windows: Vec<String>,
         /// Start, RFC 3339 (default: now).
@@ -67,9 +67,12 @@ pub enum ControlsAction {
         /// A segment's board.
         #[arg(long, default_value = "")]
         segment: String,
-        /// The weekly board instead of the daily one.
-        #[arg(long)]
+        /// The weekly board instead of the daily one (`--window weekly`).
+        #[arg(long, conflicts_with = "window")]
         weekly: bool,
+        /// The board's window: daily (the default), weekly or trending.
+        #[arg(long)]
+        window: Option<String>,
         /// The instant, RFC 3339.
         #[arg(long)]
         at: Option<DateTime<Utc>>,
@@ -102,7 +105,8 @@ fn window(name: &str) -> Result<i32, String> {
     match name {
         "daily" => Ok(v1::Window::Daily as i32),
         "weekly" => Ok(v1::Window::Weekly as i32),
-        other => Err(format!("--window {other}: daily or weekly")),
+        "trending" => Ok(v1::Window::Trending as i32),
+        other => Err(format!("--window {other}: daily, weekly or trending")),
     }
 }
 
@@ -117,21 +121,22 @@ fn action(c: &v1::Control) -> (&'static str, String) {
     }
 }
 
-fn control_json(c: &v1::Control) -> String {
+fn control_json(c: &v1::Control) -> Value {
     let (kind, what) = action(c);
-    let windows: Vec<String> =
-        c.windows.iter().map(|w| format!("{:?}", v1::Window::try_from(*w).unwrap_or_default().as_str_name())).collect();
-    format!(
-        r#"{{"control_id":{:?},"kind":"{kind}","action":{what:?},"segment":{:?},"windows":[{}],"active_from":"{}","active_until":"{}","note":{:?},"revision":{},"updated_at":"{}"}}"#,
-        c.control_id,
-        c.segment,
-        windows.join(","),
-        instant(c.active_from.as_ref()),
-        instant(c.active_until.as_ref()),
-        c.note,
-        c.revision,
-        instant(c.updated_at.as_ref()),
-    )
+    let windows: Vec<&str> =
+        c.windows.iter().map(|w| v1::Window::try_from(*w).unwrap_or_default().as_str_name()).collect();
+    json!({
+        "control_id": c.control_id,
+        "kind": kind,
+        "action": what,
+        "segment": c.segment,
+        "windows": windows,
+        "active_from": instant(c.active_from.as_ref()),
+        "active_until": instant(c.active_until.as_ref()),
+        "note": c.note,
+        "revision": c.revision,
+        "updated_at": instant(c.updated_at.as_ref()),
+    })
 }
 
 fn controls_table(controls: &[v1::Control]) {
@@ -163,7 +168,7 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
             };
             let controls = client.list_controls(request).await?;
             if json {
-                println!("[{}]", controls.iter().map(control_json).collect::<Vec<_>>().join(","));
+                println!("{}", Value::Array(controls.iter().map(control_json).collect()));
             } else {
                 controls_table(&controls);
             }
@@ -207,14 +212,18 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
         ControlsAction::Delete { control_id, expected_revision } => {
             let deleted = client.delete_control(&control_id, expected_revision).await?;
             if json {
-                println!(r#"{{"deleted":{deleted}}}"#);
+                println!("{}", json!({ "deleted": deleted }));
             } else {
                 println!("{} {control_id}", if deleted { "deleted" } else { "no control" });
             }
         }
-        ControlsAction::Preview { segment, weekly, at, without, organic, limit } => {
-            let window = if weekly { v1::Window::Weekly } else { v1::Window::Daily };
-            let selector = v1::GetTopNRequest { window: window as i32, segment, limit, ..Default::default() };
+        ControlsAction::Preview { segment, weekly, window: named, at, without, organic, limit } => {
+            let window = match (weekly, named) {
+                (true, _) => v1::Window::Weekly as i32,
+                (false, Some(name)) => window(&name)?,
+                (false, None) => v1::Window::Daily as i32,
+            };
+            let selector = v1::GetTopNRequest { window, segment, limit, ..Default::default() };
             let request = v1::PreviewTopNRequest {
                 selector: Some(selector),
                 at: at.map(timestamp),
@@ -224,8 +233,7 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
             };
             let r = client.preview_top_n(request).await?;
             if json {
-                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                println!(r#"{{"date":"{}","total":{},"products":[{}]}}"#, r.date, r.total, entries.join(","));
+                println!("{}", json!({ "date": r.date, "total": r.total, "products": entries_json(&r.products) }));
             } else {
                 println!("{} — {} served (preview)", r.date, r.total);
                 table(&r.products);

@@ -12,6 +12,8 @@ use prost::Message;
 use ranking_client::feed::{Follower, board_name, board_of};
 use ranking_client::v1;
 
+use crate::output::json;
+
 #[derive(Args)]
 pub struct FollowArgs {
     /// Kafka bootstrap servers (with --topic).
@@ -94,16 +96,9 @@ impl Boards {
         let top = follower.top();
         let shown = &top[..top.len().min(self.args.limit)];
         if self.json {
-            let entries: Vec<String> = shown
-                .iter()
-                .zip(1..)
-                .map(|((p, s), r)| format!(r#"{{"rank":{r},"product_id":{p},"score":{s}}}"#))
-                .collect();
-            println!(
-                r#"{{"board":"{name}","version":{version},"entries":{},"top":[{}]}}"#,
-                top.len(),
-                entries.join(",")
-            );
+            let entries: Vec<_> =
+                shown.iter().zip(1u64..).map(|((p, s), r)| json!({ "rank": r, "product_id": p, "score": s })).collect();
+            println!("{}", json!({ "board": name, "version": version, "entries": top.len(), "top": entries }));
         } else {
             println!("{name} version {version} ({} entries, checksum verified)", top.len());
             for ((p, s), r) in shown.iter().zip(1..) {

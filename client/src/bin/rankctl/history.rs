@@ -4,6 +4,8 @@
 use clap::Args;
 use ranking_client::{RankingClient, v1};
 
+use crate::output::json;
+
 #[derive(Args)]
 pub struct HistoryArgs {
     product_id: i64,
@@ -33,26 +35,21 @@ pub async fn run(client: &RankingClient, args: HistoryArgs, json: bool) -> Resul
     };
     let r = client.rank_history(request).await?;
     if json {
-        let days: Vec<String> = r
+        let days: Vec<_> = r
             .days
             .iter()
-            .map(|d| {
-                format!(
-                    r#"{{"date":"{}","rank":{},"organic_rank":{},"main_floor":{}}}"#,
-                    d.date, d.rank, d.organic_rank, d.main_floor
-                )
-            })
+            .map(|d| json!({ "date": d.date, "rank": d.rank, "organic_rank": d.organic_rank, "main_floor": d.main_floor }))
             .collect();
-        println!(
-            r#"{{"best_rank":{},"best_rank_date":"{}","days_in_top_10":{},"days_in_top_100":{},"streak_in_top_100":{},"restated_days":{},"days":[{}]}}"#,
-            r.best_rank,
-            r.best_rank_date,
-            r.days_in_top_10,
-            r.days_in_top_100,
-            r.streak_in_top_100,
-            r.restated_days,
-            days.join(",")
-        );
+        let history = json!({
+            "best_rank": r.best_rank,
+            "best_rank_date": r.best_rank_date,
+            "days_in_top_10": r.days_in_top_10,
+            "days_in_top_100": r.days_in_top_100,
+            "streak_in_top_100": r.streak_in_top_100,
+            "restated_days": r.restated_days,
+            "days": days,
+        });
+        println!("{history}");
         return Ok(());
     }
     match r.best_rank {

@@ -15,7 +15,7 @@ mod history;
 mod output;
 mod watch;
 
-use output::{entry_json, explain_json, explain_table, table};
+use output::{entries_json, entry_json, explain_json, explain_table, json, table};
 
 /// Command-line client of the ranking service.
 #[derive(Parser)]
@@ -255,7 +255,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let outcome = client.record_event(event.clone()).await?.outcome();
             let name = outcome.as_str_name();
             if cli.json {
-                println!(r#"{{"event_id":"{}","outcome":"{name}"}}"#, event.event_id);
+                println!("{}", json!({ "event_id": event.event_id, "outcome": name }));
             } else {
                 println!("{name} {}", event.event_id);
             }
@@ -279,16 +279,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             };
             let r = client.top_n(request).await?;
             if cli.json {
-                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                println!(
-                    r#"{{"profile":"{}","date":"{}","total":{},"version":{},"next_page_token":"{}","products":[{}]}}"#,
-                    r.profile,
-                    r.date,
-                    r.total,
-                    r.version,
-                    r.next_page_token,
-                    entries.join(",")
-                );
+                let top = json!({
+                    "profile": r.profile,
+                    "date": r.date,
+                    "total": r.total,
+                    "version": r.version,
+                    "next_page_token": r.next_page_token,
+                    "products": entries_json(&r.products),
+                });
+                println!("{top}");
             } else {
                 println!("{} — {} ranked (version {}, profile {})", r.date, r.total, r.version, r.profile);
                 table(&r.products);
@@ -316,16 +315,15 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 .await?;
             let p = r.product.unwrap_or_default();
             if cli.json {
-                let list = |ps: &[v1::RankedProduct]| ps.iter().map(entry_json).collect::<Vec<_>>().join(",");
-                println!(
-                    r#"{{"profile":"{}","total":{},"version":{},"product":{},"above":[{}],"below":[{}]}}"#,
-                    r.profile,
-                    r.total,
-                    r.version,
-                    entry_json(&p),
-                    list(&r.above),
-                    list(&r.below)
-                );
+                let rank = json!({
+                    "profile": r.profile,
+                    "total": r.total,
+                    "version": r.version,
+                    "product": entry_json(&p),
+                    "above": entries_json(&r.above),
+                    "below": entries_json(&r.below),
+                });
+                println!("{rank}");
             } else {
                 println!("rank {} of {} (profile {})", p.rank, r.total, r.profile);
                 let mut rows = r.above.clone();
@@ -354,8 +352,8 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             };
             let r = client.movers(request).await?;
             if cli.json {
-                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                println!(r#"{{"date":"{}","version":{},"products":[{}]}}"#, r.date, r.version, entries.join(","));
+                let movers = json!({ "date": r.date, "version": r.version, "products": entries_json(&r.products) });
+                println!("{movers}");
             } else {
                 println!("{} — {} movers ({})", r.date, r.products.len(), if falling { "falling" } else { "rising" });
                 table(&r.products);
@@ -366,15 +364,13 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 .ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour, segment, profile, actor_id })
                 .await?;
             if cli.json {
-                let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-                let missing: Vec<_> = r.missing.iter().map(i64::to_string).collect();
-                println!(
-                    r#"{{"total":{},"version":{},"products":[{}],"missing":[{}]}}"#,
-                    r.total,
-                    r.version,
-                    entries.join(","),
-                    missing.join(",")
-                );
+                let ranks = json!({
+                    "total": r.total,
+                    "version": r.version,
+                    "products": entries_json(&r.products),
+                    "missing": r.missing,
+                });
+                println!("{ranks}");
             } else {
                 println!("{} of {} ranked", r.products.len(), r.total);
                 table(&r.products);
@@ -402,7 +398,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let entry = v1::CatalogEntry { product_id, segments, hidden, title };
             let updated = client.update_catalog(vec![entry]).await?.updated;
             if cli.json {
-                println!(r#"{{"updated":{updated}}}"#);
+                println!("{}", json!({ "updated": updated }));
             } else {
                 println!("updated {updated} product{}", if updated == 1 { "" } else { "s" });
             }
@@ -410,10 +406,9 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Command::Recompute { date } => {
             let r = client.recompute(date).await?;
             if cli.json {
-                println!(
-                    r#"{{"date":"{}","products":{},"elapsed_ms":{},"version":{}}}"#,
-                    r.date, r.products, r.elapsed_ms, r.version
-                );
+                let recomputed =
+                    json!({ "date": r.date, "products": r.products, "elapsed_ms": r.elapsed_ms, "version": r.version });
+                println!("{recomputed}");
             } else {
                 println!(
                     "recomputed {}: {} products in {} ms (version {})",

@@ -1,31 +1,37 @@
 //! What rankctl prints: ranked entries as a table or JSON lines, and an explanation.
 
 use ranking_client::v1;
+pub use serde_json::{Value, json};
 
-pub fn entry_json(p: &v1::RankedProduct) -> String {
-    let breakdown = p
-        .breakdown
-        .as_ref()
-        .map(|b| {
-            format!(
-                r#","breakdown":{{"main_floor":{},"view_norm":{},"like_norm":{},"recency_norm":{},"axis_norms":{:?}}}"#,
-                b.main_floor, b.view_norm, b.like_norm, b.recency_norm, b.axis_norms
-            )
-        })
-        .unwrap_or_default();
-    let controls: Vec<String> = p.control_ids.iter().map(|c| format!("{c:?}")).collect();
-    format!(
-        r#"{{"rank":{},"product_id":{},"score":{},"tied_rank":{},"previous_rank":{},"rank_change":{},"top_percent":{},"organic_rank":{},"control_ids":[{}]{breakdown}}}"#,
-        p.rank,
-        p.product_id,
-        p.score,
-        p.tied_rank,
-        p.previous_rank,
-        p.rank_change,
-        p.top_percent,
-        p.organic_rank,
-        controls.join(",")
-    )
+/// An entry as JSON (the keys scripts read), through serde: strings escaped as JSON escapes
+/// them.
+pub fn entry_json(p: &v1::RankedProduct) -> Value {
+    let mut entry = json!({
+        "rank": p.rank,
+        "product_id": p.product_id,
+        "score": p.score,
+        "tied_rank": p.tied_rank,
+        "previous_rank": p.previous_rank,
+        "rank_change": p.rank_change,
+        "top_percent": p.top_percent,
+        "organic_rank": p.organic_rank,
+        "control_ids": p.control_ids,
+    });
+    if let Some(b) = &p.breakdown {
+        entry["breakdown"] = json!({
+            "main_floor": b.main_floor,
+            "view_norm": b.view_norm,
+            "like_norm": b.like_norm,
+            "recency_norm": b.recency_norm,
+            "axis_norms": b.axis_norms,
+        });
+    }
+    entry
+}
+
+/// Entries as a JSON array.
+pub fn entries_json(products: &[v1::RankedProduct]) -> Value {
+    Value::Array(products.iter().map(entry_json).collect())
 }
 
 /// "▲3", "▼2", "=", or "new" (not ranked one period before).
@@ -84,67 +90,67 @@ pub fn table(products: &[v1::RankedProduct]) {
     }
 }
 
-fn axis_json(a: Option<&v1::AxisExplanation>) -> String {
+fn axis_json(a: Option<&v1::AxisExplanation>) -> Value {
     let a = a.cloned().unwrap_or_default();
-    format!(
-        r#"{{"axis":"{}","raw":{},"mean":{},"std":{},"z":{},"norm":{}}}"#,
-        a.axis, a.raw, a.mean, a.std, a.z, a.norm
-    )
+    json!({ "axis": a.axis, "raw": a.raw, "mean": a.mean, "std": a.std, "z": a.z, "norm": a.norm })
 }
 
-fn list<T>(items: &[T], each: impl Fn(&T) -> String) -> String {
-    format!("[{}]", items.iter().map(each).collect::<Vec<_>>().join(","))
-}
-
-pub fn explain_json(r: &v1::ExplainRankResponse) -> String {
-    format!(
-        concat!(
-            r#"{{"date":"{}","version":{},"stale":{},"product":{},"views":{},"likes":{},"orders":{},"order_amount":{},"#,
-            r#""view_points":{},"like_points":{},"order_points":{},"carry_points":{},"main_score":{},"#,
-            r#""views_axis":{},"likes_axis":{},"recency_axis":{},"above":{},"points_to_overtake":{},"#,
-            r#""signals":{},"axes":{},"retracted":{{"views":{},"likes":{},"orders":{},"order_amount":{}}},"#,
-            r#""trending_at_us":{},"hours":{}}}"#
-        ),
-        r.date,
-        r.version,
-        r.stale,
-        entry_json(&r.product.clone().unwrap_or_default()),
-        r.views,
-        r.likes,
-        r.orders,
-        r.order_amount,
-        r.view_points,
-        r.like_points,
-        r.order_points,
-        r.carry_points,
-        r.main_score,
-        axis_json(r.views_axis.as_ref()),
-        axis_json(r.likes_axis.as_ref()),
-        axis_json(r.recency_axis.as_ref()),
-        r.above.as_ref().map_or_else(|| "null".to_owned(), entry_json),
-        r.points_to_overtake,
-        list(&r.signals, |s| {
-            let cap = if s.per_actor > 0 {
-                format!(r#","per_actor":{},"events":{},"over_cap":{}"#, s.per_actor, s.events, s.over_cap)
-            } else {
-                String::new()
-            };
-            format!(r#"{{"signal":"{}","value":{},"points":{}{cap}}}"#, s.signal, s.value, s.points)
-        }),
-        list(&r.axes, |a| axis_json(Some(a))),
-        r.retracted_views,
-        r.retracted_likes,
-        r.retracted_orders,
-        r.retracted_order_amount,
-        r.trending_at.as_ref().map_or_else(|| "null".to_owned(), |t| micros(t).to_string()),
-        list(&r.hours, |h| format!(
-            r#"{{"start_us":{},"main_score":{},"weight":{},"points":{}}}"#,
-            h.start.as_ref().map_or(0, micros),
-            h.main_score,
-            h.weight,
-            h.points
-        )),
-    )
+pub fn explain_json(r: &v1::ExplainRankResponse) -> Value {
+    let signals: Vec<Value> = r
+        .signals
+        .iter()
+        .map(|s| {
+            let mut signal = json!({ "signal": s.signal, "value": s.value, "points": s.points });
+            if s.per_actor > 0 {
+                signal["per_actor"] = json!(s.per_actor);
+                signal["events"] = json!(s.events);
+                signal["over_cap"] = json!(s.over_cap);
+            }
+            signal
+        })
+        .collect();
+    let hours: Vec<Value> = r
+        .hours
+        .iter()
+        .map(|h| {
+            json!({
+                "start_us": h.start.as_ref().map_or(0, micros),
+                "main_score": h.main_score,
+                "weight": h.weight,
+                "points": h.points,
+            })
+        })
+        .collect();
+    json!({
+        "date": r.date,
+        "version": r.version,
+        "stale": r.stale,
+        "product": entry_json(&r.product.clone().unwrap_or_default()),
+        "views": r.views,
+        "likes": r.likes,
+        "orders": r.orders,
+        "order_amount": r.order_amount,
+        "view_points": r.view_points,
+        "like_points": r.like_points,
+        "order_points": r.order_points,
+        "carry_points": r.carry_points,
+        "main_score": r.main_score,
+        "views_axis": axis_json(r.views_axis.as_ref()),
+        "likes_axis": axis_json(r.likes_axis.as_ref()),
+        "recency_axis": axis_json(r.recency_axis.as_ref()),
+        "above": r.above.as_ref().map(entry_json),
+        "points_to_overtake": r.points_to_overtake,
+        "signals": signals,
+        "axes": r.axes.iter().map(|a| axis_json(Some(a))).collect::<Vec<_>>(),
+        "retracted": {
+            "views": r.retracted_views,
+            "likes": r.retracted_likes,
+            "orders": r.retracted_orders,
+            "order_amount": r.retracted_order_amount,
+        },
+        "trending_at_us": r.trending_at.as_ref().map(micros),
+        "hours": hours,
+    })
 }
 
 /// A timestamp in Unix microseconds.

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use ranking_client::{RankingClient, v1};
 
-use super::output::{entry_json, table};
+use super::output::{entries_json, json, table};
 use super::{Ranking, window};
 
 /// Watches the top `limit` of `ranking`.
@@ -22,14 +22,8 @@ pub async fn run(
     while let Some(change) = futures_util::StreamExt::next(&mut changes).await {
         let r = change?;
         if json {
-            let entries: Vec<_> = r.products.iter().map(entry_json).collect();
-            println!(
-                r#"{{"date":"{}","total":{},"version":{},"products":[{}]}}"#,
-                r.date,
-                r.total,
-                r.version,
-                entries.join(",")
-            );
+            let top = json!({ "date": r.date, "total": r.total, "version": r.version, "products": entries_json(&r.products) });
+            println!("{top}");
             continue;
         }
         if terminal {

@@ -209,3 +209,45 @@ async fn changing_controls_needs_the_admin_token_and_reading_them_the_read_token
     assert_eq!(listed.controls.len(), 1);
     app.stop().await;
 }
+
+/// A board larger than a replica holds (`RANKING_SNAPSHOT_MAX_ENTRIES` below its size) takes a
+/// pin and a withdrawal like any other: the control pass and the withdrawal read the board
+/// whole from the store for their work, and the pass's look at which boards are due reads no
+/// entry at all.
+#[tokio::test]
+async fn a_board_larger_than_a_replica_holds_takes_a_pin_and_a_withdrawal() {
+    let db = crate::helpers::TestDb::create().await;
+    let mut app = TestApp::spawn_on(crate::helpers::settings(&db.url, &["--snapshot-max-entries=1000"])).await;
+    crate::helpers::faults::seed_day(&db.url, Utc::now().date_naive(), 3_000).await;
+    app.recompute("").await;
+    let top = |offset: u32, limit: u32| v1::GetTopNRequest { offset, limit, ..Default::default() };
+    let board = app.client.get_top_n(top(0, 2)).await.expect("GetTopN").into_inner();
+    assert_eq!(board.total, 3_000);
+    let middle = app.client.get_top_n(top(1_500, 1)).await.expect("GetTopN").into_inner().products[0].product_id;
+
+    put(&mut app, pin("pin-middle", middle, 1), 0).await.expect("stored");
+    let mut client = app.client.clone();
+    ranking_server::test_support::eventually("the pin served on the big board", || {
+        let mut client = client.clone();
+        async move {
+            let first = client.get_top_n(top(0, 1)).await.map(|t| t.into_inner().products[0].product_id);
+            first.is_ok_and(|p| p == middle)
+        }
+    })
+    .await;
+
+    // Hidden: out of the big board when UpdateCatalog answers, the pin still served.
+    let hidden = board.products[0].product_id;
+    let entry = v1::CatalogEntry { product_id: hidden, hidden: true, ..Default::default() };
+    client.update_catalog(v1::UpdateCatalogRequest { products: vec![entry] }).await.expect("UpdateCatalog");
+    let after = client.get_top_n(top(0, 3)).await.expect("GetTopN").into_inner();
+    let ids: Vec<i64> = after.products.iter().map(|p| p.product_id).collect();
+    assert_eq!(after.total, 2_999, "one product withdrawn: {ids:?}");
+    assert_eq!(ids[0], middle, "the pin stays");
+    assert!(!ids.contains(&hidden), "{ids:?}");
+    let metrics = app.scrape_metrics().await;
+    let failed = crate::helpers::metric_or_zero(&metrics, "ranking_control_passes_total{outcome=\"failed\"}");
+    assert_eq!(failed, 0.0, "no control pass failed");
+    app.stop().await;
+    db.drop_db().await;
+}

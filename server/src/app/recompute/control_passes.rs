@@ -24,7 +24,7 @@ use super::controls::{ControlSet, CurrentControls, served_apart};
 use super::publish::Publisher;
 use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
-use crate::app::snapshots::{Held, Snapshots};
+use crate::app::snapshots::Snapshots;
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::metrics::controls::KindLabels;
@@ -125,22 +125,18 @@ impl ControlPasses {
         }
     }
 
-    /// Today's boards whose current version is not served under `set` at `at`.
-    async fn due(
-        &self,
-        today: NaiveDate,
-        set: &ControlSet,
-        at: i64,
-    ) -> Result<Vec<(RankingKey, Arc<Held>)>, StoreError> {
+    /// Today's boards whose current version is not served under `set` at `at`: told by the
+    /// controls each version notes, without reading a board's entries.
+    async fn due(&self, today: NaiveDate, set: &ControlSet, at: i64) -> Result<Vec<RankingKey>, StoreError> {
         let mut due = Vec::new();
         for whole in [RankingKey::Daily(today), RankingKey::Weekly(today), RankingKey::Trending(today)] {
             let segments = self.rankings.published_segments(whole).await?;
             let keys = std::iter::once(whole).chain(segments.into_iter().filter_map(|s| whole.restricted(Some(s))));
             for key in keys {
                 // The store's current version, not a copy this replica may not have refreshed.
-                let Some(held) = self.snapshots.current(key).await? else { continue };
-                if !set.serves(key, &held.ranking, at) {
-                    due.push((key, held));
+                let Some((_, acting)) = self.snapshots.current_acting(key).await? else { continue };
+                if !set.serves_under(key, &acting, at) {
+                    due.push(key);
                 }
             }
         }
@@ -165,9 +161,11 @@ impl ControlPasses {
             let count = due.len();
             // The boards at once (the daily and the weekly ranking are a million entries each on
             // a big day): each served on a blocking thread, then published.
-            let boards = futures_util::stream::iter(due.into_iter().map(|(key, current)| {
+            let boards = futures_util::stream::iter(due.into_iter().map(|key| {
                 let (set, layout, fence) = (set.clone(), self.policy.profile.layout().clone(), &fence);
                 async move {
+                    // The whole current version, held or read for this pass whatever its size.
+                    let Some(current) = self.snapshots.current_whole(key).await? else { return Ok(()) };
                     let base = current.version;
                     let organic =
                         tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.ranking.organic_board()))

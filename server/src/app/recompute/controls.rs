@@ -81,9 +81,15 @@ impl ControlSet {
     /// Whether `held`, a copy of a ranking of `key`, is served under the controls acting on
     /// it at `at_us`, as they stand now (the same controls at the same revisions).
     pub fn serves(&self, key: RankingKey, held: &Snapshot, at_us: i64) -> bool {
+        self.serves_under(key, held.acting(), at_us)
+    }
+
+    /// Whether a version served under `acting` (ids and revisions, sorted, as a served board
+    /// notes them) is served under the controls acting on `key` at `at_us` as they stand now.
+    pub fn serves_under(&self, key: RankingKey, acting: &[(String, u64)], at_us: i64) -> bool {
         let mut wanted: Vec<(String, u64)> = self.acting(key, at_us).iter().map(|c| c.stamp()).collect();
         wanted.sort();
-        wanted == held.acting()
+        wanted == acting
     }
 }
 

@@ -120,7 +120,8 @@ impl Withdrawals {
         for key in keys {
             // The store's current version, not a copy this replica may not have refreshed.
             // The organic board is what loses them; the served one follows from it.
-            let Some(held) = self.snapshots.current(key).await? else { continue };
+            // Whole, whatever its size (a board larger than this replica holds included).
+            let Some(held) = self.snapshots.current_whole(key).await? else { continue };
             let base = held.version;
             // A board of a million entries: rebuilt on a blocking thread, as a control pass's.
             let hidden = ids.clone();

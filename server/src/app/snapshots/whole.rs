@@ -1,5 +1,6 @@
-//! Whole rankings read for single callers (ListMovers, withdrawals): the held copy, or a
-//! copy read from the store for this caller alone, bounded like the held ones.
+//! Whole rankings read for single callers (ListMovers, control passes, withdrawals): the held
+//! copy, or a copy read from the store for this caller alone, bounded like the held ones (a
+//! control pass's and a withdrawal's are not: they serve the board again whatever its size).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,17 +18,39 @@ impl Snapshots {
     pub async fn whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
         match self.get(key) {
             Some(held) => Ok(Some(held)),
-            None => self.copy(key, false).await,
+            None => self.copy(key, false, self.held.max_entries() as u64).await,
         }
     }
 
     /// Like [`Snapshots::whole`], but always the version the store holds as current now: the
     /// held copy only when it is that version (a replica may not have loaded a newer one yet).
     pub async fn current(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
-        self.copy(key, true).await
+        self.copy(key, true, self.held.max_entries() as u64).await
     }
 
-    async fn copy(&self, key: RankingKey, current: bool) -> Result<Option<Arc<Held>>, StoreError> {
+    /// Like [`Snapshots::current`], whatever its size: what a control pass or a withdrawal
+    /// serves again whole, on a board larger than `RANKING_SNAPSHOT_MAX_ENTRIES` lets a replica
+    /// hold (read for that work alone, at most [`super::PASSING_COPIES`] at once, and dropped
+    /// with it).
+    pub async fn current_whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
+        self.copy(key, true, u64::MAX).await
+    }
+
+    /// The current version of a versioned ranking and the controls (ids and revisions) it was
+    /// served under, read from the held copy when it is that version, else from what the store
+    /// keeps beside the version: no entry is read. `None` when the store has no such ranking.
+    pub async fn current_acting(&self, key: RankingKey) -> Result<Option<(u64, Vec<(String, u64)>)>, StoreError> {
+        let Some(version) = self.rankings.versions(&[key]).await?.first().copied().flatten() else { return Ok(None) };
+        if let Some(held) = self.get(key)
+            && held.version == version
+        {
+            return Ok(Some((version, held.ranking.acting().to_vec())));
+        }
+        let served = self.rankings.version_served(key, version).await?;
+        Ok(Some((version, served.map(|parts| parts.acting).unwrap_or_default())))
+    }
+
+    async fn copy(&self, key: RankingKey, current: bool, max: u64) -> Result<Option<Arc<Held>>, StoreError> {
         let stored = match key.is_versioned() {
             true => match self.rankings.versions(&[key]).await?.first().copied().flatten() {
                 Some(version) => Some(version),
@@ -45,13 +68,13 @@ impl Snapshots {
         let too_large = |total: u64| {
             StoreError::Exceeds(format!(
                 "{key:?} has {total} entries, more than RANKING_SNAPSHOT_MAX_ENTRIES ({}) allows to scan",
-                self.held.max_entries()
+                max
             ))
         };
         let mut entries: Vec<Scored> = Vec::new();
         let mut served = None;
         let version = if let Some(version) = stored {
-            (entries, served) = match self.read_version(key, version, self.held.max_entries() as u64).await? {
+            (entries, served) = match self.read_version(key, version, max).await? {
                 Read::Gone => return Ok(None),
                 Read::TooLarge(total) => return Err(too_large(total)),
                 Read::Entries(entries, served) => (entries, served),
@@ -60,7 +83,7 @@ impl Snapshots {
         } else {
             loop {
                 let page = self.rankings.top(key, entries.len() as u64, LOAD_CHUNK).await?;
-                if page.total > self.held.max_entries() as u64 {
+                if page.total > max {
                     return Err(too_large(page.total));
                 }
                 let done = page.entries.len() < LOAD_CHUNK as usize;

@@ -109,6 +109,7 @@ lint: $(BUF)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	command -v cargo-modules >/dev/null || $(CARGO) install cargo-modules@0.27.0 --locked
 	./scripts/module-cycles.py
+	./scripts/module-cycles.py --self-test
 
 fmt:
 	$(CARGO) fmt --all

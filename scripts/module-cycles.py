@@ -14,6 +14,11 @@ Each edge is lifted to the two sibling modules under the pair's nearest common p
 ancestors (a child using its parent's items) says nothing about layering and is left out.
 Every parent's children must form an acyclic graph; a cycle is printed with the items that
 make each of its edges.
+
+The server's top-level modules must also use each other only in the documented direction
+(docs/ARCHITECTURE.md, "Imports flow one way"): [`DIRECTION`] lists what each may use, and an
+edge outside it is printed with the item that makes it. `--self-test` plants a wrong import in
+a copy of the sources (an application module naming an adapter) and fails unless it is caught.
 """
 import os
 import re
@@ -27,12 +32,80 @@ NODE = re.compile(r'^\s*"([^"]+)" \[label="([^"|]*)\|', re.M)
 EDGE = re.compile(r'^\s*"([^"]+)" -> "([^"]+)" \[label="uses"', re.M)
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 
+# What each top-level module of the server may use (the engine, `domain`, is another crate:
+# anything may use it, and it uses nothing of the server). `metrics` is a leaf every layer may
+# count into; `test_support` and `startup` wire everything.
+ANY = None
+DIRECTION = {
+    "ports": set(),
+    "app": {"ports", "metrics"},
+    "adapters": {"ports", "metrics"},
+    "wire": {"app", "ports"},
+    "grpc": {"app", "wire", "ports", "config", "metrics"},
+    "bus": {"app", "wire", "ports", "metrics"},
+    "feed": {"ports", "metrics"},
+    "web": {"grpc", "config", "metrics"},
+    "config": {"app", "bus", "adapters"},
+    "metrics": set(),
+    "metrics_endpoint": {"metrics"},
+    "telemetry": set(),
+    "startup": ANY,
+    "test_support": ANY,
+}
+
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(self_test())
     failed = False
     for package, src in PACKAGES:
         failed |= check(package, src)
     sys.exit(1 if failed else 0)
+
+
+def against_direction(root, edges):
+    """The server's top-level edges the documented direction does not allow, each with why."""
+    wrong = {}
+    for a, b, why in edges:
+        if a is None or b is None:
+            continue
+        pa, pb = a.split("::"), b.split("::")
+        if len(pa) < 2 or len(pb) < 2 or pa[0] != root or pb[0] != root or pa[1] == pb[1]:
+            continue
+        x, y = pa[1], pb[1]
+        if x not in DIRECTION:
+            wrong.setdefault((x, y), f"{why} (`{x}` has no place in the documented direction)")
+        elif DIRECTION[x] is not ANY and y not in DIRECTION[x]:
+            wrong.setdefault((x, y), why)
+    return wrong
+
+
+def self_test():
+    """A wrong import planted in a copy of the server's sources must be caught."""
+    import shutil
+    import tempfile
+    package, src = PACKAGES[0]
+    root = package.replace("-", "_")
+    modules, item_edges = module_graph(package)
+    edges = [(holder(a, modules), holder(b, modules), why) for a, b, why in item_edges]
+    if against_direction(root, edges + written_paths(src, root, modules)):
+        print("module-cycles --self-test: the sources themselves go against the direction; run the check first")
+        return 1
+    with tempfile.TemporaryDirectory() as copy:
+        planted = os.path.join(copy, "src")
+        shutil.copytree(src, planted)
+        # Before the module's own tests, which may use anything (the scan stops at them).
+        path = os.path.join(planted, "app", "feed.rs")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("fn planted() { let _ = crate::adapters::memory::MemoryRankingStore::new(); }\n" + text)
+        wrong = against_direction(root, edges + written_paths(planted, root, modules))
+    if ("app", "adapters") not in wrong:
+        print("module-cycles --self-test: a planted `app -> adapters` import was not caught")
+        return 1
+    print(f"module-cycles --self-test: caught {wrong[('app', 'adapters')]}")
+    return 0
 
 
 def module_graph(package):
@@ -144,8 +217,14 @@ def check(package, src):
         print(f"cycle under {parent}: {' -> '.join(cycle)}")
         for x, y in zip(cycle, cycle[1:]):
             print(f"    {x} -> {y}: {witness[(parent, x, y)]}")
-    print(f"module-cycles: {package}: {len(modules)} modules, {len(edges)} edges, {len(cycles)} cycles")
-    return bool(cycles)
+    wrong = against_direction(root, edges) if package == "ranking-server" else {}
+    for (x, y), why in sorted(wrong.items()):
+        print(f"against the documented direction: {x} -> {y}: {why}")
+    print(
+        f"module-cycles: {package}: {len(modules)} modules, {len(edges)} edges, {len(cycles)} cycles, "
+        f"{len(wrong)} edges against the direction"
+    )
+    return bool(cycles) or bool(wrong)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ impl Wired {
             policy.clone(),
             metrics.clone(),
             tokio_util::task::TaskTracker::new(),
-            Arc::new(crate::app::feed::Feeder::off(policy.clone(), metrics.clone())),
+            Arc::new(feeder_off(policy.clone(), metrics.clone())),
         ));
         Self { policy, metrics, snapshots, recompute }
     }
@@ -318,4 +318,15 @@ pub fn grpc_request(addr: std::net::SocketAddr, path: &str) -> tonic::codegen::h
         .header("te", "trailers")
         .body(())
         .unwrap_or_default()
+}
+
+/// A feeder with no sink: the feed is off (its cursors an in-process store's, never read).
+pub fn feeder_off(policy: Arc<Policy>, metrics: Arc<Metrics>) -> crate::app::feed::Feeder {
+    let settings = crate::app::feed::FeedSettings {
+        top: 0,
+        interval: Duration::from_secs(1),
+        whole_every: Duration::from_secs(3_600),
+    };
+    let cursors = Arc::new(MemoryRankingStore::new());
+    crate::app::feed::Feeder::new(cursors, Vec::new(), policy, metrics, settings)
 }

@@ -86,13 +86,6 @@ impl Feeder {
         }
     }
 
-    /// A feeder with no sink: the feed is off.
-    pub fn off(policy: Arc<Policy>, metrics: Arc<Metrics>) -> Self {
-        let settings =
-            FeedSettings { top: 0, interval: Duration::from_secs(1), whole_every: Duration::from_secs(3_600) };
-        Self::new(Arc::new(crate::adapters::memory::MemoryRankingStore::new()), Vec::new(), policy, metrics, settings)
-    }
-
     /// Whether a sink is configured.
     pub fn is_on(&self) -> bool {
         !self.sinks.is_empty()

@@ -61,8 +61,10 @@ impl Snapshots {
         Ok(Read::Entries(entries, served))
     }
 
-    /// Installs a version a recompute of this replica just published, from its entries in
-    /// ranking order, when the ranking is one this replica keeps.
+    /// Installs a version from its entries in ranking order, when the ranking is one this
+    /// replica keeps: what [`Snapshots::install_copy`] does with a publication's own copy, for
+    /// tests that have entries only.
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn install(&self, key: RankingKey, version: u64, entries: Vec<Scored>) {
         self.wanted.present(key);
         if !self.is_wanted(key, self.policy.now()) {

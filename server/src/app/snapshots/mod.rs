@@ -6,7 +6,8 @@
 //! O(limit), a rank in O(1), with no round trip and no parsing, and it keeps answering while
 //! Redis is down. Copies are installed three ways:
 //!
-//! - by the recompute that published the version, before its call returns ([`Snapshots::install`]);
+//! - by the publication that made the version, before its call returns, from its own copy
+//!   ([`Snapshots::install_copy`]);
 //! - on an announcement over the ranking store's pub/sub ([`Snapshots::run`]);
 //! - by a poll of the current versions every [`Policy::snapshot_poll`], which also finds
 //!   announcements lost while the subscription was down.

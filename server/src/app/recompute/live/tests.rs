@@ -301,7 +301,7 @@ fn fixture_with(live_interval: Duration) -> Fixture {
         policy.clone(),
         metrics.clone(),
         tokio_util::task::TaskTracker::new(),
-        Arc::new(crate::app::feed::Feeder::off(policy, metrics)),
+        Arc::new(crate::test_support::feeder_off(policy, metrics)),
     ));
     Fixture { rows, ranking, recompute }
 }

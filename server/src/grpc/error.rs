@@ -5,6 +5,7 @@ use tonic::Status;
 
 use crate::app::catalog::CatalogError;
 use crate::app::controls::ControlError;
+use crate::app::history::HistoryError;
 use crate::app::ingest::IngestError;
 use crate::app::invalid::{Invalid, quote};
 use crate::app::profiles::RouteError;
@@ -126,6 +127,16 @@ impl From<WatchError> for Status {
             WatchError::Full(_) => Status::resource_exhausted(e.to_string()),
             WatchError::Closing => Status::unavailable(e.to_string()),
             WatchError::Query(q) => q.into(),
+        }
+    }
+}
+
+impl From<HistoryError> for Status {
+    fn from(e: HistoryError) -> Self {
+        match e {
+            HistoryError::Invalid(invalid) => invalid.into(),
+            HistoryError::UnknownProfile(_) => Status::not_found(e.to_string()),
+            HistoryError::Store(s) => store(&s),
         }
     }
 }

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use ranking_proto::v1 as pb;
 
 use super::convert::{named_date, segment};
-use crate::app::history::{HistoryError, HistoryQuery};
+use crate::app::history::HistoryQuery;
 use crate::app::invalid::Invalid;
 use crate::domain::history::Summary;
 
@@ -51,15 +51,5 @@ pub fn response(summary: Summary) -> pb::GetRankHistoryResponse {
         days_in_top_100: summary.days_in_top_100,
         streak_in_top_100: summary.streak_in_top_100,
         restated_days: summary.restated_days,
-    }
-}
-
-impl From<HistoryError> for tonic::Status {
-    fn from(e: HistoryError) -> Self {
-        match e {
-            HistoryError::Invalid(invalid) => invalid.into(),
-            HistoryError::UnknownProfile(_) => tonic::Status::not_found(e.to_string()),
-            HistoryError::Store(s) => super::error::store(&s),
-        }
     }
 }

@@ -237,18 +237,10 @@ pub(super) fn rank_apart(
     hidden: &Arc<[i64]>,
 ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
     let (policy, hidden) = (Arc::clone(policy), Arc::clone(hidden));
-    let task = tokio::task::spawn_blocking(move || {
+    super::apart::off_runtime(move || {
         let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden))?;
         Ok((ranked, contenders))
-    });
-    async move {
-        match task.await {
-            Ok(ranked) => ranked,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(e) => Err(StoreError::ranking(e)),
-        }
-    }
+    })
 }
 
 /// The ranking of a population: what [`rank_apart`] runs on a blocking thread.
@@ -256,12 +248,7 @@ pub(super) fn rank(policy: &Policy, date: NaiveDate, contenders: &mut Vec<Conten
     // A fixed order makes the floating-point sums of the normalisation, and so every
     // score, identical across rebuilds.
     contenders.sort_unstable_by_key(|c| c.product_id);
-    // Both ascending: one walk through the hidden products.
-    let mut hidden = hidden.iter().peekable();
-    contenders.retain(|c| {
-        while hidden.next_if(|h| **h < c.product_id).is_some() {}
-        hidden.peek() != Some(&&c.product_id)
-    });
+    super::apart::without_hidden(contenders, |c| c.product_id, hidden);
     let clock = clock(policy, date);
     let (entries, clamped, stats) =
         rank_population(&policy.profile, contenders, clock.day_start_us, clock.reference_us, |product_id, _, score| {

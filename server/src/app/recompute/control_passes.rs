@@ -28,7 +28,7 @@ use crate::app::snapshots::Snapshots;
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::metrics::controls::KindLabels;
-use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, StoreError, VersionLife, day_lease};
+use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, StoreError, day_lease};
 
 /// Boards served again at once by one pass.
 const BOARDS_AT_ONCE: usize = 4;
@@ -156,8 +156,7 @@ impl ControlPasses {
             if !due.is_empty() {
                 self.publisher.faults.before_publish().await;
             }
-            let life =
-                VersionLife { expire_at: self.policy.daily_expiry(today), superseded_for: self.policy.snapshot_ttl };
+            let life = self.publisher.life(today);
             let count = due.len();
             // The boards at once (the daily and the weekly ranking are a million entries each on
             // a big day): each served on a blocking thread, then published.

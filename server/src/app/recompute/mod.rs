@@ -51,6 +51,7 @@ use crate::ports::{
     EventLedger, Fence, HistoryRows, LeaseLock, MetricsStore, RankingKey, RankingStore, Scored, StoreError,
 };
 
+mod apart;
 mod build;
 mod control_passes;
 mod controls;

@@ -43,32 +43,22 @@ pub(super) async fn read_hours(
 
 /// Ranks `hours` at `t_us` without the `hidden` products (ascending), on a blocking thread:
 /// a million products' decayed sums would otherwise hold a worker of the runtime.
-pub(super) async fn rank_apart(
+pub(super) fn rank_apart(
     policy: &Arc<Policy>,
     hours: Arc<TrendingHours>,
     t_us: i64,
     hidden: &Arc<[i64]>,
-) -> Result<RankedCopy, StoreError> {
+) -> impl Future<Output = Result<RankedCopy, StoreError>> + use<> {
     let (policy, hidden) = (Arc::clone(policy), Arc::clone(hidden));
-    let task = tokio::task::spawn_blocking(move || RankedCopy::of(rank(&policy, &hours, t_us, &hidden)));
-    match task.await {
-        Ok(ranked) => ranked,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // The runtime is shutting down.
-        Err(e) => Err(StoreError::ranking(e)),
-    }
+    super::apart::off_runtime(move || RankedCopy::of(rank(&policy, &hours, t_us, &hidden)))
 }
 
 /// The trending population of `hours` at `t_us`, ranked: what [`rank_apart`] runs.
 pub(super) fn rank(policy: &Policy, hours: &TrendingHours, t_us: i64, hidden: &[i64]) -> Computed {
     let profile = &policy.profile;
     let mut contenders = hours.contenders(profile, t_us, policy.trending_half_life_us());
-    // Both ascending: one walk through the hidden products.
-    let mut hidden = hidden.iter().peekable();
-    contenders.retain(|c| {
-        while hidden.next_if(|h| **h < c.product_id).is_some() {}
-        hidden.peek() != Some(&&c.product_id)
-    });
+    // Both ascending.
+    super::apart::without_hidden(&mut contenders, |c| c.product_id, hidden);
     let (entries, clamped, stats) =
         rank_trending(profile, &contenders, |product_id, _, score| Scored { product_id, score });
     Computed { entries, clamped, stats, clock: RecencyClock { day_start_us: t_us, reference_us: t_us } }

@@ -15,7 +15,7 @@ use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, Scored, StoreError, VersionLife};
+use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, Scored, StoreError};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
 struct Withdrawal {
@@ -104,7 +104,7 @@ impl Withdrawals {
     }
 
     async fn withdraw_locked(&self, date: NaiveDate, ids: &HashSet<i64>, fence: &Fence) -> Result<(), StoreError> {
-        let life = VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl };
+        let life = self.publisher.life(date);
         let ids_list: Vec<i64> = ids.iter().copied().collect();
         let mut keys = Vec::new();
         for whole in [RankingKey::Daily(date), RankingKey::Weekly(date), RankingKey::Trending(date)] {

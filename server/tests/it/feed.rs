@@ -5,7 +5,6 @@
 //! move forward only.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
 use async_nats::jetstream;
 use chrono::{Duration as Age, Utc};
@@ -318,8 +317,8 @@ mod once_per_run {
     use crate::helpers::{TestDb, settings};
 
     /// Replica B feeds version 1; replica A, a process whose feed cannot reach its broker,
-    /// publishes version 2 and is killed (SIGKILL) before feeding it; the broker stops for
-    /// 10 s while B publishes version 3. The feed's chain has no gap: B's next fed version
+    /// publishes version 2 and is killed (SIGKILL) before feeding it; the broker stops while
+    /// B publishes version 3, until B's feeder has failed to send it. The feed's chain has no gap: B's next fed version
     /// carries every change since version 1 and ends at the served version.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs Kafka's jars, a database server and Redis: make test's PostgreSQL + Redis pass"]
@@ -384,11 +383,16 @@ mod once_per_run {
         a.kill();
         a.wait().await;
 
-        // The broker down for 10 s while B publishes version 3.
+        // The broker down while B publishes version 3.
         broker.stop();
         b.record((11..=20).map(|p| event(&format!("o{p}"), p, v1::EventType::Order, 20_000 * p, now)).collect()).await;
         let v3 = b.recompute("").await.version;
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        // Down until B's feeder has tried to send it and failed, at least once.
+        eventually("B's feed refused while the broker is down", async || {
+            let metrics = b.scrape_metrics().await;
+            crate::helpers::metric_or_zero(&metrics, "ranking_feed_failures_total{sink=\"kafka\"}") >= 1.0
+        })
+        .await;
         broker.restart();
         eventually("version 3 fed", async || fed().await == Some(v3)).await;
 

@@ -14,7 +14,7 @@ use crate::helpers::{TestApp, metric_value};
 use ranking_server::test_support::{EVENTUALLY, eventually, grpc_request};
 
 /// The grpc-status of a raw response (headers of a trailers-only answer, else trailers).
-async fn grpc_status(response: h2::client::ResponseFuture) -> i32 {
+pub(crate) async fn grpc_status(response: h2::client::ResponseFuture) -> i32 {
     let response = response.await.expect("response");
     if let Some(s) = response.headers().get("grpc-status") {
         return s.to_str().expect("ascii").parse().expect("code");

@@ -225,13 +225,23 @@ async fn the_client_watch_resumes_by_itself_when_its_replica_restarts() {
 async fn a_watch_outlives_the_unary_request_timeout() {
     // The request timeout bounds unary calls; it must not cut a watch. It is long enough for
     // the two unary calls that change the top, which come after it has passed.
-    let mut app = TestApp::spawn(&["--request-timeout=3s"]).await;
+    let mut app = TestApp::spawn(&["--request-timeout=3s", "--body-timeout=120s"]).await;
     let mut stream = app.client.watch_top_n(v1::WatchTopNRequest::default()).await.expect("watch").into_inner();
     let first = stream.message().await.expect("first").expect("state");
     assert_eq!(first.total, 0);
-    // Well past the request timeout, a change of the top: the next thing on the stream is
-    // that change, neither its end nor anything sent before it.
-    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    // A unary call started after the watch whose message never comes: the server cuts it when
+    // its request timeout passes (the body's is far longer), so once it is answered the watch
+    // has outlived that timeout too.
+    let tcp = tokio::net::TcpStream::connect(app.addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = ranking_server::test_support::grpc_request(app.addr, "/ranking.v1.RankingService/GetTopN");
+    let (held, _body) = client.send_request(request, false).expect("send");
+    let code = tokio::time::timeout(EVENTUALLY, crate::hardening::grpc_status(held)).await.expect("answered");
+    assert_eq!(code, Code::DeadlineExceeded as i32, "the held call cut by the request timeout");
+    // Past the request timeout, a change of the top: the next thing on the stream is that
+    // change, neither its end nor anything sent before it.
     app.record(views("a", 7, 3, Utc::now() - Age::seconds(1))).await;
     let version = app.recompute("").await.version;
     let next = stream.message().await.expect("still open").expect("a state");

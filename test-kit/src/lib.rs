@@ -4,15 +4,23 @@
 //! The SQL backend comes from `RANKING_TEST_DATABASE` (`sqlite`, the default, or an admin
 //! URL such as `postgres://postgres@127.0.0.1/test` or `mysql://root@127.0.0.1/test`), under
 //! which each test creates and drops a database of its own.
+//!
+//! Beside the harness: the reference scorer (`reference`), the random numbers (`draw`), the
+//! buses (`bus`), faults (`faults`) and throwaway servers.
 
 pub mod bus;
+mod draw;
 pub mod faults;
 pub mod grpc_web;
 pub mod mariadb;
 pub mod pg;
 pub mod process;
+mod reference;
 pub mod throwaway_cluster;
 pub mod throwaway_redis;
+
+pub use draw::Draw;
+pub use reference::{ReferenceRow, built_in_reference, independent_norm};
 
 use ranking_server::adapters::redis::RedisMode;
 use ranking_server::adapters::redis::connection::Connection;
@@ -351,16 +359,6 @@ pub fn metric_or_zero(metrics: &str, line_prefix: &str) -> f64 {
     metric_sample(metrics, line_prefix).unwrap_or(0.0)
 }
 
-/// §4's normalisation written out independently of the service: `round(999 / (1 + e^-z))`
-/// of `x` over `values` (population standard deviation; 500 when the axis is flat).
-pub fn independent_norm(values: &[f64], x: f64) -> u32 {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-    let z = if std == 0.0 { 0.0 } else { (x - mean) / std };
-    (999.0 / (1.0 + (-z).exp())).round() as u32
-}
-
 /// The rules of a test's direct write to the ledger: the profile given, any original may be
 /// retracted, hours of UTC.
 pub fn rules(profile: &ranking_server::domain::profile::ScoringProfile) -> ranking_server::ports::RecordRules<'_> {
@@ -393,71 +391,5 @@ impl ProfileFile {
 impl Drop for ProfileFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// One product's counters as an independent reference sees them: views, likes (both as
-/// counted by the ranking), order amount, and its latest event (Unix microseconds).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReferenceRow {
-    pub product_id: i64,
-    pub views: f64,
-    pub likes: f64,
-    pub order_amount: i64,
-    pub last_event_us: i64,
-}
-
-/// The ranking the built-in profile gives `rows` without carry-over, computed here from
-/// the section 4 formula and [`independent_norm`], recency counted back from the end of
-/// today (UTC): best first, equal scores by descending product id.
-pub fn built_in_reference(rows: &[ReferenceRow]) -> Vec<(i64, f64)> {
-    let day_end = (Utc::now().date_naive() + chrono::Days::new(1)).and_time(chrono::NaiveTime::MIN).and_utc();
-    let recency = |us: i64| (day_end.timestamp_micros() - us) as f64 / 1e6;
-    let views: Vec<f64> = rows.iter().map(|r| r.views).collect();
-    let likes: Vec<f64> = rows.iter().map(|r| r.likes).collect();
-    let recencies: Vec<f64> = rows.iter().map(|r| recency(r.last_event_us)).collect();
-    let norm = |values: &[f64], x: f64| i64::from(independent_norm(values, x));
-    let mut scores: Vec<(i64, f64)> = rows
-        .iter()
-        .map(|r| {
-            let main = r.views * 0.1 + r.likes * 0.2 + f64::ln_1p(r.order_amount as f64) * 0.6;
-            let n = main.floor() as i64 * 1_000_000_000
-                + norm(&views, r.views) * 1_000_000
-                + norm(&likes, r.likes) * 1_000
-                + (999 - norm(&recencies, recency(r.last_event_us)));
-            (r.product_id, n as f64 / 1e9)
-        })
-        .collect();
-    scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-    scores
-}
-
-/// The one generator of the tests and benchmarks: small and deterministic (xorshift), so a
-/// workload is the same on every engine and every run, and one printed seed replays it.
-pub struct Draw(pub u64);
-
-impl Draw {
-    /// A generator from `seed` (any value: xorshift's one fixed point, 0, is avoided).
-    pub fn seeded(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-
-    /// The next number.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// The next number below `below`.
-    pub fn next(&mut self, below: u64) -> u64 {
-        self.next_u64() % below
-    }
-
-    /// A product id in 1..=`n` with Zipf-like popularity (s ≈ 1).
-    pub fn zipf(&mut self, n: u64) -> i64 {
-        let u = (self.next_u64() % 1_000_000) as f64 / 1_000_000.0;
-        ((n as f64).powf(u)).floor() as i64
     }
 }

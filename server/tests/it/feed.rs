@@ -274,6 +274,12 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
     }
     let metrics = app.scrape_metrics().await;
     assert!(metrics.contains("ranking_feed_records_total{sink=\"kafka\",kind=\"version\"}"), "records counted");
+    // Every board fed: none is behind, the gauge is back to 0 (it once stayed at 1 and more).
+    eventually("ranking_feed_behind_versions back to 0", async || {
+        let metrics = app.scrape_metrics().await;
+        crate::helpers::metric_sample(&metrics, "ranking_feed_behind_versions ") == Some(0.0)
+    })
+    .await;
     app.stop().await;
 }
 

@@ -79,10 +79,12 @@ const STALL: std::time::Duration = std::time::Duration::from_secs(90);
 /// describes it and each partition's committed offset against its end, so that a failing run
 /// tells a stopped consumer from a slow one.
 async fn drained(db: &str, bus: &TestBus, target: i64, what: &str) {
-    let mut moved_at = (count_events(db).await, tokio::time::Instant::now());
+    let started = tokio::time::Instant::now();
+    let mut moved_at = (count_events(db).await, started);
     loop {
         let n = count_events(db).await;
         if n >= target {
+            eprintln!("{what}: drained in {} ms", started.elapsed().as_millis());
             return;
         }
         if n != moved_at.0 {

@@ -30,8 +30,9 @@ pub struct ExplainQuery {
     pub date: Option<NaiveDate>,
     /// Explain the product's place in this segment's ranking (same score, own rank).
     pub segment: Option<Segment>,
-    /// The trending board rather than the daily ranking.
-    pub trending: bool,
+    /// The board: the daily ranking (`None` or [`Window::Daily`]) or the trending board; the
+    /// others' scores are not explained.
+    pub window: Option<Window>,
 }
 
 /// What a trending score adds to its explanation: the board's instant and its hours.
@@ -114,11 +115,19 @@ impl Explainer {
 
     /// Explains one product's entry in the daily ranking of the query's day.
     pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
+        let trending = match query.window {
+            None | Some(Window::Daily) => false,
+            Some(Window::Trending) => true,
+            Some(_) => {
+                let reason = "must be WINDOW_DAILY (or unset) or WINDOW_TRENDING: the scores explained";
+                return Err(crate::app::invalid::Invalid::field("window", reason).into());
+            }
+        };
         let date = query.date.unwrap_or_else(|| self.policy.today(self.policy.now()));
-        let window = if query.trending { Window::Trending } else { Window::Daily };
+        let window = if trending { Window::Trending } else { Window::Daily };
         let selector = Selector { window: Some(window), date: Some(date), hour: None, segment: query.segment };
         let run_name =
-            if query.trending { self.policy.trending_run_name() } else { self.policy.stored_profile_name().into() };
+            if trending { self.policy.trending_run_name() } else { self.policy.stored_profile_name().into() };
         let mut attempt = 1;
         loop {
             let served = self.queries.rank(RankQuery { selector, product_id: query.product_id, neighbors: 1 }).await?;
@@ -137,7 +146,7 @@ impl Explainer {
             .unwrap_or_default();
             let run = self.runs.ranking_run(date, &run_name).await?;
             match run {
-                Some(run) if run.version == version && query.trending => {
+                Some(run) if run.version == version && trending => {
                     let profile = self.profile_of(&run.profile).await?;
                     let first = self.policy.trending_first_day(date);
                     let rows = self.hours.product_hours(query.product_id, first, date, profile.custom_names()).await?;

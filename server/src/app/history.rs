@@ -7,6 +7,7 @@ use chrono::{Days, NaiveDate};
 
 use super::invalid::Invalid;
 use super::policy::Policy;
+use super::queries::Window;
 use crate::domain::catalog::Segment;
 use crate::domain::history::{Summary, summarize};
 use crate::ports::{HistoryBoard, HistoryRows, StoreError};
@@ -22,8 +23,9 @@ pub const DEFAULT_DAYS: u64 = 90;
 pub struct HistoryQuery {
     pub product_id: i64,
     pub segment: Option<Segment>,
-    /// The weekly board rather than the daily one.
-    pub weekly: bool,
+    /// The board: the daily (`None` or [`Window::Daily`]) or the weekly; the others have no
+    /// kept history.
+    pub window: Option<Window>,
     /// First day; `None`: [`DEFAULT_DAYS`] days ending `to`.
     pub from: Option<NaiveDate>,
     /// Last day; `None`: the last ended day.
@@ -60,6 +62,11 @@ impl History {
         if query.product_id < 1 {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
+        let weekly = match query.window {
+            None | Some(Window::Daily) => false,
+            Some(Window::Weekly) => true,
+            Some(_) => return Err(Invalid::field("window", "has no history; use WINDOW_DAILY or WINDOW_WEEKLY").into()),
+        };
         // Each profile's history answers for its own boards (the service's own are kept under
         // the empty name); the caller picked it by the name.
         if !query.profile.is_empty() && query.profile != *self.policy.profile_name {
@@ -81,8 +88,7 @@ impl History {
         if days > MAX_DAYS {
             return Err(Invalid::field("from", format!("the range holds {days} days; at most {MAX_DAYS}")).into());
         }
-        let board =
-            HistoryBoard { weekly: query.weekly, segment: query.segment, profile: self.policy.stored_profile_name() };
+        let board = HistoryBoard { weekly, segment: query.segment, profile: self.policy.stored_profile_name() };
         let kept = self.rows.kept_days(board).await?;
         Ok((from, to, summarize(query.product_id, &kept, from, to)))
     }

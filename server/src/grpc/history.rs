@@ -11,20 +11,10 @@ use crate::domain::history::Summary;
 
 /// The query of a GetRankHistory request.
 pub fn query(req: pb::GetRankHistoryRequest) -> Result<HistoryQuery, Invalid> {
-    let weekly = match pb::Window::try_from(req.window) {
-        Ok(pb::Window::Unspecified | pb::Window::Daily) => false,
-        Ok(pb::Window::Weekly) => true,
-        _ => {
-            return Err(Invalid::field(
-                "window",
-                format!("{} has no history; use WINDOW_DAILY or WINDOW_WEEKLY", req.window),
-            ));
-        }
-    };
     Ok(HistoryQuery {
         product_id: req.product_id,
         segment: segment(&req.segment)?,
-        weekly,
+        window: super::convert::window(req.window)?,
         from: named_date("from", &req.from)?,
         to: named_date("to", &req.to)?,
         profile: req.profile,

@@ -18,7 +18,7 @@ use crate::app::explain::ExplainQuery;
 use crate::app::ingest::Ingest;
 use crate::app::invalid::Invalid;
 use crate::app::profiles::{Lane, Profiles};
-use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery, Window};
+use crate::app::queries::{MoversQuery, Queries, RankQuery, RanksQuery, TopQuery};
 use crate::app::watch::WatchQuery;
 use crate::ports::Outcome;
 use crate::wire;
@@ -137,22 +137,11 @@ impl RankingService for RankingApi {
     ) -> Result<Response<pb::ExplainRankResponse>, Status> {
         let req = request.into_inner();
         let lane = self.profiles.route(&req.profile, "")?;
-        let trending = match convert::window(req.window)? {
-            None | Some(Window::Daily) => false,
-            Some(Window::Trending) => true,
-            Some(_) => {
-                return Err(Invalid::field(
-                    "window",
-                    "must be WINDOW_DAILY (or unset) or WINDOW_TRENDING: the scores explained",
-                )
-                .into());
-            }
-        };
         let query = ExplainQuery {
             product_id: req.product_id,
             date: convert::date(&req.date)?,
             segment: convert::segment(&req.segment)?,
-            trending,
+            window: convert::window(req.window)?,
         };
         Ok(Response::new(convert::explain_response(lane.explainer.explain(query).await?, lane.name())))
     }

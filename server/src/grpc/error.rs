@@ -114,8 +114,8 @@ impl From<CatalogError> for Status {
         match e {
             CatalogError::Invalid(invalid) => invalid.into(),
             CatalogError::Store(s) => store(&s),
-            CatalogError::Withdrawal(RecomputeError::Invalid(invalid)) => invalid.into(),
-            CatalogError::Withdrawal(_) => Status::unavailable(format!("{e}; retry")),
+            // As a recompute's failures map: the same store failure, the same code.
+            CatalogError::Withdrawal(withdrawal) => withdrawal.into(),
         }
     }
 }
@@ -135,7 +135,7 @@ impl From<HistoryError> for Status {
     fn from(e: HistoryError) -> Self {
         match e {
             HistoryError::Invalid(invalid) => invalid.into(),
-            HistoryError::UnknownProfile(_) => Status::not_found(e.to_string()),
+            HistoryError::UnknownProfile(name) => RouteError::UnknownProfile(name).into(),
             HistoryError::Store(s) => store(&s),
         }
     }

@@ -68,6 +68,9 @@ pub struct BusMetrics {
     /// Partitions assigned to or revoked from this replica by group rebalances (a
     /// cooperative rebalance revokes only those that move).
     pub partitions_moved: Family<MoveLabels, Counter>,
+    /// Kafka partitions seen with records to consume and no fetch under way for longer than
+    /// a stall (each episode once): librdkafka left them waiting, after a leader change say.
+    pub partitions_stalled: Family<SourceLabels, Counter>,
 }
 
 impl BusMetrics {
@@ -80,6 +83,7 @@ impl BusMetrics {
             batch_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             connected: Family::default(),
             partitions_moved: Family::default(),
+            partitions_stalled: Family::default(),
         };
         registry.register("bus_records", "Event-bus records by source and outcome", bus.records.clone());
         registry.register(
@@ -102,6 +106,11 @@ impl BusMetrics {
             "bus_partitions_moved",
             "Partitions assigned to or revoked from this replica by consumer-group rebalances",
             bus.partitions_moved.clone(),
+        );
+        registry.register(
+            "bus_partitions_stalled",
+            "Kafka partitions that had records to consume and fetched none for 30 s (logged with their fetch state)",
+            bus.partitions_stalled.clone(),
         );
         bus
     }

@@ -78,7 +78,7 @@ const STALL: std::time::Duration = std::time::Duration::from_secs(90);
 /// stopped fails after [`STALL`] unmoved, naming where it stopped, the group as its coordinator
 /// describes it and each partition's committed offset against its end, so that a failing run
 /// tells a stopped consumer from a slow one.
-async fn drained(db: &str, bus: &TestBus, target: i64, what: &str) {
+async fn drained(db: &str, bus: &TestBus, replicas: &[&TestApp], target: i64, what: &str) {
     let started = tokio::time::Instant::now();
     let mut moved_at = (count_events(db).await, started);
     loop {
@@ -92,10 +92,16 @@ async fn drained(db: &str, bus: &TestBus, target: i64, what: &str) {
         }
         if moved_at.1.elapsed() > STALL {
             let (state, members) = bus.group_assignment();
+            let mut seen = Vec::new();
+            for replica in replicas {
+                let metrics = replica.scrape_metrics().await;
+                seen.extend(metrics.lines().filter(|l| l.starts_with("ranking_bus_")).map(str::to_string));
+            }
             panic!(
                 "{what}: {n} of {target} in SQL, unmoved for {STALL:?}; the group {state} {members:?}; \
-                 committed and end offsets {:?}",
-                bus.committed_and_high()
+                 committed and end offsets {:?}; the replicas' bus metrics:\n{}",
+                bus.committed_and_high(),
+                seen.join("\n")
             );
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -153,7 +159,7 @@ async fn kafka_leader_killed_mid_drain_loses_and_doubles_nothing() {
     }
     cluster.restart_missing();
 
-    drained(&db.url, &bus, 25_000, "all 25,000 in SQL").await;
+    drained(&db.url, &bus, &[&app], 25_000, "all 25,000 in SQL").await;
     eventually("every partition committed to its end", || async {
         bus.committed_and_high().iter().all(|(committed, high)| committed == high)
     })
@@ -225,7 +231,7 @@ async fn kafka_third_member_joins_without_double_counting() {
     let c = replica(&db.url, &replica_flags(&bus, "member-c", 6_000)).await;
     let three = settled(&bus, &["member-a", "member-b", "member-c"]).await;
     bus.publish(&views_json("after", 5_000)).await;
-    drained(&db.url, &bus, 20_000, "all 20,000 in SQL").await;
+    drained(&db.url, &bus, &[&a, &b, &c], 20_000, "all 20,000 in SQL").await;
     eventually("every partition committed to its end", || async {
         bus.committed_and_high().iter().all(|(committed, high)| committed == high)
     })

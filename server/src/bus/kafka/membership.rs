@@ -28,7 +28,15 @@ pub(super) struct Membership {
     revoked: Mutex<HashMap<(String, i32), u64>>,
     pub(super) metrics: Arc<Metrics>,
     connected: Connected,
+    /// Per partition with records to consume and no fetch under way: since when, and whether
+    /// that was told. Bounded by the assigned partitions.
+    waiting: Mutex<HashMap<(String, i32), (std::time::Instant, bool)>>,
 }
+
+/// How long a partition may have records to consume and no fetch under way before it is
+/// told (logged with librdkafka's fetch state, and counted): a leader change or a broker
+/// restart takes seconds, not this long.
+const STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ClientContext for Membership {
     /// Lag per assigned partition (librdkafka's `consumer_lag`: high watermark − committed
@@ -47,6 +55,7 @@ impl ClientContext for Membership {
                 };
                 let labels = LagLabels { source: SOURCE, partition: format!("{topic}/{}", p.partition) };
                 self.metrics.bus.lag.get_or_create(&labels).set(lag);
+                self.watch_fetch(topic, p, lag);
             }
         }
     }
@@ -65,7 +74,43 @@ pub(super) type Offsets<'b> = Vec<(&'b str, i32, i64)>;
 impl Membership {
     /// A fresh one: no revocation seen yet.
     pub(super) fn new(metrics: Arc<Metrics>, connected: Connected) -> Self {
-        Self { generation: AtomicU64::new(0), revoked: Mutex::new(HashMap::new()), metrics, connected }
+        Self {
+            generation: AtomicU64::new(0),
+            revoked: Mutex::new(HashMap::new()),
+            metrics,
+            connected,
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Tells a partition that has had records to consume (`lag`) and no fetch under way
+    /// (librdkafka's fetch state other than `active`) for longer than [`STALL`]: once per
+    /// such episode, logged with the state and the leader, and counted.
+    fn watch_fetch(&self, topic: &str, p: &rdkafka::statistics::Partition, lag: i64) {
+        let key = (topic.to_string(), p.partition);
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if p.fetch_state == "active" || lag <= 0 {
+            waiting.remove(&key);
+            return;
+        }
+        let (since, told) = waiting.entry(key).or_insert((std::time::Instant::now(), false));
+        if !*told && since.elapsed() >= STALL {
+            *told = true;
+            self.metrics
+                .bus
+                .partitions_stalled
+                .get_or_create(&crate::metrics::bus::SourceLabels { source: SOURCE })
+                .inc();
+            tracing::warn!(
+                topic,
+                partition = p.partition,
+                fetch_state = %p.fetch_state,
+                leader = p.leader,
+                lag,
+                waited_s = since.elapsed().as_secs(),
+                "a partition with records to consume has fetched none for a while"
+            );
+        }
     }
 
     /// The generation now; a batch remembers the one its fetch began in.

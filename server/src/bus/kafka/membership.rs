@@ -33,6 +33,15 @@ pub(super) struct Membership {
     waiting: Mutex<HashMap<(String, i32), (std::time::Instant, bool)>>,
 }
 
+/// A partition's fetch as librdkafka's statistics report it.
+#[derive(Clone, Copy)]
+struct Fetch<'a> {
+    partition: i32,
+    /// `active` while fetching; `offset-query`, `validate-epoch-wait`… while it waits.
+    state: &'a str,
+    leader: i32,
+}
+
 /// How long a partition may have records to consume and no fetch under way before it is
 /// told (logged with librdkafka's fetch state, and counted): a leader change or a broker
 /// restart takes seconds, not this long.
@@ -55,7 +64,8 @@ impl ClientContext for Membership {
                 };
                 let labels = LagLabels { source: SOURCE, partition: format!("{topic}/{}", p.partition) };
                 self.metrics.bus.lag.get_or_create(&labels).set(lag);
-                self.watch_fetch(topic, p, lag);
+                let fetch = Fetch { partition: p.partition, state: &p.fetch_state, leader: p.leader };
+                self.watch_fetch(topic, fetch, lag, std::time::Instant::now());
             }
         }
     }
@@ -86,15 +96,15 @@ impl Membership {
     /// Tells a partition that has had records to consume (`lag`) and no fetch under way
     /// (librdkafka's fetch state other than `active`) for longer than [`STALL`]: once per
     /// such episode, logged with the state and the leader, and counted.
-    fn watch_fetch(&self, topic: &str, p: &rdkafka::statistics::Partition, lag: i64) {
+    fn watch_fetch(&self, topic: &str, p: Fetch<'_>, lag: i64, now: std::time::Instant) {
         let key = (topic.to_string(), p.partition);
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        if p.fetch_state == "active" || lag <= 0 {
+        if p.state == "active" || lag <= 0 {
             waiting.remove(&key);
             return;
         }
-        let (since, told) = waiting.entry(key).or_insert((std::time::Instant::now(), false));
-        if !*told && since.elapsed() >= STALL {
+        let (since, told) = waiting.entry(key).or_insert((now, false));
+        if !*told && now.duration_since(*since) >= STALL {
             *told = true;
             self.metrics
                 .bus
@@ -104,10 +114,10 @@ impl Membership {
             tracing::warn!(
                 topic,
                 partition = p.partition,
-                fetch_state = %p.fetch_state,
+                fetch_state = %p.state,
                 leader = p.leader,
                 lag,
-                waited_s = since.elapsed().as_secs(),
+                waited_s = now.duration_since(*since).as_secs(),
                 "a partition with records to consume has fetched none for a while"
             );
         }

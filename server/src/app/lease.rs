@@ -121,18 +121,20 @@ impl DayLeases {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                let mut outcome = Ok(true);
+                // Each lease renewed in turn; the first that is not renewed is the one named.
+                let mut outcome = (lease, Ok(true));
                 for held in std::iter::once(lease).chain(also) {
-                    outcome = self.leases.renew(held, ttl).await;
-                    if !matches!(outcome, Ok(true)) {
+                    outcome = (held, self.leases.renew(held, ttl).await);
+                    if !matches!(outcome.1, Ok(true)) {
                         break;
                     }
                 }
-                match outcome {
+                let (named, renewal) = outcome;
+                match renewal {
                     Ok(true) => *renewed.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now(),
                     Ok(false) => {
                         let detail = "the renewal found another holder, or none".to_string();
-                        return StoreError::LostLease { lease: lease.name.clone(), detail };
+                        return StoreError::LostLease { lease: named.name.clone(), detail };
                     }
                     Err(e) => {
                         let since = renewed.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
@@ -140,9 +142,9 @@ impl DayLeases {
                             // Whatever the store says later, the lease may have run out: the
                             // work stops here rather than write on a lease nobody can vouch for.
                             let detail = format!("not renewed for {} ms, a whole lease life: {e}", since.as_millis());
-                            return StoreError::LostLease { lease: lease.name.clone(), detail };
+                            return StoreError::LostLease { lease: named.name.clone(), detail };
                         }
-                        tracing::warn!(error = %e, lease = %lease.name, "could not renew lease");
+                        tracing::warn!(error = %e, lease = %named.name, "could not renew lease");
                     }
                 }
             }

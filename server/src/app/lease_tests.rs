@@ -120,3 +120,34 @@ async fn a_lease_not_renewed_for_a_whole_life_is_lost() {
     // Given up at the first failed renewal a whole life after the lease was taken, no later.
     assert!(started.elapsed() >= ttl && started.elapsed() < ttl * 2, "{:?}", started.elapsed());
 }
+
+/// A live pass holds the day's lease and the live lease: both are renewed while it runs, and
+/// losing the live lease abandons the pass, naming that lease.
+#[tokio::test(start_paused = true)]
+async fn a_pass_renews_both_its_leases_and_stops_when_the_live_lease_is_lost() {
+    let store = Arc::new(MemoryRankingStore::new());
+    let Wired { policy, metrics, .. } = Wired::new(&store, Clock::tokio_from(crate::test_support::noon(0)));
+    let leases = DayLeases::new(store.clone(), policy.clone(), metrics);
+    let ttl = policy.lease_life();
+    let day = store.try_acquire("recompute:x", ttl).await.expect("store").expect("free");
+    let live = store.try_acquire("live:x", ttl).await.expect("store").expect("free");
+    let held = leases
+        .holding_with(&day, Some(&live), "live_pass", async {
+            tokio::time::sleep(ttl * 4).await;
+            let taken = (store.try_acquire("recompute:x", ttl).await?, store.try_acquire("live:x", ttl).await?);
+            Ok(taken.0.is_none() && taken.1.is_none())
+        })
+        .await;
+    assert!(held.expect("work finished"), "both renewed while the work ran");
+
+    let lost = leases
+        .holding_with(&day, Some(&live), "live_pass", async {
+            store.release(&live).await?;
+            assert!(store.try_acquire("live:x", ttl).await?.is_some(), "another holder of the live lease");
+            tokio::time::sleep(ttl * 4).await;
+            Ok(())
+        })
+        .await;
+    let error = lost.expect_err("abandoned").to_string();
+    assert!(error.contains("live:x"), "{error}");
+}

@@ -31,7 +31,7 @@ async fn concurrent_withdrawals_of_a_day_share_rewrites() {
     for call in calls {
         call.await.expect("joined").expect("withdrawn");
     }
-    let held = snapshots.current(key).await.expect("read").expect("ranking");
+    let held = snapshots.current_whole(key).await.expect("read").expect("ranking");
     let left: Vec<i64> = held.ranking.page(0, 100).iter().map(|e| e.product_id).collect();
     assert_eq!(left, (21..=50).rev().collect::<Vec<_>>());
     let rewrites = *installs.borrow() - before;

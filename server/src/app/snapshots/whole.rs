@@ -22,16 +22,11 @@ impl Snapshots {
         }
     }
 
-    /// Like [`Snapshots::whole`], but always the version the store holds as current now: the
-    /// held copy only when it is that version (a replica may not have loaded a newer one yet).
-    pub async fn current(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
-        self.copy(key, true, self.held.max_entries() as u64).await
-    }
-
-    /// Like [`Snapshots::current`], whatever its size: what a control pass or a withdrawal
-    /// serves again whole, on a board larger than `RANKING_SNAPSHOT_MAX_ENTRIES` lets a replica
-    /// hold (read for that work alone, at most [`super::PASSING_COPIES`] at once, and dropped
-    /// with it).
+    /// Like [`Snapshots::whole`], but always the version the store holds as current now (the
+    /// held copy only when it is that version: a replica may not have loaded a newer one yet),
+    /// whatever its size: what a control pass or a withdrawal serves again whole, on a board
+    /// larger than `RANKING_SNAPSHOT_MAX_ENTRIES` lets a replica hold (read for that work alone,
+    /// at most [`super::PASSING_COPIES`] at once, and dropped with it).
     pub async fn current_whole(&self, key: RankingKey) -> Result<Option<Arc<Held>>, StoreError> {
         self.copy(key, true, u64::MAX).await
     }

@@ -112,6 +112,10 @@ impl RankingService for Bare {
     ) -> Result<Response<v1::CompareRankingsResponse>, Status> {
         none()
     }
+
+    async fn get_status(&self, _: Request<v1::GetStatusRequest>) -> Result<Response<v1::GetStatusResponse>, Status> {
+        none()
+    }
 }
 
 /// Serves the bare server on a free port of 127.0.0.1, answering GetTopN with the encoded

@@ -195,6 +195,12 @@ impl RankingClient {
         self.unary(request, |mut c, r| async move { c.compare_rankings(r).await }).await
     }
 
+    /// What the answering replica knows of the running replicas (admin token): the ranking
+    /// store's layout in force and each live replica's announcement.
+    pub async fn status(&self) -> Result<v1::GetStatusResponse, Status> {
+        self.unary(v1::GetStatusRequest {}, |mut c, r| async move { c.get_status(r).await }).await
+    }
+
     /// Recomputes a day (a `YYYY-MM-DD` date converts into the request; empty for today).
     pub async fn recompute(&self, request: impl Into<v1::RecomputeRequest>) -> Result<v1::RecomputeResponse, Status> {
         self.unary(request.into(), |mut c, r| async move { c.recompute(r).await }).await

@@ -24,6 +24,7 @@ mod m20261205_000009_merchandising_controls;
 mod m20261205_000010_rank_history;
 mod m20261205_000011_profile_runs;
 mod m20261205_000012_hourly_metrics;
+mod m20261207_000013_replica_layouts;
 
 /// Applies the schema in order.
 pub struct Migrator;
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000010_rank_history::Migration),
             Box::new(m20261205_000011_profile_runs::Migration),
             Box::new(m20261205_000012_hourly_metrics::Migration),
+            Box::new(m20261207_000013_replica_layouts::Migration),
         ]
     }
 }

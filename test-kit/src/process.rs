@@ -119,11 +119,17 @@ pub fn server_binary() -> std::path::PathBuf {
 }
 
 impl ServerProcess {
-    /// Starts the binary with a clean environment plus `envs`, and waits for it to serve.
+    /// Starts this build's binary with a clean environment plus `envs`, and waits for it to
+    /// serve.
     pub async fn start(envs: &[(&str, String)]) -> Self {
+        Self::start_binary(&server_binary(), envs).await
+    }
+
+    /// Starts `binary` (another release's, say) as [`ServerProcess::start`] does.
+    pub async fn start_binary(binary: &std::path::Path, envs: &[(&str, String)]) -> Self {
         super::clear_of_midnight().await;
         let db = std::env::temp_dir().join(format!("rk-bin-{:x}.db", super::rand_u64()));
-        let mut child = Command::new(server_binary())
+        let mut child = Command::new(binary)
             .env_clear()
             .env("RANKING_LISTEN", "127.0.0.1:0")
             .env("DATABASE_URL", format!("sqlite://{}?mode=rwc", db.display()))

@@ -14,6 +14,7 @@
 //! - [`feed`]: the ranking feed: each published version's changes out to the sinks.
 //! - [`recompute`]: SQL → score engine → atomic replace of a daily ranking; live passes,
 //!   withdrawals, retention.
+//! - [`layout`]: the ranking store's layout written: the newest every live replica reads.
 //! - [`lease`]: the day's lease every change of its rankings holds, and the fence it carries.
 //! - [`snapshots`]: each replica's in-memory copies of the current ranking versions.
 //! - [`page_token`]: the opaque position of a page in one version of a ranking.
@@ -27,6 +28,7 @@ pub mod feed;
 pub mod history;
 pub mod ingest;
 pub mod invalid;
+pub mod layout;
 pub mod lease;
 pub mod page_token;
 pub mod policy;

@@ -149,7 +149,7 @@ fn instance_id(set: Option<&str>, host_name: impl FnOnce() -> Option<String>) ->
 }
 
 /// The host name as the kernel has it (a Kubernetes pod's name), else `HOSTNAME`.
-fn host_name() -> Option<String> {
+pub(crate) fn host_name() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())

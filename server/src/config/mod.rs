@@ -320,6 +320,17 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_HISTORY_DAYS", value_name = "RANKING_HISTORY_DAYS", default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..=3_650))]
     pub history_days: u32,
 
+    /// Life of a replica's announcement of the storage layouts it reads, renewed every third
+    /// of it: a replica silent for this long (stopped, crashed or frozen) no longer holds the
+    /// layout written by the others back.
+    #[arg(long, env = "RANKING_REPLICA_TTL", value_name = "RANKING_REPLICA_TTL", default_value = "15s", value_parser = parse_nonzero_duration)]
+    pub replica_ttl: Duration,
+
+    /// This replica's name among the running replicas (its announcement's key); default: the
+    /// host name and a random suffix.
+    #[arg(long, env = "RANKING_REPLICA_NAME", value_name = "RANKING_REPLICA_NAME")]
+    pub replica_name: Option<String>,
+
     /// WatchTopN streams open at once on a replica; beyond it RESOURCE_EXHAUSTED.
     #[arg(long, env = "RANKING_MAX_WATCHERS", value_name = "RANKING_MAX_WATCHERS", default_value_t = 10_000)]
     pub max_watchers: usize,

@@ -308,6 +308,25 @@ pub fn preview(req: pb::PreviewTopNRequest, now_us: i64) -> Result<Preview, Inva
     })
 }
 
+/// GetStatus's answer: the layout in force and each live replica's announcement.
+pub fn status_response(status: crate::app::layout::LayoutStatus) -> pb::GetStatusResponse {
+    pb::GetStatusResponse {
+        layout_in_force: u32::from(status.in_force),
+        replica: status.replica,
+        replicas: status
+            .replicas
+            .into_iter()
+            .map(|a| pb::ReplicaStatus {
+                replica: a.replica,
+                release: a.release,
+                reads_min: u32::from(*a.reads.start()),
+                reads_max: u32::from(*a.reads.end()),
+                seen_at: Some(super::controls::timestamp(a.seen_at_ms.saturating_mul(1_000))),
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

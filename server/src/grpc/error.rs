@@ -34,7 +34,7 @@ pub fn shed(message: &str) -> Status {
 /// same event ids, for writes).
 pub fn store(e: &StoreError) -> Status {
     match e {
-        StoreError::Unavailable { .. } | StoreError::LostLease { .. } => {
+        StoreError::Unavailable { .. } | StoreError::LostLease { .. } | StoreError::Layout { .. } => {
             Status::unavailable(format!("{e}; retry later"))
         }
         StoreError::Exceeds(_) => Status::resource_exhausted(e.to_string()),

@@ -93,6 +93,7 @@ pub const RPCS: &[Rpc] = &[
     rpc(RANKING, "GetCatalog", Kind::Unary, Class::Read),
     rpc(RANKING, "GetRankHistory", Kind::Unary, Class::Read),
     rpc(RANKING, "CompareRankings", Kind::Unary, Class::Read),
+    rpc(RANKING, "GetStatus", Kind::Unary, Class::Admin),
     rpc(HEALTH, "Check", Kind::Unary, Class::Health),
     rpc(HEALTH, "Watch", Kind::ServerStream, Class::Health),
     rpc(REFLECTION_V1, "ServerReflectionInfo", Kind::BidiStream, Class::Reflection),

@@ -32,6 +32,8 @@ pub struct RankingApi {
     pub controls: Arc<Controls>,
     /// Which token opens which calls, for GetAccess.
     pub access: Arc<AccessPolicy>,
+    /// The agreement on the ranking store's layout, for GetStatus.
+    pub layout: Arc<crate::app::layout::LayoutGate>,
 }
 
 #[tonic::async_trait]
@@ -129,6 +131,13 @@ impl RankingService for RankingApi {
             catalog: opens(Class::Catalog),
             admin: opens(Class::Admin),
         }))
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        Ok(Response::new(convert::status_response(self.layout.status())))
     }
 
     async fn explain_rank(

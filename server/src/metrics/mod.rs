@@ -12,6 +12,7 @@ pub mod experiments;
 pub mod feed;
 pub mod grpc;
 pub mod ingest;
+pub mod layout;
 pub mod leases;
 pub mod live;
 pub mod phases;
@@ -48,6 +49,8 @@ pub struct Metrics {
     pub controls: controls::ControlMetrics,
     /// The per-shopper caps' metrics.
     pub shoppers: shoppers::ShopperMetrics,
+    /// The storage layout in force and each live replica's.
+    pub layout: layout::LayoutMetrics,
     /// What the day leases refused.
     pub leases: leases::LeaseMetrics,
     /// Event-bus sources.
@@ -81,6 +84,7 @@ impl Metrics {
             controls: controls::ControlMetrics::registered(&mut registry),
             shoppers: shoppers::ShopperMetrics::registered(&mut registry),
             leases: leases::LeaseMetrics::registered(&mut registry),
+            layout: layout::LayoutMetrics::registered(&mut registry),
             bus: bus::BusMetrics::registered(&mut registry),
             feed: feed::FeedMetrics::registered(&mut registry),
             experiments: experiments::ExperimentMetrics::registered(&mut registry),

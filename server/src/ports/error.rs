@@ -20,6 +20,18 @@ pub enum StoreError {
     /// columns): the store is fine, the request is too big for it.
     #[error("{0}")]
     Exceeds(String),
+    /// A ranking is stored in a layout this release does not read: a newer release wrote it
+    /// while this one's announcement had lapsed (it was frozen, or just started). Never read
+    /// as anything else; the writers go back to a layout every live replica reads within one
+    /// round of the announcements, and the board's next publication is readable again.
+    #[error(
+        "ranking store unavailable: a ranking is stored in layout {found}, which this release does not read (it reads {}..={}); a newer release wrote it",
+        super::READS.start(), super::READS.end()
+    )]
+    Layout {
+        /// The layout found.
+        found: super::Layout,
+    },
     /// The store answered with data this service cannot interpret.
     #[error("{0}")]
     Corrupt(String),

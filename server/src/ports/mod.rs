@@ -8,6 +8,8 @@
 //!   store), named by [`RankingKey`] (`key.rs`) and kept as [`VersionLife`] says (`life.rs`).
 //! - [`FeedCursors`] (`feed.rs`): where the ranking feed has got to on each board, and
 //!   [`FeedSink`], where its records go.
+//! - [`ReplicaRows`] (`layout.rs`): what each running replica announces it reads of the
+//!   ranking store, so that mixed releases agree on the [`Layout`] written.
 //! - [`LeaseLock`] (`lease.rs`): mutual exclusion of a day's work across replicas, and the
 //!   [`Fence`] its writes carry.
 //!
@@ -24,6 +26,7 @@ mod error;
 mod feed;
 mod history;
 mod key;
+mod layout;
 mod lease;
 mod life;
 mod metrics_store;
@@ -33,6 +36,7 @@ pub use error::{Cause, StoreError};
 pub use feed::{FeedBatch, FeedCause, FeedCursor, FeedCursors, FeedSink, pack_top, unpack_top};
 pub use history::{HistoryBoard, HistoryRows, Kept};
 pub use key::RankingKey;
+pub use layout::{Announced, Layout, READS, ReplicaRows};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use life::{SUPERSEDED_GRACE, VersionLife};
 pub use metrics_store::{

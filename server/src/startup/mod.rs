@@ -28,6 +28,7 @@ use crate::adapters::sql::SqlMetricsStore;
 use crate::app::catalog::Catalog;
 use crate::app::controls::Controls;
 use crate::app::ingest::{GroupCommit, Ingest};
+use crate::app::layout::LayoutGate;
 use crate::app::profiles::Profiles;
 use crate::app::scheduler::Scheduler;
 use crate::app::watch::WatchHub;
@@ -63,6 +64,8 @@ pub struct Application {
     metrics_endpoint: Option<MetricsEndpoint>,
     settings: ServerSettings,
     browser: BrowserSettings,
+    /// This replica's side of the agreement on the ranking store's layout.
+    layout: Arc<LayoutGate>,
     /// The one tracker of background tasks: the ones `run_until_stopped` starts and those
     /// the services start while serving (withdrawals).
     tasks: TaskTracker,
@@ -77,8 +80,12 @@ impl Application {
         let metrics = Arc::new(Metrics::with_rpcs(&crate::grpc::layers::standard::every_rpc()));
         let mut sql_options = settings.database.options();
         sql_options.limits = metrics.stores.sql_limits.clone();
-        let sql = SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?;
-        let store: Arc<dyn MetricsStore> = Arc::new(sql);
+        let sql = Arc::new(SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?);
+        let store: Arc<dyn MetricsStore> = sql.clone();
+        let layout =
+            LayoutGate::join(sql, announcement(&settings), settings.ranking.replica_ttl, policy.clock, metrics.clone())
+                .await
+                .context("this replica cannot serve beside the running ones")?;
         store.register_signals(policy.profile.custom_names()).await.context("failed to register the custom signals")?;
         let variants = crate::config::profile::variants(&settings.ranking.profiles, &policy.profile)
             .map_err(anyhow::Error::msg)?;
@@ -127,7 +134,14 @@ impl Application {
         )
         .context("invalid event-bus settings")?;
         let access = access_policy(&settings.access);
-        let api = RankingApi { ingest, profiles, catalog, controls, access: Arc::new(access.clone()) };
+        let api = RankingApi {
+            ingest,
+            profiles,
+            catalog,
+            controls,
+            access: Arc::new(access.clone()),
+            layout: layout.clone(),
+        };
 
         let server_settings = settings.server.clone();
         let (health, routes) = routes(api, &server_settings).await?;
@@ -156,6 +170,7 @@ impl Application {
             metrics_endpoint,
             settings: server_settings,
             browser: settings.browser.clone(),
+            layout,
             tasks,
         })
     }
@@ -185,6 +200,7 @@ impl Application {
         for lane in &self.lanes {
             lane.spawn(&tasks, &stop_tasks);
         }
+        tasks.spawn(self.layout.clone().run(stop_tasks.clone()));
         if let Some(endpoint) = self.metrics_endpoint {
             tracing::info!(addr = ?endpoint.local_addr().ok(), "serving Prometheus metrics at /metrics");
             let stop = stop_tasks.clone().cancelled_owned();
@@ -355,4 +371,24 @@ fn feed_sinks(settings: &Settings) -> Result<Vec<Arc<dyn FeedSink>>, String> {
         sinks.push(Arc::new(crate::feed::jetstream::JetStreamFeed::new(&url, &subject, keep)));
     }
     Ok(sinks)
+}
+
+/// What this replica announces of itself: its name (`RANKING_REPLICA_NAME`, else the host
+/// name and a random suffix, unique among replicas on one host), the ranking store's layouts
+/// it reads, its release.
+fn announcement(settings: &Settings) -> crate::ports::Announced {
+    let replica = match settings.ranking.replica_name.as_deref().map(str::trim) {
+        Some(name) if !name.is_empty() => name.chars().take(128).collect(),
+        _ => {
+            let host = crate::config::bus::host_name().unwrap_or_else(|| "replica".into());
+            let host: String = host.chars().take(110).collect();
+            format!("{host}-{:08x}", rand::random::<u32>())
+        }
+    };
+    crate::ports::Announced {
+        replica,
+        reads: crate::ports::READS,
+        release: env!("CARGO_PKG_VERSION").into(),
+        seen_at_ms: 0,
+    }
 }

@@ -145,6 +145,10 @@ impl RankingService for Scripted {
     ) -> Result<Response<v1::CompareRankingsResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn get_status(&self, _: Request<v1::GetStatusRequest>) -> Result<Response<v1::GetStatusResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// The fake served on port 0, and a client of it with `retry`.

@@ -32,6 +32,7 @@ mod history;
 mod hostile_web;
 use ranking_test_kit as helpers;
 mod kafka_faults;
+mod layouts;
 mod ledger;
 mod live;
 mod operations;

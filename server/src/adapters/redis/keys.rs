@@ -145,9 +145,22 @@ pub(super) fn product_of(member: &str) -> Result<i64, StoreError> {
     member.parse().map_err(|_| StoreError::Corrupt(format!("ranking member {member:?} is not a product id")))
 }
 
-/// A version pointer's value.
+/// A version pointer's value: `N`, version N stored in layout 1, or `N:L…`, stored in layout
+/// L by the release that writes it (refused unless this release reads L; see
+/// `scripts/pointer.lua`).
 pub(super) fn parse_version(v: Option<String>) -> Result<Option<u64>, StoreError> {
-    v.map(|v| v.parse().map_err(|_| StoreError::Corrupt(format!("ranking version {v:?} is not a number")))).transpose()
+    let Some(v) = v else { return Ok(None) };
+    let corrupt = || StoreError::Corrupt(format!("ranking version {v:?} is not a number"));
+    let mut parts = v.splitn(3, ':');
+    let version = parts.next().and_then(|n| n.parse().ok()).ok_or_else(corrupt)?;
+    let layout = match parts.next() {
+        None => 1,
+        Some(layout) => layout.parse().map_err(|_| corrupt())?,
+    };
+    if !crate::ports::READS.contains(&layout) {
+        return Err(StoreError::Layout { found: layout });
+    }
+    Ok(Some(version))
 }
 
 #[cfg(test)]
@@ -172,6 +185,18 @@ mod tests {
             assert_eq!(parse_announcement(&text), Some(Announcement { key, version: 1_796_000_000_123 }), "{text}");
         }
         assert_eq!(announced(RankingKey::Hourly(RankingHour { date, hour: 3 })), None);
+    }
+
+    #[test]
+    fn a_pointer_names_its_version_and_a_layout_this_release_reads_or_is_refused() {
+        assert_eq!(parse_version(None).expect("read"), None);
+        assert_eq!(parse_version(Some("1796000000123".into())).expect("read"), Some(1_796_000_000_123));
+        assert_eq!(parse_version(Some("1796000000123:1".into())).expect("read"), Some(1_796_000_000_123));
+        let newer = parse_version(Some("1796000000123:2:1796000000001".into())).expect_err("refused");
+        assert!(matches!(newer, StoreError::Layout { found: 2 }), "{newer}");
+        for garbage in ["", "x", "12:x", ":2"] {
+            assert!(matches!(parse_version(Some(garbage.into())), Err(StoreError::Corrupt(_))), "{garbage:?}");
+        }
         for garbage in ["", "daily", "daily 2026-12-01", "daily x 1", "dseg 2026-12-01 1", "hour 2026-12-01 1"] {
             assert_eq!(parse_announcement(garbage), None, "{garbage:?}");
         }

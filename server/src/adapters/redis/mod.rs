@@ -127,8 +127,13 @@ pub struct RedisRankingStore {
     scripts: Scripts,
 }
 
+/// A failed call: unavailable, or a ranking in a layout this release does not read (the
+/// scripts' `LAYOUT <L>`).
 fn unavailable(e: RedisError) -> StoreError {
-    StoreError::ranking(e)
+    match (e.code(), e.detail().and_then(|d| d.trim().parse().ok())) {
+        (Some("LAYOUT"), Some(found)) => StoreError::Layout { found },
+        _ => StoreError::ranking(e),
+    }
 }
 
 fn scored(members: Vec<(String, f64)>) -> Result<Vec<Scored>, StoreError> {

@@ -1,6 +1,8 @@
 //! The Lua scripts of the store, one `.lua` file each under `scripts/` (each opens with what
 //! it takes and returns). Every script touches the keys of one ranking (one hash tag), so it
-//! runs the same on one node and on a cluster.
+//! runs the same on one node and on a cluster. Those that read a version pointer open with
+//! `pointer.lua`: what a pointer's value holds, and the refusal of a layout this release does
+//! not read.
 
 use redis::Script;
 use redis::aio::ConnectionLike;
@@ -29,11 +31,20 @@ pub(super) struct Scripts {
 impl Scripts {
     pub fn new() -> Self {
         Self {
-            publish: Script::new(include_str!("scripts/publish.lua")),
-            version_chunk: Script::new(include_str!("scripts/version_chunk.lua")),
-            current_packed: Script::new(include_str!("scripts/current_packed.lua")),
+            publish: Script::new(concat!(include_str!("scripts/pointer.lua"), include_str!("scripts/publish.lua"))),
+            version_chunk: Script::new(concat!(
+                include_str!("scripts/pointer.lua"),
+                include_str!("scripts/version_chunk.lua")
+            )),
+            current_packed: Script::new(concat!(
+                include_str!("scripts/pointer.lua"),
+                include_str!("scripts/current_packed.lua")
+            )),
             placements: Script::new(include_str!("scripts/placements.lua")),
-            packed_placements: Script::new(include_str!("scripts/packed_placements.lua")),
+            packed_placements: Script::new(concat!(
+                include_str!("scripts/pointer.lua"),
+                include_str!("scripts/packed_placements.lua")
+            )),
             release: Script::new(include_str!("scripts/release.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
             feed_cursor: Script::new(include_str!("scripts/feed_cursor.lua")),

@@ -11,6 +11,7 @@
 //! - [`history`]: the kept tops of ended days (rank history);
 //! - [`partitions`]: the day partitions of `events` and `actor_counts` on PostgreSQL
 //!   (created ahead, dropped by retention);
+//! - `replicas`: each running replica's announcement of the ranking store's layouts it reads;
 //! - [`rows`]: the column-wise rows of a batch statement and their encodings;
 //! - [`runs`]: ExplainRank's inputs (the record of each day's last recompute, one product's
 //!   daily rows);
@@ -26,6 +27,7 @@ mod hours;
 mod ledger;
 mod metrics_row;
 pub mod partitions;
+mod replicas;
 pub mod rows;
 pub mod runs;
 pub mod session;
@@ -377,6 +379,23 @@ impl HistoryRows for SqlMetricsStore {
     async fn prune_history(&self, before: NaiveDate) -> Result<u64, StoreError> {
         let _gate = self.write_turn().await;
         history::prune(&self.db, before).await
+    }
+}
+
+#[async_trait]
+impl crate::ports::ReplicaRows for SqlMetricsStore {
+    async fn announce(&self, announced: &crate::ports::Announced) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        replicas::announce(&self.db, announced).await
+    }
+
+    async fn forget(&self, replica: Option<&str>, stale_before_ms: i64) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        replicas::forget(&self.db, replica, stale_before_ms).await
+    }
+
+    async fn announced_since(&self, since_ms: i64) -> Result<Vec<crate::ports::Announced>, StoreError> {
+        replicas::announced_since(&self.db, since_ms).await
     }
 }
 

@@ -1,7 +1,10 @@
 -- The current version of a ranking and a byte range of its packed copy. KEYS: version
 -- pointer. ARGV: version key prefix, first byte, last byte. Returns {version or false, bytes,
 -- total bytes}.
-local v = redis.call('GET', KEYS[1])
-if not v then return {false, '', 0} end
+local p = redis.call('GET', KEYS[1])
+if not p then return {false, '', 0} end
+local refused = unreadable(p)
+if refused then return refused end
+local v = pointer_version(p)
 local k = ARGV[1] .. v .. ':packed'
 return {v, redis.call('GETRANGE', k, ARGV[2], ARGV[3]), redis.call('STRLEN', k)}

@@ -17,12 +17,18 @@
 -- binary search runs over those (the n-th unpinned entry is found past the pins before it).
 local v
 if ARGV[2] == 'current' then
-  v = redis.call('GET', KEYS[1])
-  if not v then return {false, 0} end
+  local p = redis.call('GET', KEYS[1])
+  if not p then return {false, 0} end
+  local refused = unreadable(p)
+  if refused then return refused end
+  v = pointer_version(p)
 else
   v = ARGV[2]
-  if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 and redis.call('GET', KEYS[1]) ~= v then
-    return {false, 0}
+  if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 then
+    local p = redis.call('GET', KEYS[1])
+    if pointer_version(p) ~= v then return {false, 0} end
+    local refused = unreadable(p)
+    if refused then return refused end
   end
 end
 local pk, ik = ARGV[1] .. v .. ':packed', ARGV[1] .. v .. ':index'

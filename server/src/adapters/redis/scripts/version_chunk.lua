@@ -4,5 +4,10 @@ local k = ARGV[1] .. ARGV[2] .. ':packed'
 if redis.call('EXISTS', k) == 1 then
   return {1, redis.call('GETRANGE', k, ARGV[3], ARGV[4]), redis.call('STRLEN', k)}
 end
-if redis.call('GET', KEYS[1]) == ARGV[2] then return {1, '', 0} end
+local p = redis.call('GET', KEYS[1])
+if pointer_version(p) == ARGV[2] then
+  local refused = unreadable(p)
+  if refused then return refused end
+  return {1, '', 0}
+end
 return {0, '', 0}

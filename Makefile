@@ -50,7 +50,9 @@ console:
 ## (`cluster::` outside the cluster pass; `once_per_run` and `ledger::postgres` outside the
 ## PostgreSQL + Redis pass and, for the ledger, the cluster pass on PostgreSQL;
 ## `cut_off_from_redis`, a proxy to one Redis, in the cluster pass; `chaos::`, the fault soak
-## of `make chaos`, in all of them), which cargo counts as "filtered out".
+## of `make chaos`, in all of them; `rolling::`, the previous release beside this one, built
+## once per machine by scripts/previous-release.sh, in the cluster pass), which cargo counts
+## as "filtered out".
 test: test-deploy console
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
@@ -58,14 +60,17 @@ test: test-deploy console
 	./scripts/walkthrough.sh $(TARGET_DIR)/debug/ranking-server
 	RANKING_SERVER_BIN=$(TARGET_DIR)/debug/ranking-server ./scripts/console.sh test
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
+	previous=$$(./scripts/previous-release.sh) && \
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
-	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) && \
+	  RANKING_TEST_KAFKA_CLUSTER_DIR=$(KAFKA_CLUSTER_DIR) RANKING_TEST_NATS=$(NATS_TEST) \
+	  RANKING_TEST_PREVIOUS_SERVER=$$previous && \
 	RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests -- \
 	  --include-ignored --skip cluster:: --skip chaos:: && \
 	RANKING_TEST_DATABASE=$(MYSQL_URL) RANKING_TEST_REDIS=$(REDIS_URL_TEST) $(CARGO) test -p ranking-server --tests -- \
 	  --include-ignored --skip cluster:: --skip once_per_run --skip ledger::postgres --skip chaos:: && \
 	seeds=$(CLUSTER_SEEDS) && RANKING_TEST_DATABASE=$(PG_URL) RANKING_TEST_REDIS=$$seeds RANKING_TEST_REDIS_MODE=cluster \
-	  $(CARGO) test -p ranking-server --tests -- --include-ignored --skip once_per_run --skip cut_off_from_redis --skip chaos::
+	  $(CARGO) test -p ranking-server --tests -- --include-ignored --skip once_per_run --skip cut_off_from_redis --skip chaos:: \
+	  --skip rolling::
 	$(MAKE) --no-print-directory chaos CHAOS_SECONDS=120
 
 ## The fault soak: two replica processes over PostgreSQL, a Redis Cluster, the three-broker

@@ -44,6 +44,7 @@ mod profiles;
 mod rankctl;
 mod redis_store;
 mod retractions;
+mod rolling;
 mod scheduler;
 mod segments;
 mod served;

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use clap::Subcommand;
 use ranking_client::{RankingClient, v1};
 
-use crate::output::{Value, entries_json, json, table};
+use crate::output::{Value, entries_json, instant, json, table};
 
 #[derive(Subcommand)]
 pub enum ControlsAction {
@@ -94,11 +94,6 @@ fn parse_pin(text: &str) -> Result<(i64, u32), String> {
 
 fn timestamp(t: DateTime<Utc>) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: t.timestamp(), nanos: t.timestamp_subsec_nanos() as i32 }
-}
-
-fn instant(t: Option<&prost_types::Timestamp>) -> String {
-    t.and_then(|t| DateTime::<Utc>::from_timestamp(t.seconds, t.nanos as u32))
-        .map_or_else(|| "-".into(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
 fn window(name: &str) -> Result<i32, String> {

@@ -13,6 +13,7 @@ mod controls;
 mod follow;
 mod history;
 mod output;
+mod status;
 mod watch;
 
 use output::{entries_json, entry_json, explain_json, explain_table, json, table};
@@ -406,35 +407,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
                 println!("updated {updated} product{}", if updated == 1 { "" } else { "s" });
             }
         }
-        Command::Status => {
-            let r = client.status().await?;
-            let seen = |t: &Option<prost_types::Timestamp>| {
-                t.as_ref()
-                    .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, t.nanos.max(0) as u32))
-                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-                    .unwrap_or_default()
-            };
-            if cli.json {
-                let replicas: Vec<_> = r
-                    .replicas
-                    .iter()
-                    .map(|a| {
-                        json!({ "replica": a.replica, "release": a.release, "reads_min": a.reads_min,
-                                "reads_max": a.reads_max, "seen_at": seen(&a.seen_at) })
-                    })
-                    .collect();
-                let status =
-                    json!({ "layout_in_force": r.layout_in_force, "replica": r.replica, "replicas": replicas });
-                println!("{status}");
-            } else {
-                println!("layout in force: {} (answered by {})", r.layout_in_force, r.replica);
-                println!("{:<40}  {:<12}  {:>7}  SEEN", "REPLICA", "RELEASE", "READS");
-                for a in &r.replicas {
-                    let reads = format!("{}..={}", a.reads_min, a.reads_max);
-                    println!("{:<40}  {:<12}  {:>7}  {}", a.replica, a.release, reads, seen(&a.seen_at));
-                }
-            }
-        }
+        Command::Status => status::run(&client, cli.json).await?,
         Command::Recompute { date } => {
             let r = client.recompute(date).await?;
             if cli.json {

@@ -230,3 +230,9 @@ pub fn explain_table(r: &v1::ExplainRankResponse) {
         );
     }
 }
+
+/// An instant as rankctl prints it, `2026-12-07T09:30:00Z` (UTC, whole seconds); `-` when unset.
+pub fn instant(t: Option<&prost_types::Timestamp>) -> String {
+    t.and_then(|t| chrono::DateTime::<chrono::Utc>::from_timestamp(t.seconds, t.nanos as u32))
+        .map_or_else(|| "-".into(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+}

@@ -383,23 +383,6 @@ impl HistoryRows for SqlMetricsStore {
 }
 
 #[async_trait]
-impl crate::ports::ReplicaRows for SqlMetricsStore {
-    async fn announce(&self, announced: &crate::ports::Announced) -> Result<(), StoreError> {
-        let _gate = self.write_turn().await;
-        replicas::announce(&self.db, announced).await
-    }
-
-    async fn forget(&self, replica: Option<&str>, stale_before_ms: i64) -> Result<(), StoreError> {
-        let _gate = self.write_turn().await;
-        replicas::forget(&self.db, replica, stale_before_ms).await
-    }
-
-    async fn announced_since(&self, since_ms: i64) -> Result<Vec<crate::ports::Announced>, StoreError> {
-        replicas::announced_since(&self.db, since_ms).await
-    }
-}
-
-#[async_trait]
 impl RunLog for SqlMetricsStore {
     async fn record_run(&self, run: &RankingRun) -> Result<(), StoreError> {
         let _gate = self.write_turn().await;

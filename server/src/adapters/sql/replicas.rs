@@ -1,10 +1,29 @@
 //! `replica_layouts`: each running replica's announcement of the ranking store's layouts it
 //! reads (see [`crate::ports::ReplicaRows`]).
 
+use async_trait::async_trait;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Order, Query};
 use sea_orm::{ConnectionTrait, DatabaseConnection, QueryResult};
 
-use crate::ports::{Announced, Layout, StoreError};
+use super::SqlMetricsStore;
+use crate::ports::{Announced, Layout, ReplicaRows, StoreError};
+
+#[async_trait]
+impl ReplicaRows for SqlMetricsStore {
+    async fn announce(&self, announced: &Announced) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        announce(&self.db, announced).await
+    }
+
+    async fn forget(&self, replica: Option<&str>, stale_before_ms: i64) -> Result<(), StoreError> {
+        let _gate = self.write_turn().await;
+        forget(&self.db, replica, stale_before_ms).await
+    }
+
+    async fn announced_since(&self, since_ms: i64) -> Result<Vec<Announced>, StoreError> {
+        announced_since(&self.db, since_ms).await
+    }
+}
 
 fn table() -> Alias {
     Alias::new("replica_layouts")
@@ -13,7 +32,7 @@ fn table() -> Alias {
 const COLUMNS: [&str; 5] = ["replica", "reads_min", "reads_max", "release_name", "seen_at"];
 
 /// Inserts or refreshes `announced`'s row.
-pub async fn announce(db: &DatabaseConnection, announced: &Announced) -> Result<(), StoreError> {
+async fn announce(db: &DatabaseConnection, announced: &Announced) -> Result<(), StoreError> {
     let insert = Query::insert()
         .into_table(table())
         .columns(COLUMNS.map(Alias::new))
@@ -35,7 +54,7 @@ pub async fn announce(db: &DatabaseConnection, announced: &Announced) -> Result<
 }
 
 /// Deletes `replica`'s row, if named, and every row last seen before `stale_before_ms`.
-pub async fn forget(db: &DatabaseConnection, replica: Option<&str>, stale_before_ms: i64) -> Result<(), StoreError> {
+async fn forget(db: &DatabaseConnection, replica: Option<&str>, stale_before_ms: i64) -> Result<(), StoreError> {
     let stale = Expr::col(Alias::new("seen_at")).lt(stale_before_ms);
     let condition = match replica {
         Some(replica) => Expr::col(Alias::new("replica")).eq(replica).or(stale),
@@ -47,7 +66,7 @@ pub async fn forget(db: &DatabaseConnection, replica: Option<&str>, stale_before
 }
 
 /// Every row seen at or after `since_ms`, by replica.
-pub async fn announced_since(db: &DatabaseConnection, since_ms: i64) -> Result<Vec<Announced>, StoreError> {
+async fn announced_since(db: &DatabaseConnection, since_ms: i64) -> Result<Vec<Announced>, StoreError> {
     let select = Query::select()
         .columns(COLUMNS.map(Alias::new))
         .from(table())

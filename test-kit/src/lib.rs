@@ -20,7 +20,7 @@ pub mod throwaway_cluster;
 pub mod throwaway_redis;
 
 pub use draw::Draw;
-pub use reference::{ReferenceRow, built_in_reference, independent_norm};
+pub use reference::{ReferenceRow, built_in_reference, events_reference, independent_norm, whole_second};
 
 use ranking_server::adapters::redis::RedisMode;
 use ranking_server::adapters::redis::connection::Connection;

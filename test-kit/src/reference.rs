@@ -1,7 +1,11 @@
 //! The score written out independently of the service, what exactness tests compare the
-//! served rankings with: the normalisation and the built-in profile's ranking.
+//! served rankings with: the normalisation and the built-in profile's ranking, of rows or of
+//! the events themselves.
 
-use chrono::Utc;
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use ranking_client::v1;
 
 /// §4's normalisation written out independently of the service: `round(999 / (1 + e^-z))`
 /// of `x` over `values` (population standard deviation; 500 when the axis is flat).
@@ -47,4 +51,46 @@ pub fn built_in_reference(rows: &[ReferenceRow]) -> Vec<(i64, f64)> {
         .collect();
     scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
     scores
+}
+
+/// The daily ranking the events give by the built-in profile, computed here: views and likes
+/// counted, orders' amounts summed, refunded orders out; the latest original of each product
+/// (refunded or not) its recency, in whole seconds (see [`whole_second`]). Best first.
+pub fn events_reference<'a>(events: impl IntoIterator<Item = &'a v1::Event>) -> Vec<(i64, f64)> {
+    let events: Vec<&v1::Event> = events.into_iter().collect();
+    let refunded: BTreeSet<&str> =
+        events.iter().filter(|e| e.r#type == i32::from(v1::EventType::Retract)).map(|e| e.retracts.as_str()).collect();
+    // views, likes, amount, latest event (Unix µs)
+    let mut rows: BTreeMap<i64, (f64, f64, i64, i64)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.r#type != i32::from(v1::EventType::Retract)) {
+        let row = rows.entry(e.product_id).or_default();
+        let us = e.occurred_at.as_ref().map_or(0, |t| t.seconds * 1_000_000);
+        row.3 = row.3.max(us);
+        if refunded.contains(e.event_id.as_str()) {
+            continue;
+        }
+        match v1::EventType::try_from(e.r#type).expect("type") {
+            v1::EventType::View => row.0 += 1.0,
+            v1::EventType::Like => row.1 += 1.0,
+            v1::EventType::Order => row.2 += e.amount,
+            _ => {}
+        }
+    }
+    let rows: Vec<ReferenceRow> = rows
+        .into_iter()
+        .map(|(product_id, r)| ReferenceRow {
+            product_id,
+            views: r.0,
+            likes: r.1,
+            order_amount: r.2,
+            last_event_us: r.3,
+        })
+        .collect();
+    built_in_reference(&rows)
+}
+
+/// `at` without its fraction of a second: what the reference counts recency in, so events
+/// compared with it happen on whole seconds.
+pub fn whole_second(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp(at.timestamp(), 0).expect("a whole second")
 }

@@ -29,7 +29,7 @@ use crate::helpers::faults::{StallingProxy, signal};
 use crate::helpers::pg::ThrowawayPostgres;
 use crate::helpers::process::ServerProcess;
 use crate::helpers::throwaway_cluster::ThrowawayCluster;
-use crate::helpers::{ReferenceRow, built_in_reference, count_events};
+use crate::helpers::{count_events, events_reference, whole_second};
 
 type Client = v1::ranking_service_client::RankingServiceClient<ranking_client::tonic::transport::Channel>;
 
@@ -113,8 +113,7 @@ struct Seen {
 }
 
 fn at() -> DateTime<Utc> {
-    let now = Utc::now() - chrono::Duration::seconds(2);
-    DateTime::from_timestamp(now.timestamp(), 0).expect("a whole second")
+    whole_second(Utc::now() - chrono::Duration::seconds(2))
 }
 
 fn event(id: String, product_id: i64, kind: v1::EventType, amount: i64, retracts: &str) -> v1::Event {
@@ -164,44 +163,6 @@ fn batch(rng: &mut StdRng, source: &str, n: &mut u64, orders: &mut Vec<v1::Event
         out.push(event(format!("{source}-{n}"), original.product_id, v1::EventType::Retract, 0, &original.event_id));
     }
     out
-}
-
-/// The daily ranking the events give by the built-in profile, computed here: views and likes
-/// counted, orders' amounts summed, refunded orders out; the latest original of each product
-/// (refunded or not) its recency. Best first.
-fn reference(events: &BTreeMap<String, v1::Event>) -> Vec<(i64, f64)> {
-    let refunded: BTreeSet<&str> = events
-        .values()
-        .filter(|e| e.r#type == i32::from(v1::EventType::Retract))
-        .map(|e| e.retracts.as_str())
-        .collect();
-    // views, likes, amount, latest event (Unix µs)
-    let mut rows: BTreeMap<i64, (f64, f64, i64, i64)> = BTreeMap::new();
-    for e in events.values().filter(|e| e.r#type != i32::from(v1::EventType::Retract)) {
-        let row = rows.entry(e.product_id).or_default();
-        let us = e.occurred_at.as_ref().map_or(0, |t| t.seconds * 1_000_000);
-        row.3 = row.3.max(us);
-        if refunded.contains(e.event_id.as_str()) {
-            continue;
-        }
-        match v1::EventType::try_from(e.r#type).expect("type") {
-            v1::EventType::View => row.0 += 1.0,
-            v1::EventType::Like => row.1 += 1.0,
-            v1::EventType::Order => row.2 += e.amount,
-            _ => {}
-        }
-    }
-    let rows: Vec<ReferenceRow> = rows
-        .into_iter()
-        .map(|(product_id, r)| ReferenceRow {
-            product_id,
-            views: r.0,
-            likes: r.1,
-            order_amount: r.2,
-            last_event_us: r.3,
-        })
-        .collect();
-    built_in_reference(&rows)
 }
 
 async fn connect(addr: SocketAddr) -> Option<Client> {
@@ -535,7 +496,7 @@ async fn fault_soak() {
         boards.push(whole_board(&mut c).await.expect("board"));
     }
     assert_eq!(boards[0], boards[1], "both replicas serve the same ranking");
-    let reference = reference(&produced.events);
+    let reference = events_reference(produced.events.values());
     assert_eq!(boards[0].1, reference, "the ranking is the events' own");
 
     let seen = std::mem::take(&mut *seen.lock().expect("seen"));

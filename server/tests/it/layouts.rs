@@ -8,10 +8,11 @@ use ranking_client::v1;
 use ranking_server::startup::Application;
 use ranking_server::test_support::{eventually, eventually_some};
 use redis::AsyncCommands;
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::Database;
 
 use crate::helpers::{TestApp, TestDb, rand_u64, settings, views};
 use crate::redis_store::{redis, redis_settings};
+use crate::upgrades::execute;
 
 async fn status(app: &TestApp) -> v1::GetStatusResponse {
     app.client.clone().get_status(v1::GetStatusRequest {}).await.expect("GetStatus").into_inner()
@@ -50,7 +51,7 @@ async fn replicas_announce_what_they_read_and_one_sharing_no_layout_refuses_nami
         "INSERT INTO replica_layouts (replica, reads_min, reads_max, release_name, seen_at) \
          VALUES ('from-two-releases-on', 2, 3, '9.9.9', {ahead})"
     );
-    admin.execute_raw(Statement::from_string(admin.get_database_backend(), insert)).await.expect("insert");
+    execute(&admin, insert).await;
     let refused = Application::build(settings(&db.url, &[ttl, "--replica-name=replica-c"]))
         .await
         .err()
@@ -68,7 +69,7 @@ async fn replicas_announce_what_they_read_and_one_sharing_no_layout_refuses_nami
     .await;
     assert_eq!(s.layout_in_force, 1, "the live replicas keep writing the layout in force");
     let delete = "DELETE FROM replica_layouts WHERE replica = 'from-two-releases-on'".to_string();
-    admin.execute_raw(Statement::from_string(admin.get_database_backend(), delete)).await.expect("delete");
+    execute(&admin, delete).await;
 
     // A replica that stops withdraws its announcement.
     b.stop().await;

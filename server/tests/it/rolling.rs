@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 
 use crate::helpers::process::{ServerProcess, server_binary};
 use crate::helpers::{
-    ReferenceRow, TestDb, built_in_reference, count_events, event, rand_u64, test_redis, test_redis_mode,
+    TestDb, count_events, event, events_reference, rand_u64, test_redis, test_redis_mode, whole_second,
 };
 
 /// Products seeded before the rollout; a page is this long or shorter only if it is short.
@@ -46,8 +46,8 @@ struct Fleet {
     /// What went wrong, as it happened.
     anomalies: std::sync::Mutex<Vec<String>>,
     sent: AtomicU64,
-    /// Views landed per product, and its latest event (Unix µs): the reference's rows.
-    landed: std::sync::Mutex<std::collections::BTreeMap<i64, (f64, i64)>>,
+    /// Every event landed: the reference's input.
+    landed: std::sync::Mutex<Vec<v1::Event>>,
 }
 
 impl Fleet {
@@ -56,28 +56,13 @@ impl Fleet {
     }
 
     fn landed(&self, events: &[v1::Event]) {
-        let mut landed = self.landed.lock().expect("landed");
-        for e in events {
-            let row = landed.entry(e.product_id).or_default();
-            row.0 += 1.0;
-            row.1 = row.1.max(e.occurred_at.as_ref().map_or(0, |t| t.seconds * 1_000_000));
-        }
+        self.landed.lock().expect("landed").extend_from_slice(events);
     }
 
     /// The board the built-in profile gives what landed, as the reference computes it.
     fn reference(&self) -> Vec<(i64, u64)> {
         let landed = self.landed.lock().expect("landed");
-        let rows: Vec<ReferenceRow> = landed
-            .iter()
-            .map(|(&product_id, &(views, last_event_us))| ReferenceRow {
-                product_id,
-                views,
-                likes: 0.0,
-                order_amount: 0,
-                last_event_us,
-            })
-            .collect();
-        built_in_reference(&rows).into_iter().map(|(p, score)| (p, score.to_bits())).collect()
+        events_reference(landed.iter()).into_iter().map(|(p, score)| (p, score.to_bits())).collect()
     }
 
     /// A client of a slot's replica, with its stopping flag and served version.
@@ -210,11 +195,6 @@ async fn read(fleet: Arc<Fleet>, done: Arc<AtomicBool>) -> u64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     reads
-}
-
-/// `at` without its fraction of a second: the reference counts recency in whole seconds.
-fn whole_second(at: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
-    chrono::DateTime::from_timestamp(at.timestamp(), 0).expect("an instant")
 }
 
 /// Lets the traffic run through a step for a while.

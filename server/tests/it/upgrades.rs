@@ -12,7 +12,8 @@ use crate::helpers::{TestApp, TestDb, settings, views};
 /// A migration no release of this line has: what a newer release would have applied.
 const NEWER: &str = "m20991231_000001_from_a_newer_release";
 
-async fn execute(db: &DatabaseConnection, sql: String) {
+/// Runs one statement on the test's database, as an operator's client would.
+pub(crate) async fn execute(db: &DatabaseConnection, sql: String) {
     db.execute_raw(Statement::from_string(db.get_database_backend(), sql)).await.expect("statement");
 }
 

@@ -1,8 +1,8 @@
 //! The Lua scripts of the store, one `.lua` file each under `scripts/` (each opens with what
 //! it takes and returns). Every script touches the keys of one ranking (one hash tag), so it
 //! runs the same on one node and on a cluster. Those that read a version pointer open with
-//! `pointer.lua`: what a pointer's value holds, and the refusal of a layout this release does
-//! not read.
+//! the layouts this release reads and `pointer.lua`: what a pointer's value holds, and the
+//! refusal of a layout this release does not read.
 
 use redis::Script;
 use redis::aio::ConnectionLike;
@@ -31,25 +31,28 @@ pub(super) struct Scripts {
 impl Scripts {
     pub fn new() -> Self {
         Self {
-            publish: Script::new(concat!(include_str!("scripts/pointer.lua"), include_str!("scripts/publish.lua"))),
-            version_chunk: Script::new(concat!(
-                include_str!("scripts/pointer.lua"),
-                include_str!("scripts/version_chunk.lua")
-            )),
-            current_packed: Script::new(concat!(
-                include_str!("scripts/pointer.lua"),
-                include_str!("scripts/current_packed.lua")
-            )),
+            publish: reading_pointers(include_str!("scripts/publish.lua")),
+            version_chunk: reading_pointers(include_str!("scripts/version_chunk.lua")),
+            current_packed: reading_pointers(include_str!("scripts/current_packed.lua")),
             placements: Script::new(include_str!("scripts/placements.lua")),
-            packed_placements: Script::new(concat!(
-                include_str!("scripts/pointer.lua"),
-                include_str!("scripts/packed_placements.lua")
-            )),
+            packed_placements: reading_pointers(include_str!("scripts/packed_placements.lua")),
             release: Script::new(include_str!("scripts/release.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
             feed_cursor: Script::new(include_str!("scripts/feed_cursor.lua")),
         }
     }
+}
+
+/// A script that reads version pointers: `body` after `pointer.lua`, told the layouts this
+/// release reads (the one range, [`crate::ports::READS`], that the Rust side checks too).
+fn reading_pointers(body: &str) -> Script {
+    let reads = crate::ports::READS;
+    Script::new(&format!(
+        "local OLDEST_LAYOUT, NEWEST_LAYOUT = {}, {}\n{}{body}",
+        reads.start(),
+        reads.end(),
+        include_str!("scripts/pointer.lua")
+    ))
 }
 
 /// One call of `publish.lua`: every key and argument by name, laid out in the one order the

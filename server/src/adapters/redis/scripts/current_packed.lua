@@ -3,8 +3,7 @@
 -- total bytes}.
 local p = redis.call('GET', KEYS[1])
 if not p then return {false, '', 0} end
-local refused = unreadable(p)
+local v, refused = pointed(p)
 if refused then return refused end
-local v = pointer_version(p)
 local k = ARGV[1] .. v .. ':packed'
 return {v, redis.call('GETRANGE', k, ARGV[2], ARGV[3]), redis.call('STRLEN', k)}

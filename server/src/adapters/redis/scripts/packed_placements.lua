@@ -19,15 +19,14 @@ local v
 if ARGV[2] == 'current' then
   local p = redis.call('GET', KEYS[1])
   if not p then return {false, 0} end
-  local refused = unreadable(p)
+  local refused
+  v, refused = pointed(p)
   if refused then return refused end
-  v = pointer_version(p)
 else
   v = ARGV[2]
   if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 then
-    local p = redis.call('GET', KEYS[1])
-    if pointer_version(p) ~= v then return {false, 0} end
-    local refused = unreadable(p)
+    local current, refused = pointed(redis.call('GET', KEYS[1]))
+    if current ~= v then return {false, 0} end
     if refused then return refused end
   end
 end

@@ -1,18 +1,18 @@
--- Prepended to every script that reads a version pointer. A pointer's value is `N` (version
--- N, stored in layout 1: a whole packed copy and its product index) or `N:L…` (version N,
--- stored in layout L by a release that writes it; what follows is that layout's own). A
--- script of this release serves layout 1 only: a version in another is refused with
--- `LAYOUT <L>`, never read as an empty ranking.
-local NEWEST_LAYOUT = 1
--- The version number of a pointer's value (a string), or nil.
-local function pointer_version(p)
-  if not p then return nil end
-  return string.match(p, '^(%d+)')
-end
--- The error when a pointer's value names a layout this release does not read, else nil.
-local function unreadable(p)
-  if not p then return nil end
+-- Prepended to every script that reads a version pointer, after the layouts this release
+-- reads (`OLDEST_LAYOUT`, `NEWEST_LAYOUT`, from `ports::READS`). A pointer's value is `N`
+-- (version N, stored in layout 1: a whole packed copy and its product index) or `N:L…`
+-- (version N, stored in layout L by a release that writes it; what follows is that layout's
+-- own). A version in a layout this release does not read is refused with `LAYOUT <L>`, never
+-- read as an empty ranking.
+--
+-- A pointer's value (a string, or nil) read: its version number (a string, or nil), and the
+-- refusal to return when its layout is not one this release reads (else nil).
+local function pointed(p)
+  if not p then return nil, nil end
   local layout = tonumber(string.match(p, '^%d+:(%d+)') or '1')
-  if layout > NEWEST_LAYOUT then return redis.error_reply('LAYOUT ' .. layout) end
-  return nil
+  local refused = nil
+  if layout < OLDEST_LAYOUT or layout > NEWEST_LAYOUT then
+    refused = redis.error_reply('LAYOUT ' .. layout)
+  end
+  return string.match(p, '^(%d+)'), refused
 end

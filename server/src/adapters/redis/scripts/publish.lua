@@ -24,7 +24,7 @@ local function each_part(base, f) for _, p in ipairs(parts) do f(base .. p) end 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- A pointer written in a newer layout still orders versions by its number.
-local old = tonumber(pointer_version(redis.call('GET', pointer)) or '0')
+local old = tonumber((pointed(redis.call('GET', pointer))) or '0')
 local v = math.max(now, old + 1)
 local vs = string.format('%.0f', v)
 -- `version_prefix .. g` without a suffix: the sorted set of a version published before the daily

@@ -4,9 +4,8 @@ local k = ARGV[1] .. ARGV[2] .. ':packed'
 if redis.call('EXISTS', k) == 1 then
   return {1, redis.call('GETRANGE', k, ARGV[3], ARGV[4]), redis.call('STRLEN', k)}
 end
-local p = redis.call('GET', KEYS[1])
-if pointer_version(p) == ARGV[2] then
-  local refused = unreadable(p)
+local current, refused = pointed(redis.call('GET', KEYS[1]))
+if current == ARGV[2] then
   if refused then return refused end
   return {1, '', 0}
 end

@@ -138,6 +138,8 @@ bench:
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) controls 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) served-parts 1000000 | tee -a target/bench-report.md
+	$(BENCH) changes 1000000 | tee -a target/bench-report.md
+	$(BENCH) changes 10000000 | tee -a target/bench-report.md
 	$(BENCH) history 1000 | tee -a target/bench-report.md
 	kafka=$(KAFKA_BROKERS_BENCH) && $(BENCH) feed $(REDIS_URL_TEST) $$kafka 100000 | tee -a target/bench-report.md
 	$(BENCH) segments 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md

@@ -7,6 +7,7 @@
 
 mod bare;
 mod bus;
+mod changes;
 mod cluster;
 mod controls;
 mod cores;
@@ -227,6 +228,11 @@ enum Scenario {
         #[arg(default_value_t = 1_000)]
         top: usize,
     },
+    /// A pass's copy of a board built whole against built from the changed scores, in process.
+    Changes {
+        #[arg(default_value_t = 1_000_000)]
+        products: i64,
+    },
     /// Where a served board's time goes, step by step, in process (no store).
     ServedParts {
         #[arg(default_value_t = 1_000_000)]
@@ -348,6 +354,7 @@ async fn run(scenario: Scenario) {
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
         Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
         Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
+        Scenario::Changes { products } => changes::bench_changes(products),
         Scenario::History { top } => history::bench_history(top).await,
         Scenario::Feed { redis, brokers, products } => live::bench_feed(&redis, &brokers, products).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,

@@ -16,10 +16,12 @@
 
 pub mod annex;
 mod build;
+mod changes;
 mod served;
 mod within;
 
 pub use build::by_product;
+pub use changes::Changes;
 
 use std::borrow::Cow;
 use std::cmp::Ordering;

@@ -16,6 +16,7 @@ use crate::app::snapshots::Snapshots;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
 use crate::domain::score::{CarryLedger, ClosingDay, DayStanding};
+use crate::domain::snapshot::Snapshot;
 use crate::domain::trending::TrendingHours;
 use crate::domain::vocabulary::CarryOver;
 use crate::metrics::phases::Phases;
@@ -69,7 +70,7 @@ impl Rebuild {
         let mut days = Vec::with_capacity(lanes.len());
         let mut buffers = Vec::with_capacity(lanes.len());
         for (lane, population) in lanes.iter().zip(populations) {
-            let (day, buffer) = rank_apart(&lane.policy, date, population, &hidden).await?;
+            let (day, buffer) = rank_apart(&lane.policy, date, population, &hidden, None).await?;
             days.push(day);
             buffers.push(buffer);
         }
@@ -106,7 +107,7 @@ impl Rebuild {
         let weekly = RankingKey::Weekly(date);
         for (lane, week) in lanes.iter().zip(weeks?) {
             let (RankedCopy { whole: week, clamped, .. }, population) =
-                rank_apart(&lane.policy, date, week, &hidden).await?;
+                rank_apart(&lane.policy, date, week, &hidden, None).await?;
             drop(population);
             let life = lane.publisher.life(date);
             lane.publisher.publish_whole(weekly, &week, clamped, life, false, fence).await?;
@@ -121,7 +122,7 @@ impl Rebuild {
             let hours = super::trending::read_hours(&*self.hours, &policies, date, None).await?;
             for (lane, scored) in lanes.iter().zip(hours) {
                 let held = Arc::new(TrendingHours::of_scored(scored));
-                let ranked = super::trending::rank_apart(&lane.policy, held, t_us, &hidden).await?;
+                let ranked = super::trending::rank_apart(&lane.policy, held, t_us, &hidden, None).await?;
                 lane.publisher.publish_trending(date, ranked, &catalog, false, fence).await?;
                 phases.lap("trending");
             }
@@ -229,16 +230,18 @@ impl Rebuild {
 /// milliseconds at a million products, which would otherwise hold a worker of the
 /// runtime (and the publication waiting on it). Started at once; gives the emptied buffer
 /// back. A recompute or a pass cut short at shutdown leaves the thread to finish its computation (under
-/// a second at a million products) and drops the result.
+/// a second at a million products) and drops the result. A live pass gives the organic copy
+/// of its previous version as `previous` ([`RankedCopy::of`]).
 pub(super) fn rank_apart(
     policy: &Arc<Policy>,
     date: NaiveDate,
     mut contenders: Vec<Contender>,
     hidden: &Arc<[i64]>,
+    previous: Option<Arc<Snapshot>>,
 ) -> impl Future<Output = Result<(RankedCopy, Vec<Contender>), StoreError>> + use<> {
     let (policy, hidden) = (Arc::clone(policy), Arc::clone(hidden));
     super::apart::off_runtime(move || {
-        let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden))?;
+        let ranked = RankedCopy::of(rank(&policy, date, &mut contenders, &hidden), previous.as_deref())?;
         Ok((ranked, contenders))
     })
 }

@@ -40,6 +40,7 @@ use crate::app::lease::DayLeases;
 use crate::app::policy::Policy;
 use crate::domain::catalog::Membership;
 use crate::domain::live::{DayRows, LiveDay, LiveDays};
+use crate::domain::snapshot::Snapshot;
 use crate::domain::trending::TrendingHours;
 use crate::metrics::Metrics;
 use crate::metrics::phases::Phases;
@@ -73,6 +74,17 @@ struct Held {
     membership: Membership,
     /// Hidden products, ascending (shared with the threads that rank).
     hidden: Arc<[i64]>,
+    /// The organic copies each profile's previous pass published, the service's first: the
+    /// next pass sorts only the entries whose score changed against them.
+    organic: Vec<Organic>,
+}
+
+/// A profile's organic copies of today's boards, as its last pass ranked them.
+#[derive(Default, Clone)]
+struct Organic {
+    daily: Option<Arc<Snapshot>>,
+    weekly: Option<Arc<Snapshot>>,
+    trending: Option<Arc<Snapshot>>,
 }
 
 /// The live lease of a day and, once read, its population.
@@ -241,7 +253,8 @@ impl LivePasses {
                 LiveDay::new(profile, lane.live_days(date), ledger, today.clone(), before.clone())
             })
             .collect();
-        Ok(Held { days, hours, from, membership, hidden: hidden.into() })
+        let organic = vec![Organic::default(); lanes.len()];
+        Ok(Held { days, hours, from, membership, hidden: hidden.into(), organic })
     }
 
     /// One pass over `held` (read whole first when there is none): the changes since the
@@ -318,23 +331,36 @@ impl LivePasses {
         }
         let held = &*h;
         let lanes = self.lanes();
-        let passes = lanes.iter().zip(&held.days).zip(&held.hours).map(|((lane, day), hours)| async move {
+        let lanes = lanes.iter().zip(&held.days).zip(&held.hours).zip(&held.organic);
+        let passes = lanes.map(|(((lane, day), hours), before)| async move {
             let mut contenders = Vec::new();
             day.daily_contenders(&mut contenders);
-            let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &held.hidden).await?;
+            let previous = before.daily.clone();
+            let (daily, mut contenders) = rank_apart(&lane.policy, date, contenders, &held.hidden, previous).await?;
             let ranked = Instant::now();
             day.weekly_contenders(&mut contenders);
-            let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden);
-            let weekly = async { weekly.await.map(|(ranked, _)| ranked) };
+            let weekly = rank_apart(&lane.policy, date, contenders, &held.hidden, before.weekly.clone());
+            let mut organic = Organic { daily: Some(Arc::clone(&daily.whole)), ..Organic::default() };
+            let weekly = async {
+                let (ranked, _) = weekly.await?;
+                organic.weekly = Some(Arc::clone(&ranked.whole));
+                Ok(ranked)
+            };
             let version = lane.publisher.publish_computed(date, daily, weekly, &held.membership, fence).await?;
             let published = Instant::now();
-            let trending = super::trending::rank_apart(&lane.policy, Arc::clone(hours), t_us, &held.hidden).await?;
+            let previous = before.trending.clone();
+            let hours = Arc::clone(hours);
+            let trending = super::trending::rank_apart(&lane.policy, hours, t_us, &held.hidden, previous).await?;
+            organic.trending = Some(Arc::clone(&trending.whole));
             lane.publisher.publish_trending(date, trending, &held.membership, true, fence).await?;
-            Ok::<_, StoreError>((version, ranked, published))
+            Ok::<_, StoreError>((version, ranked, published, organic))
         });
         let published = futures_util::future::try_join_all(passes).await?;
         // The service profile's ranking and publication, as one profile's pass measures them.
-        let (version, ranked, trending) = published[0];
+        let (version, ranked, trending, _) = published[0].clone();
+        for (kept, (_, _, _, organic)) in h.organic.iter_mut().zip(published) {
+            *kept = organic;
+        }
         phases.split_at(&[("rank", ranked), ("publish", trending), ("trending", trending)]);
         self.metrics.live.phases(&phases.seconds());
         if let Some(newest_us) = newest_us {

@@ -18,6 +18,7 @@ use super::publish::{Publisher, RankedCopy};
 use crate::app::policy::Policy;
 use crate::domain::catalog::Membership;
 use crate::domain::explain::RecencyClock;
+use crate::domain::snapshot::Snapshot;
 use crate::domain::trending::{TrendingHour, TrendingHours, rank_trending};
 use crate::ports::{FeedCause, Fence, HourScans, RankingKey, Scored, StoreError};
 
@@ -42,15 +43,17 @@ pub(super) async fn read_hours(
 }
 
 /// Ranks `hours` at `t_us` without the `hidden` products (ascending), on a blocking thread:
-/// a million products' decayed sums would otherwise hold a worker of the runtime.
+/// a million products' decayed sums would otherwise hold a worker of the runtime. A live pass
+/// gives the organic copy of the board's previous version as `previous`.
 pub(super) fn rank_apart(
     policy: &Arc<Policy>,
     hours: Arc<TrendingHours>,
     t_us: i64,
     hidden: &Arc<[i64]>,
+    previous: Option<Arc<Snapshot>>,
 ) -> impl Future<Output = Result<RankedCopy, StoreError>> + use<> {
     let (policy, hidden) = (Arc::clone(policy), Arc::clone(hidden));
-    super::apart::off_runtime(move || RankedCopy::of(rank(&policy, &hours, t_us, &hidden)))
+    super::apart::off_runtime(move || RankedCopy::of(rank(&policy, &hours, t_us, &hidden), previous.as_deref()))
 }
 
 /// The trending population of `hours` at `t_us`, ranked: what [`rank_apart`] runs.

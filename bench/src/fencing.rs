@@ -49,7 +49,7 @@ async fn publications(url: &str, mode: RedisMode, copy: &Arc<Snapshot>) -> (Vec<
         let with_fence = round % 2 == 0;
         let fence = if with_fence { Fence::of(&lease) } else { Fence::unchecked() };
         let started = Instant::now();
-        store.publish_copy(key, copy, life, Form::Full, &fence).await.expect("publish");
+        store.publish_copy(key, copy, None, life, Form::Full, &fence).await.expect("publish");
         let seconds = started.elapsed().as_secs_f64();
         if with_fence { fenced.push(seconds) } else { unchecked.push(seconds) }
     }

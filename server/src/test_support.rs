@@ -330,3 +330,50 @@ pub fn feeder_off(policy: Arc<Policy>, metrics: Arc<Metrics>) -> crate::app::fee
     let cursors = Arc::new(MemoryRankingStore::new());
     crate::app::feed::Feeder::new(cursors, Vec::new(), policy, metrics, settings)
 }
+
+/// A store's promise about a version's statistics, checked on any store (the in-process one
+/// in its unit tests, Redis in the integration tests): published with the version under its
+/// fence, read back bit for bit by version (a superseded version keeps its own), and nothing
+/// of a publication refused by the fence (a holder whose day lease another took).
+pub async fn statistics_travel_with_their_versions<S>(store: &S, key: crate::ports::RankingKey)
+where
+    S: crate::ports::RankingStore + crate::ports::LeaseLock,
+{
+    use crate::domain::normalize::AxisStats;
+    use crate::domain::ranking::PopulationStats;
+    use crate::domain::snapshot::{Scored, Snapshot};
+    use crate::ports::{Fence, Form, RecencyClock, VersionLife, VersionStats, day_lease};
+
+    let stats_of = |n: u32| VersionStats {
+        stats: PopulationStats {
+            axes: vec![AxisStats { mean: 0.1 * f64::from(n), std: 1.0 / f64::from(n + 2), count: n as usize }],
+        },
+        clock: RecencyClock { day_start_us: i64::from(n), reference_us: i64::from(n) * 1_000 },
+        profile: format!("profile-{n}"),
+        computed_at_us: i64::from(n) * 7,
+    };
+    let copy = |n: i64| Arc::new(Snapshot::from_ranked(vec![Scored { product_id: n, score: n as f64 }]).expect("one"));
+    let life =
+        VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::from_secs(60) };
+    let name = day_lease(key.date());
+    let lease = store.try_acquire(&name, Duration::from_secs(30)).await.expect("lease store").expect("free");
+    let fence = Fence::of(&lease);
+    let first = store.publish_copy(key, &copy(1), Some(&stats_of(1)), life, Form::Full, &fence).await.expect("v1");
+    let second = store.publish_copy(key, &copy(2), Some(&stats_of(2)), life, Form::Full, &fence).await.expect("v2");
+    let plain = store.publish_copy(key, &copy(3), None, life, Form::Full, &fence).await.expect("v3");
+    assert_eq!(store.version_stats(key, first).await.expect("read"), Some(stats_of(1)), "a superseded version's own");
+    assert_eq!(store.version_stats(key, second).await.expect("read"), Some(stats_of(2)));
+    assert_eq!(store.version_stats(key, plain).await.expect("read"), None, "published without statistics");
+
+    // Another holder takes the day: the old holder's publication writes nothing.
+    store.release(&lease).await.expect("release");
+    let other = store.try_acquire(&name, Duration::from_secs(30)).await.expect("lease store").expect("free");
+    let refused = store.publish_copy(key, &copy(4), Some(&stats_of(4)), life, Form::Full, &fence).await;
+    assert!(matches!(refused, Err(StoreError::LostLease { .. })), "{refused:?}");
+    let newer =
+        store.publish_copy(key, &copy(5), Some(&stats_of(5)), life, Form::Full, &Fence::of(&other)).await.expect("v5");
+    let current = store.versions(&[key]).await.expect("versions")[0];
+    assert_eq!(current, Some(newer), "the refused publication moved nothing");
+    assert_eq!(store.version_stats(key, newer).await.expect("read"), Some(stats_of(5)));
+    store.release(&other).await.expect("release");
+}

@@ -27,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
     Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
-    StoreError, VersionLife,
+    StoreError, VersionLife, VersionStats,
 };
 
 /// Which page: ranking, offset, limit.
@@ -157,11 +157,16 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
         &self,
         key: RankingKey,
         copy: &Arc<Snapshot>,
+        stats: Option<&VersionStats>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.inner.publish_copy(key, copy, life, form, fence).await
+        self.inner.publish_copy(key, copy, stats, life, form, fence).await
+    }
+
+    async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
+        self.inner.version_stats(key, version).await
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {
@@ -266,6 +271,20 @@ mod tests {
             Ok(None)
         }
         async fn version_served(&self, _: RankingKey, _: u64) -> Result<Option<ServedParts>, StoreError> {
+            Ok(None)
+        }
+        async fn publish_copy(
+            &self,
+            _: RankingKey,
+            _: &Arc<Snapshot>,
+            _: Option<&VersionStats>,
+            _: VersionLife,
+            _: Form,
+            _: &Fence,
+        ) -> Result<u64, StoreError> {
+            Ok(1)
+        }
+        async fn version_stats(&self, _: RankingKey, _: u64) -> Result<Option<VersionStats>, StoreError> {
             Ok(None)
         }
         async fn increment_hourly(&self, _: &[HourlyIncrement]) -> Result<(), StoreError> {

@@ -1,7 +1,9 @@
 //! ExplainRank: why a product holds its place in a daily ranking or on today's trending
 //! board. The one read that touches SQL: the product's own rows (a handful of primary-key
-//! lookups) and the record of the board's last publication (the population statistics, and
-//! a trending board's instant), never a scan of the day.
+//! lookups), never a scan of the day. The population statistics (and a trending board's
+//! instant) are the served version's own, published with it in the ranking store; a version
+//! published by the release before this one has them in SQL's record of the day's last
+//! publication instead.
 
 use std::sync::Arc;
 
@@ -14,7 +16,9 @@ use crate::domain::explain::{Explanation, explain};
 use crate::domain::profile::{ScoringProfile, SignalRef};
 use crate::domain::trending::{HourPoints, explain_trending};
 use crate::domain::vocabulary::Retracted;
-use crate::ports::{ControlRows, DayScans, HourScans, RunLog, Segment, StoreError};
+use crate::ports::{
+    ControlRows, DayScans, HourScans, RankingKey, RankingRun, RankingStore, RunLog, Segment, StoreError, VersionStats,
+};
 
 /// Attempts to find the served version and its recorded statistics in agreement. They
 /// disagree only while a recompute publishes (between its publication and its record, or
@@ -93,7 +97,9 @@ pub struct Explainer {
     scans: Arc<dyn DayScans>,
     /// One product's hours by key.
     hours: Arc<dyn HourScans>,
-    /// What a version's norms were computed from, and the profile it was ranked by.
+    /// What a version's norms were computed from, and the profile it was ranked by: published
+    /// with the version, or recorded in SQL by the release before this one.
+    rankings: Arc<dyn RankingStore>,
     runs: Arc<dyn RunLog>,
     /// The stored controls, for those acting on the product.
     controls: Arc<dyn ControlRows>,
@@ -105,12 +111,23 @@ impl Explainer {
     /// Explains from SQL (`scans`, `runs`, `controls`) what `queries` serve.
     pub fn new(
         (scans, hours): (Arc<dyn DayScans>, Arc<dyn HourScans>),
-        runs: Arc<dyn RunLog>,
+        (rankings, runs): (Arc<dyn RankingStore>, Arc<dyn RunLog>),
         controls: Arc<dyn ControlRows>,
         queries: Arc<Queries>,
         policy: Arc<Policy>,
     ) -> Self {
-        Self { scans, hours, runs, controls, queries, policy }
+        Self { scans, hours, rankings, runs, controls, queries, policy }
+    }
+
+    /// The statistics of `version` of `key`: its own, or SQL's record of the day's last
+    /// publication when that is the version (one published by the release before this one).
+    async fn stats_of(&self, key: RankingKey, version: u64, run_name: &str) -> Result<Option<RankingRun>, StoreError> {
+        if let Some(own) = self.rankings.version_stats(key, version).await? {
+            let VersionStats { stats, clock, profile, computed_at_us } = own;
+            let (date, profile_name) = (key.date(), run_name.to_string());
+            return Ok(Some(RankingRun { date, version, stats, clock, computed_at_us, profile, profile_name }));
+        }
+        Ok(self.runs.ranking_run(key.date(), run_name).await?.filter(|run| run.version == version))
     }
 
     /// Explains one product's entry in the daily ranking of the query's day.
@@ -144,9 +161,10 @@ impl Explainer {
                 }
             }
             .unwrap_or_default();
-            let run = self.runs.ranking_run(date, &run_name).await?;
+            let board = if trending { RankingKey::Trending(date) } else { RankingKey::Daily(date) };
+            let run = self.stats_of(board, version, &run_name).await?;
             match run {
-                Some(run) if run.version == version && trending => {
+                Some(run) if trending => {
                     let profile = self.profile_of(&run.profile).await?;
                     let first = self.policy.trending_first_day(date);
                     let rows = self.hours.product_hours(query.product_id, first, date, profile.custom_names()).await?;
@@ -168,7 +186,7 @@ impl Explainer {
                     let figures = (Default::default(), Vec::new());
                     return self.answer(served, (date, version), explanation, figures, Some(trending)).await;
                 }
-                Some(run) if run.version == version => {
+                Some(run) => {
                     let first = self.policy.carry_start(date);
                     let days: Vec<NaiveDate> = (0..=(date - first).num_days().max(0) as u64)
                         .filter_map(|n| first.checked_add_days(Days::new(n)))

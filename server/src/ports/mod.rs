@@ -43,4 +43,6 @@ pub use metrics_store::{
     CatalogRows, ChangeFeed, ChangedRow, DailyRow, DatedEvent, DayScans, EventLedger, HourScans, MetricsStore, Outcome,
     RankingRun, RecordRules, Recorded, RunLog,
 };
-pub use rankings::{Announcement, Announcements, Form, Found, HourlyIncrement, Page, Placements, RankingStore};
+pub use rankings::{
+    Announcement, Announcements, Form, Found, HourlyIncrement, Page, Placements, RankingStore, VersionStats,
+};

@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use super::{Fence, RankingKey, StoreError, VersionLife};
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
+use crate::domain::explain::RecencyClock;
+use crate::domain::ranking::PopulationStats;
 use crate::domain::snapshot::{Scored, ServedParts, Snapshot};
 
 /// A page of a ranking.
@@ -76,6 +78,22 @@ pub struct HourlyIncrement {
     pub expire_at: DateTime<Utc>,
 }
 
+/// What ExplainRank reproduces a version's norms from: the statistics of the organic board
+/// it was ranked from. Published with the version, under the same fence, so every version
+/// (a recompute's, a live pass's, a control pass's or a withdrawal's, which carry their
+/// organic board's) explains as soon as it is served, and no stale writer replaces them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionStats {
+    /// The population's statistics per axis.
+    pub stats: PopulationStats,
+    /// Where recency was measured from and to.
+    pub clock: RecencyClock,
+    /// The fingerprint of the scoring profile the organic board was computed with.
+    pub profile: String,
+    /// When the organic board was computed, Unix microseconds.
+    pub computed_at_us: i64,
+}
+
 /// A new version of a versioned ranking, as announced to every replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Announcement {
@@ -129,17 +147,23 @@ pub trait RankingStore: Send + Sync + 'static {
     /// members scored with the packed score) as the last full publication wrote it; a store with one form
     /// publishes it. A store uses what else the copy holds: the Redis store writes the copy's
     /// product index rather than sorting the entries again, the in-process store keeps the
-    /// copy itself.
+    /// copy itself. `stats`, the version's statistics (a daily or trending board's), are
+    /// published with it, readable through [`RankingStore::version_stats`] as long as the
+    /// version. (No default: a store that wraps another must pass them on.)
     async fn publish_copy(
         &self,
         key: RankingKey,
         copy: &Arc<Snapshot>,
+        stats: Option<&VersionStats>,
         life: VersionLife,
-        _form: Form,
+        form: Form,
         fence: &Fence,
-    ) -> Result<u64, StoreError> {
-        self.publish(key, &copy.page(0, u64::MAX), life, fence).await
-    }
+    ) -> Result<u64, StoreError>;
+
+    /// The statistics published with one version ([`RankingStore::publish_copy`]); `None`
+    /// for a version published without them (by an earlier release, or a board that is not
+    /// explained) or no longer kept.
+    async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError>;
 
     /// The current version of each versioned ranking, `None` for one that was never
     /// published since the store was last emptied (a lost ranking, told from an empty day).

@@ -134,7 +134,7 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
     let queries = Arc::new(Queries::new(rankings.clone(), snapshots.clone(), policy.clone(), recompute.clone()));
     let explainer = Arc::new(Explainer::new(
         (store.clone(), store.clone()),
-        store.clone(),
+        (rankings.clone(), store.clone()),
         store.clone(),
         queries.clone(),
         policy.clone(),

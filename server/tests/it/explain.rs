@@ -145,8 +145,17 @@ async fn explain_validates_and_answers_not_found() {
     app.stop().await;
 }
 
-/// ExplainRank of `product_id` on `window` answers, from the version the board serves.
+/// ExplainRank of `product_id` on `window` answers, from the version the board serves: from
+/// its own statistics, with SQL's record of the day's runs (what the release before this one
+/// explains from) emptied first.
 async fn explains(app: &mut TestApp, product_id: i64, window: v1::Window, what: &str) -> v1::ExplainRankResponse {
+    use sea_orm::ConnectionTrait;
+    let url = app.db.as_ref().expect("database").url.clone();
+    let db = sea_orm::Database::connect(&url).await.expect("connect");
+    for table in ["ranking_runs", "profile_runs"] {
+        db.execute_unprepared(&format!("DELETE FROM {table}")).await.expect("forget the runs");
+    }
+    db.close().await.expect("close");
     let request = v1::ExplainRankRequest { product_id, window: window as i32, ..Default::default() };
     let explained = app.client.explain_rank(request).await;
     let explained = explained.unwrap_or_else(|e| panic!("{what}: ExplainRank of {product_id} on {window:?}: {e}"));

@@ -257,8 +257,9 @@ async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
     for n in 1..=4i64 {
         let entries: Vec<Scored> = (1..=n).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let copy = std::sync::Arc::new(Snapshot::from_ranked(entries).expect("ranked"));
-        published
-            .push(store.publish_copy(key, &copy, life, Form::Loadable, &Fence::unchecked()).await.expect("publish"));
+        published.push(
+            store.publish_copy(key, &copy, None, life, Form::Loadable, &Fence::unchecked()).await.expect("publish"),
+        );
     }
     let mut conn = redis().await;
     let kept: Vec<(String, f64)> =
@@ -275,6 +276,17 @@ async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
         let page = store.version_page(key, *version, 0, 10).await.expect("read").expect("still readable");
         assert_eq!(page.total, n as u64 + 1);
     }
+    flush(&prefix).await;
+}
+
+/// A version's statistics are published with it by the fenced script: read back by version
+/// on one node and on the cluster, and nothing of a refused publication.
+#[tokio::test]
+async fn statistics_travel_with_their_versions() {
+    let prefix = format!("t{:x}", rand_u64());
+    let store = direct_store(&prefix);
+    let key = ranking_server::ports::RankingKey::Daily(Utc::now().date_naive());
+    ranking_server::test_support::statistics_travel_with_their_versions(&store, key).await;
     flush(&prefix).await;
 }
 

@@ -18,7 +18,7 @@ use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
     Announcement, Announcements, FeedCursor, Fence, Form, Found, HourlyIncrement, Page, Placements, RankingKey,
-    RankingStore, Scored, StoreError, VersionLife,
+    RankingStore, Scored, StoreError, VersionLife, VersionStats,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -92,6 +92,8 @@ struct Versions {
     expire_at: DateTime<Utc>,
     /// Superseded versions still readable, and until when.
     superseded: Vec<(u64, Arc<Snapshot>, Instant)>,
+    /// The statistics published with the current and superseded versions, by version.
+    stats: HashMap<u64, VersionStats>,
 }
 
 /// Rankings and leases held in this process.
@@ -157,6 +159,8 @@ impl MemoryRankingStore {
         rankings.retain(|_, v| v.expire_at > now);
         for v in rankings.values_mut() {
             v.superseded.retain(|(_, _, until)| *until > instant);
+            let (current, superseded) = (v.current, &v.superseded);
+            v.stats.retain(|n, _| *n == current || superseded.iter().any(|(s, _, _)| s == n));
         }
         f(&mut rankings)
     }
@@ -167,14 +171,15 @@ impl MemoryRankingStore {
         &self,
         key: RankingKey,
         ranking: Arc<Snapshot>,
+        stats: Option<&VersionStats>,
         life: VersionLife,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let Some(lease) = fence.lease() else { return self.install(key, ranking, life) };
+        let Some(lease) = fence.lease() else { return self.install(key, ranking, stats, life) };
         let leases = lock(&self.leases);
         let now = tokio::time::Instant::now();
         match leases.get(&lease.name) {
-            Some((token, until)) if *token == lease.token && *until > now => self.install(key, ranking, life),
+            Some((token, until)) if *token == lease.token && *until > now => self.install(key, ranking, stats, life),
             held => {
                 let detail = match held {
                     Some((_, until)) if *until > now => {
@@ -189,14 +194,22 @@ impl MemoryRankingStore {
 
     /// Makes `ranking` the current version of `key` (a versioned ranking), keeping the
     /// superseded one as [`VersionLife`] says, and announces it.
-    fn install(&self, key: RankingKey, ranking: Arc<Snapshot>, life: VersionLife) -> Result<u64, StoreError> {
+    fn install(
+        &self,
+        key: RankingKey,
+        ranking: Arc<Snapshot>,
+        stats: Option<&VersionStats>,
+        life: VersionLife,
+    ) -> Result<u64, StoreError> {
         if !key.is_versioned() {
             return Err(StoreError::Corrupt(format!("{key:?} has no versions")));
         }
         let version = self.next_version();
         self.with_versioned(|rankings| {
+            let mut kept_stats = HashMap::new();
             let superseded = match rankings.remove(&key) {
                 Some(mut old) => {
+                    kept_stats = std::mem::take(&mut old.stats);
                     let now = Instant::now();
                     let longest = old.superseded.iter().map(|(_, _, until)| until.saturating_duration_since(now)).max();
                     let keep = life.superseded_life(longest);
@@ -207,7 +220,10 @@ impl MemoryRankingStore {
                 }
                 None => Vec::new(),
             };
-            rankings.insert(key, Versions { current: version, ranking, expire_at: life.expire_at, superseded });
+            kept_stats.retain(|n, _| superseded.iter().any(|(s, _, _)| s == n));
+            kept_stats.extend(stats.map(|s| (version, s.clone())));
+            let expire_at = life.expire_at;
+            rankings.insert(key, Versions { current: version, ranking, expire_at, superseded, stats: kept_stats });
         });
         // Nobody listening is fine: replicas poll.
         let _ = self.announce.send(Announcement { key, version });
@@ -239,19 +255,24 @@ impl RankingStore for MemoryRankingStore {
         // Built outside the lock, swapped in under it: readers see old or new, never a mix.
         let ranking =
             Arc::new(Snapshot::from_unordered(entries.to_vec()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
-        self.install_fenced(key, ranking, life, fence)
+        self.install_fenced(key, ranking, None, life, fence)
     }
 
     async fn publish_copy(
         &self,
         key: RankingKey,
         copy: &Arc<Snapshot>,
+        stats: Option<&VersionStats>,
         life: VersionLife,
         _: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         // Immutable: the replica's copy is the store's version, shared.
-        self.install_fenced(key, Arc::clone(copy), life, fence)
+        self.install_fenced(key, Arc::clone(copy), stats, life, fence)
+    }
+
+    async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
+        Ok(self.with_versioned(|rankings| rankings.get(&key)?.stats.get(&version).cloned()))
     }
 
     async fn versions(&self, keys: &[RankingKey]) -> Result<Vec<Option<u64>>, StoreError> {

@@ -95,3 +95,8 @@ async fn leases_exclude_until_released_or_expired() {
     tokio::time::advance(Duration::from_millis(1)).await;
     assert!(store.try_acquire("d", Duration::from_secs(1)).await.expect("ok").is_some(), "expired");
 }
+
+#[tokio::test]
+async fn statistics_travel_with_their_versions() {
+    crate::test_support::statistics_travel_with_their_versions(&MemoryRankingStore::new(), day()).await;
+}

@@ -12,9 +12,10 @@
 //! | `P:R:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
 //! | `P:R:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
 //! | `P:R:v<N>:pins`, `P:R:v<N>:served` | string | a served board's (merchandising controls): the positions its pins placed, 4 bytes each, and its parts whole (pins and the annex of its organic board, JSON) ([`served`]) |
+//! | `P:R:v<N>:stats` | string | the statistics ExplainRank reproduces version N's norms from (a daily or trending board's, JSON), renamed with the version by the fenced script ([`stats`]) |
 //! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:R:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
-//! | `P:R:staging:<token>[:packed\|:index\|:pins\|:served]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index`, `v<N>:pins`, `v<N>:served` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
+//! | `P:R:staging:<token>[:packed\|:index\|:pins\|:served\|:stats]` | ZSET, string | a version being written, renamed to `v<N>:packed`, `v<N>:index`, `v<N>:pins`, `v<N>:served`, `v<N>:stats` (and the ZSET to `P:{daily:D}`) when complete; expires after the staging TTL should its writer die |
 //! | `P:R:feed` | hash | the ranking feed's cursor of the board: the last version fed (`version`), when it was last sent whole (`whole_at`, Unix ms) and its fed top (`top`, 24 bytes per entry); moved to later versions only ([`feed`]) |
 //! | `P:R:segments` (daily and weekly) | set | the segments published with that day's daily or weekly ranking (replicas load their rankings; a recompute empties the ones that lost their members) |
 //! | `P:{hour:YYYY-MM-DDTHH}` | ZSET | the approximate hourly ranking; expires 2 hours after the hour ends |
@@ -68,6 +69,7 @@ mod publish;
 use publish::Written;
 mod scripts;
 mod served;
+mod stats;
 
 pub use connection::RedisMode;
 use connection::{Connection, Subscriber};
@@ -81,7 +83,7 @@ use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
     Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
-    StoreError, VersionLife,
+    StoreError, VersionLife, VersionStats,
 };
 
 /// Connection settings of the Redis store.
@@ -177,7 +179,7 @@ impl RankingStore for RedisRankingStore {
         life: VersionLife,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let written = Written { entries, by_product: None, served: None };
+        let written = Written { entries, by_product: None, served: None, stats: None };
         self.publish_version(key, written, life, Form::Full, fence).await
     }
 
@@ -185,13 +187,24 @@ impl RankingStore for RedisRankingStore {
         &self,
         key: RankingKey,
         copy: &Arc<Snapshot>,
+        stats: Option<&VersionStats>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let (entries, served) = (copy.page(0, u64::MAX), copy.served_parts());
-        let written = Written { entries: &entries, by_product: copy.product_index(), served: served.as_ref() };
+        let by_product = copy.product_index();
+        let written = Written { entries: &entries, by_product, served: served.as_ref(), stats };
         self.publish_version(key, written, life, form, fence).await
+    }
+
+    async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
+        let stored: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(format!("{}{version}:stats", self.keys.versions(key)))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        stored.map(|bytes| stats::decode(&bytes)).transpose()
     }
 
     async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError> {

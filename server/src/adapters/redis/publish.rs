@@ -1,6 +1,6 @@
 //! Publishing a version: the entries written into fresh staging keys (the packed copy, its
-//! product index, a served board's pins and parts and, for a daily ranking's full
-//! publication, its sorted set of product ids by packed score),
+//! product index, a served board's pins and parts, the version's statistics and, for a daily
+//! ranking's full publication, its sorted set of product ids by packed score),
 //! then one script (`scripts/publish.lua`) that renames them to the next version (the sorted
 //! set to the day's key), moves the pointer, keeps the superseded version for
 //! `RANKING_SNAPSHOT_TTL` and announces the new one, only while the writer's lease is held
@@ -12,7 +12,7 @@ use super::keys::{announced, member};
 use super::packed::{indexed, pack, product_order};
 use super::scripts::Publication;
 use super::{RedisRankingStore, unavailable};
-use crate::ports::{Fence, Form, RankingKey, Scored, ServedParts, StoreError, VersionLife};
+use crate::ports::{Fence, Form, RankingKey, Scored, ServedParts, StoreError, VersionLife, VersionStats};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
@@ -29,6 +29,8 @@ struct Staged {
     /// A served board's pins' positions and its annex ([`super::served`]).
     pins: String,
     served: String,
+    /// The version's statistics ([`super::stats`]).
+    stats: String,
 }
 
 impl Staged {
@@ -38,12 +40,13 @@ impl Staged {
             index: format!("{zset}:index"),
             pins: format!("{zset}:pins"),
             served: format!("{zset}:served"),
+            stats: format!("{zset}:stats"),
             zset,
         }
     }
 
-    fn keys(&self) -> [&String; 5] {
-        [&self.zset, &self.packed, &self.index, &self.pins, &self.served]
+    fn keys(&self) -> [&String; 6] {
+        [&self.zset, &self.packed, &self.index, &self.pins, &self.served, &self.stats]
     }
 }
 
@@ -55,6 +58,8 @@ pub(super) struct Written<'a> {
     pub by_product: Option<&'a [u32]>,
     /// A served board's parts.
     pub served: Option<&'a ServedParts>,
+    /// The version's statistics.
+    pub stats: Option<&'a VersionStats>,
 }
 
 impl RedisRankingStore {
@@ -67,7 +72,7 @@ impl RedisRankingStore {
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let Written { entries, by_product, served } = version;
+        let Written { entries, by_product, served, stats } = version;
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let pointer = self.keys.pointer(key);
         // The lease key shares the ranking's hash slot (a day's rankings and its lease are
@@ -90,6 +95,9 @@ impl RedisRankingStore {
             Some(parts) => self.stage_served(&staged, parts).await.map_err(unavailable)?,
             None => (false, false),
         };
+        if let Some(stats) = stats {
+            self.stage_stats(&staged, stats).await.map_err(unavailable)?;
+        }
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let published = Publication {
             staged_zset: &staged.zset,
@@ -111,10 +119,11 @@ impl RedisRankingStore {
             lease_token: lease.as_ref().map_or("", |(_, lease)| lease.token.as_str()),
             has_pins,
             has_served,
+            has_stats: stats.is_some(),
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())
         .await;
-        if published.is_err() && (!entries.is_empty() || has_served) {
+        if published.is_err() && (!entries.is_empty() || has_served || stats.is_some()) {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
         published.map_err(|e| match (e.code(), &lease) {
@@ -144,6 +153,18 @@ impl RedisRankingStore {
         pipe.cmd("SET").arg(&staged.served).arg(super::served::encode(parts)).arg("EX").arg(ttl).ignore();
         pipe.query_async::<()>(&mut self.conn.clone()).await?;
         Ok((has_pins, true))
+    }
+
+    /// Writes a version's statistics beside its staged entries.
+    async fn stage_stats(&self, staged: &Staged, stats: &VersionStats) -> Result<(), RedisError> {
+        let ttl = self.staging_ttl.as_secs().max(1);
+        redis::cmd("SET")
+            .arg(&staged.stats)
+            .arg(super::stats::encode(stats))
+            .arg("EX")
+            .arg(ttl)
+            .query_async::<()>(&mut self.conn.clone())
+            .await
     }
 
     /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for

@@ -96,6 +96,8 @@ pub(super) struct Publication<'a> {
     pub has_pins: bool,
     /// Whether it has a served parts key (`<staged sorted set>:served`).
     pub has_served: bool,
+    /// The version's statistics are staged beside its entries (`…:stats`).
+    pub has_stats: bool,
 }
 
 impl Publication<'_> {
@@ -122,6 +124,7 @@ impl Publication<'_> {
             .arg(self.lease_token)
             .arg(flag(self.has_pins))
             .arg(flag(self.has_served))
+            .arg(flag(self.has_stats))
             .invoke_async(conn)
             .await
     }

@@ -78,23 +78,22 @@ impl Rebuild {
         let key = RankingKey::Daily(date);
         let publish_daily = async {
             let mut days = days.into_iter();
-            let RankedCopy { whole, clamped, stats, clock } = days.next().expect("the service profile's day");
+            let day = days.next().expect("the service profile's day");
             let life = self.publisher.life(date);
             let publication = async {
-                let version = self.publisher.publish_whole(key, &whole, clamped, life, false, fence).await?;
-                self.publisher.record(date, version, stats, clock).await?;
-                Ok(version)
+                let name = self.policy.stored_profile_name().to_string();
+                self.publisher.publish_explained(key, &day, name, life, false, fence).await
             };
             let (version, catalog) = tokio::try_join!(publication, self.publisher.membership())?;
             let daily = started.elapsed();
-            self.publisher.publish_segments(key, &whole, &catalog, life, fence, FeedCause::Recompute).await?;
-            drop(whole);
-            for (lane, RankedCopy { whole, clamped, stats, clock }) in lanes[1..].iter().zip(days) {
+            self.publisher.publish_segments(key, &day.whole, &catalog, life, fence, FeedCause::Recompute).await?;
+            drop(day);
+            for (lane, day) in lanes[1..].iter().zip(days) {
                 let publisher = &lane.publisher;
                 let life = publisher.life(date);
-                let version = publisher.publish_whole(key, &whole, clamped, life, false, fence).await?;
-                publisher.record(date, version, stats, clock).await?;
-                publisher.publish_segments(key, &whole, &catalog, life, fence, FeedCause::Recompute).await?;
+                let name = lane.policy.stored_profile_name().to_string();
+                publisher.publish_explained(key, &day, name, life, false, fence).await?;
+                publisher.publish_segments(key, &day.whole, &catalog, life, fence, FeedCause::Recompute).await?;
             }
             Ok::<_, StoreError>((version, catalog, daily, started.elapsed() - daily))
         };
@@ -110,7 +109,7 @@ impl Rebuild {
                 rank_apart(&lane.policy, date, week, &hidden, None).await?;
             drop(population);
             let life = lane.publisher.life(date);
-            lane.publisher.publish_whole(weekly, &week, clamped, life, false, fence).await?;
+            lane.publisher.publish_whole(weekly, (&week, clamped), None, life, false, fence).await?;
             phases.lap("weekly");
             lane.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
             phases.lap("segments");

@@ -28,7 +28,7 @@ use crate::app::snapshots::Snapshots;
 use crate::domain::snapshot::Snapshot;
 use crate::metrics::Metrics;
 use crate::metrics::controls::KindLabels;
-use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, StoreError, day_lease};
+use crate::ports::{FeedCause, Fence, RankingKey, RankingStore, StoreError, day_lease};
 
 /// Boards served again at once by one pass.
 const BOARDS_AT_ONCE: usize = 4;
@@ -172,8 +172,7 @@ impl ControlPasses {
                             .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
                             .map_err(StoreError::ranking)?;
                     let served = served_apart(set, key, Arc::new(organic), at, layout).await?;
-                    let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
-                    self.publisher.record_derived(key, base, version).await?;
+                    let version = self.publisher.publish_derived(key, base, &served, life, fence).await?;
                     self.publisher.feeder.note(key, version, &served, FeedCause::Controls);
                     self.snapshots.install_copy(key, version, served).await;
                     Ok::<_, StoreError>(())

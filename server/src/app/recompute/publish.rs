@@ -21,6 +21,7 @@ use crate::domain::snapshot::{Changes, Snapshot};
 use crate::metrics::Metrics;
 use crate::ports::{
     CatalogRows, FeedCause, Fence, Form, RankingKey, RankingRun, RankingStore, RunLog, StoreError, VersionLife,
+    VersionStats,
 };
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
@@ -88,16 +89,17 @@ impl Publisher {
         VersionLife { expire_at: self.policy.daily_expiry(date), superseded_for: self.policy.snapshot_ttl }
     }
 
-    /// Publishes a whole (daily or weekly) ranking from its organic copy, served under the
-    /// controls active now, and installs the served copy: served by this replica before the
-    /// call returns; the others load it on the announcement or their next poll. A live pass's
-    /// publication (`live`) is in the form replicas load only (the daily ranking's sorted set
-    /// waits for the next recompute).
+    /// Publishes a whole (daily, weekly or trending) ranking from its organic copy, served
+    /// under the controls active now, with `stats` (a daily or trending board's statistics),
+    /// and installs the served copy: served by this replica before the call returns; the
+    /// others load it on the announcement or their next poll. A live pass's publication
+    /// (`live`) is in the form replicas load only (the daily ranking's sorted set waits for
+    /// the next recompute).
     pub(super) async fn publish_whole(
         &self,
         key: RankingKey,
-        whole: &Arc<Snapshot>,
-        clamped: usize,
+        (whole, clamped): (&Arc<Snapshot>, usize),
+        stats: Option<&VersionStats>,
         life: VersionLife,
         live: bool,
         fence: &Fence,
@@ -105,7 +107,7 @@ impl Publisher {
         let form = if live { Form::Loadable } else { Form::Full };
         let served = served_now(&self.controls, &self.policy, key, whole).await?;
         self.faults.before_publish().await;
-        let version = self.rankings.publish_copy(key, &served, life, form, fence).await?;
+        let version = self.rankings.publish_copy(key, &served, stats, life, form, fence).await?;
         self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
         self.history.keep(key, version, &served).await?;
         self.feeder.note(key, version, &served, if live { FeedCause::LivePass } else { FeedCause::Recompute });
@@ -113,46 +115,72 @@ impl Publisher {
         Ok(version)
     }
 
-    /// Records what ExplainRank reproduces the norms of `version` from. Written after the
-    /// publication, so a reader may briefly see the new version with the previous record; it
-    /// checks the version.
-    pub(super) async fn record(
+    /// Publishes a ranked daily or trending board (`run_name`: its run record's name) with
+    /// its statistics, and records them in SQL too, where a replica of the release before
+    /// this one reads them.
+    pub(super) async fn publish_explained(
         &self,
-        date: NaiveDate,
-        version: u64,
-        stats: crate::domain::ranking::PopulationStats,
-        clock: crate::domain::explain::RecencyClock,
-    ) -> Result<(), StoreError> {
-        self.record_as(date, version, stats, clock, self.policy.stored_profile_name().to_string()).await
+        key: RankingKey,
+        ranked: &RankedCopy,
+        run_name: String,
+        life: VersionLife,
+        live: bool,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        let stats = self.stats_of(ranked);
+        let whole = (&ranked.whole, ranked.clamped);
+        let version = self.publish_whole(key, whole, Some(&stats), life, live, fence).await?;
+        self.record_as(key.date(), version, stats, run_name).await?;
+        Ok(version)
     }
 
-    /// [`Publisher::record`] under the run name `name`.
-    pub(super) async fn record_as(
+    /// The statistics of `ranked`, computed now with this profile.
+    fn stats_of(&self, ranked: &RankedCopy) -> VersionStats {
+        VersionStats {
+            stats: ranked.stats.clone(),
+            clock: ranked.clock,
+            profile: self.policy.profile.fingerprint(),
+            computed_at_us: self.policy.now().timestamp_micros(),
+        }
+    }
+
+    /// Publishes `served`, a board served again from the organic board of version `base`
+    /// of `key` (a control pass's or a withdrawal's), with `base`'s statistics: it ranks the
+    /// same organic scores, so it explains with the same norms.
+    pub(super) async fn publish_derived(
+        &self,
+        key: RankingKey,
+        base: u64,
+        served: &Arc<Snapshot>,
+        life: VersionLife,
+        fence: &Fence,
+    ) -> Result<u64, StoreError> {
+        let stats = self.rankings.version_stats(key, base).await?;
+        let version = self.rankings.publish_copy(key, served, stats.as_ref(), life, Form::Full, fence).await?;
+        self.record_derived(key, base, version).await?;
+        Ok(version)
+    }
+
+    /// Records `stats`, version `version`'s, as the day's run `name` in SQL: what a replica
+    /// of the release before this one explains from (this release reads a version's own).
+    async fn record_as(
         &self,
         date: NaiveDate,
         version: u64,
-        stats: crate::domain::ranking::PopulationStats,
-        clock: crate::domain::explain::RecencyClock,
+        stats: VersionStats,
         name: String,
     ) -> Result<(), StoreError> {
-        let run = RankingRun {
-            date,
-            version,
-            stats,
-            clock,
-            computed_at_us: self.policy.now().timestamp_micros(),
-            profile: self.policy.profile.fingerprint(),
-            profile_name: name,
-        };
+        let VersionStats { stats, clock, profile, computed_at_us } = stats;
+        let run = RankingRun { date, version, stats, clock, computed_at_us, profile, profile_name: name };
         self.runs.record_run(&run).await
     }
 
-    /// Records that `version` of `key` (a control pass's or a withdrawal's, served from the
-    /// organic board of `base`) explains with `base`'s statistics: it ranks the same organic
-    /// scores, so ExplainRank of it reproduces them from the same norms. Only the boards
-    /// ExplainRank reads whole (the daily and the trending board) have a record; a base whose
-    /// record was already replaced by a newer publication leaves it as it is.
-    pub(super) async fn record_derived(&self, key: RankingKey, base: u64, version: u64) -> Result<(), StoreError> {
+    /// Records in SQL that `version` of `key` (a control pass's or a withdrawal's, served
+    /// from the organic board of `base`) explains with `base`'s statistics, for a replica of
+    /// the release before this one. Only the boards ExplainRank reads whole (the daily and
+    /// the trending board) have a record; a base whose record was already replaced by a newer
+    /// publication leaves it as it is.
+    async fn record_derived(&self, key: RankingKey, base: u64, version: u64) -> Result<(), StoreError> {
         let name = match key {
             RankingKey::Daily(_) => self.policy.stored_profile_name().to_string(),
             RankingKey::Trending(_) => self.policy.trending_run_name(),
@@ -178,15 +206,15 @@ impl Publisher {
         let life = self.life(date);
         let day = async {
             let key = RankingKey::Daily(date);
-            let version = self.publish_whole(key, &daily.whole, daily.clamped, life, true, fence).await?;
-            self.record(date, version, daily.stats, daily.clock).await?;
+            let name = self.policy.stored_profile_name().to_string();
+            let version = self.publish_explained(key, &daily, name, life, true, fence).await?;
             self.publish_segments(key, &daily.whole, catalog, life, fence, FeedCause::LivePass).await?;
             Ok::<_, StoreError>(version)
         };
         let week = async {
             let key = RankingKey::Weekly(date);
             let weekly = weekly.await?;
-            self.publish_whole(key, &weekly.whole, weekly.clamped, life, true, fence).await?;
+            self.publish_whole(key, (&weekly.whole, weekly.clamped), None, life, true, fence).await?;
             self.publish_segments(key, &weekly.whole, catalog, life, fence, FeedCause::LivePass).await
         };
         let (version, ()) = tokio::try_join!(day, week)?;
@@ -248,7 +276,7 @@ impl Publisher {
                 }
                 let organic = Arc::new(Snapshot::from_ranked(entries).map_err(StoreError::ranking)?);
                 let served = controls.served(key, &organic, at, self.policy.profile.layout())?;
-                let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
+                let version = self.rankings.publish_copy(key, &served, None, life, Form::Full, fence).await?;
                 Ok((key, version, SegmentCopy::Served(served)))
             })
         }))

@@ -81,8 +81,8 @@ impl Publisher {
     ) -> Result<u64, StoreError> {
         let key = RankingKey::Trending(date);
         let life = self.life(date);
-        let version = self.publish_whole(key, &ranked.whole, ranked.clamped, life, live, fence).await?;
-        self.record_as(date, version, ranked.stats, ranked.clock, self.policy.trending_run_name()).await?;
+        let name = self.policy.trending_run_name();
+        let version = self.publish_explained(key, &ranked, name, life, live, fence).await?;
         let cause = if live { FeedCause::LivePass } else { FeedCause::Recompute };
         self.publish_segments(key, &ranked.whole, catalog, life, fence, cause).await?;
         Ok(version)

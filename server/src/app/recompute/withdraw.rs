@@ -15,7 +15,7 @@ use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
 use crate::domain::calendar::RankingHour;
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{FeedCause, Fence, Form, RankingKey, RankingStore, Scored, StoreError};
+use crate::ports::{FeedCause, Fence, RankingKey, RankingStore, Scored, StoreError};
 
 /// Products waiting to be withdrawn from one day's rankings, and their callers.
 struct Withdrawal {
@@ -138,8 +138,7 @@ impl Withdrawals {
             .map_err(StoreError::ranking)?;
             let Some(organic) = organic.map(Arc::new) else { continue };
             let served = served_now(&self.controls, &self.policy, key, &organic).await?;
-            let version = self.rankings.publish_copy(key, &served, life, Form::Full, fence).await?;
-            self.publisher.record_derived(key, base, version).await?;
+            let version = self.publisher.publish_derived(key, base, &served, life, fence).await?;
             self.publisher.feeder.note(key, version, &served, FeedCause::Withdrawal);
             self.snapshots.install_copy(key, version, served).await;
         }

@@ -17,9 +17,9 @@ local version_prefix, expire_at, superseded_life, channel, announced =
 local has_entries, replaces_sorted_set, spacing, grace =
   ARGV[6] == '1', ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9])
 -- A served board's parts, staged beside the staged sorted set: its pins' positions and its
--- parts whole (see `served.rs`).
-local has_pins, has_served = ARGV[11] == '1', ARGV[12] == '1'
-local parts = {':packed', ':index', ':pins', ':served'}
+-- parts whole (see `served.rs`); the version's statistics (`stats.rs`).
+local has_pins, has_served, has_stats = ARGV[11] == '1', ARGV[12] == '1', ARGV[13] == '1'
+local parts = {':packed', ':index', ':pins', ':served', ':stats'}
 local function each_part(base, f) for _, p in ipairs(parts) do f(base .. p) end end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -65,7 +65,7 @@ if has_entries then
   redis.call('RENAME', staged_packed, version_prefix .. vs .. ':packed')
   redis.call('EXPIREAT', version_prefix .. vs .. ':packed', expire_at)
 end
-for suffix, present in pairs({[':pins'] = has_pins, [':served'] = has_served}) do
+for suffix, present in pairs({[':pins'] = has_pins, [':served'] = has_served, [':stats'] = has_stats}) do
   if present then
     redis.call('RENAME', staged_zset .. suffix, version_prefix .. vs .. suffix)
     redis.call('EXPIREAT', version_prefix .. vs .. suffix, expire_at)

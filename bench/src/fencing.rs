@@ -16,7 +16,9 @@ use chrono::Utc;
 use ranking_client::v1;
 use ranking_server::adapters::redis::{RedisMode, RedisOptions, RedisRankingStore};
 use ranking_server::domain::snapshot::Snapshot;
-use ranking_server::ports::{Fence, Form, LeaseLock, RankingKey, RankingStore, Scored, VersionLife, day_lease};
+use ranking_server::ports::{
+    Fence, Form, LeaseLock, Publishing, RankingKey, RankingStore, Scored, VersionLife, day_lease,
+};
 
 use crate::helpers::pg;
 
@@ -49,7 +51,7 @@ async fn publications(url: &str, mode: RedisMode, copy: &Arc<Snapshot>) -> (Vec<
         let with_fence = round % 2 == 0;
         let fence = if with_fence { Fence::of(&lease) } else { Fence::unchecked() };
         let started = Instant::now();
-        store.publish_copy(key, copy, None, life, Form::Full, &fence).await.expect("publish");
+        store.publish_copy(key, Publishing::copy(copy), life, Form::Full, &fence).await.expect("publish");
         let seconds = started.elapsed().as_secs_f64();
         if with_fence { fenced.push(seconds) } else { unchecked.push(seconds) }
     }

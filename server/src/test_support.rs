@@ -342,7 +342,7 @@ where
     use crate::domain::normalize::AxisStats;
     use crate::domain::ranking::PopulationStats;
     use crate::domain::snapshot::{Scored, Snapshot};
-    use crate::ports::{Fence, Form, RecencyClock, VersionLife, VersionStats, day_lease};
+    use crate::ports::{Fence, Form, Publishing, RecencyClock, VersionLife, VersionStats, day_lease};
 
     let stats_of = |n: u32| VersionStats {
         stats: PopulationStats {
@@ -358,9 +358,27 @@ where
     let name = day_lease(key.date());
     let lease = store.try_acquire(&name, Duration::from_secs(30)).await.expect("lease store").expect("free");
     let fence = Fence::of(&lease);
-    let first = store.publish_copy(key, &copy(1), Some(&stats_of(1)), life, Form::Full, &fence).await.expect("v1");
-    let second = store.publish_copy(key, &copy(2), Some(&stats_of(2)), life, Form::Full, &fence).await.expect("v2");
-    let plain = store.publish_copy(key, &copy(3), None, life, Form::Full, &fence).await.expect("v3");
+    let first = store
+        .publish_copy(
+            key,
+            Publishing { stats: Some(&stats_of(1)), ..Publishing::copy(&copy(1)) },
+            life,
+            Form::Full,
+            &fence,
+        )
+        .await
+        .expect("v1");
+    let second = store
+        .publish_copy(
+            key,
+            Publishing { stats: Some(&stats_of(2)), ..Publishing::copy(&copy(2)) },
+            life,
+            Form::Full,
+            &fence,
+        )
+        .await
+        .expect("v2");
+    let plain = store.publish_copy(key, Publishing::copy(&copy(3)), life, Form::Full, &fence).await.expect("v3");
     assert_eq!(store.version_stats(key, first).await.expect("read"), Some(stats_of(1)), "a superseded version's own");
     assert_eq!(store.version_stats(key, second).await.expect("read"), Some(stats_of(2)));
     assert_eq!(store.version_stats(key, plain).await.expect("read"), None, "published without statistics");
@@ -368,10 +386,26 @@ where
     // Another holder takes the day: the old holder's publication writes nothing.
     store.release(&lease).await.expect("release");
     let other = store.try_acquire(&name, Duration::from_secs(30)).await.expect("lease store").expect("free");
-    let refused = store.publish_copy(key, &copy(4), Some(&stats_of(4)), life, Form::Full, &fence).await;
+    let refused = store
+        .publish_copy(
+            key,
+            Publishing { stats: Some(&stats_of(4)), ..Publishing::copy(&copy(4)) },
+            life,
+            Form::Full,
+            &fence,
+        )
+        .await;
     assert!(matches!(refused, Err(StoreError::LostLease { .. })), "{refused:?}");
-    let newer =
-        store.publish_copy(key, &copy(5), Some(&stats_of(5)), life, Form::Full, &Fence::of(&other)).await.expect("v5");
+    let newer = store
+        .publish_copy(
+            key,
+            Publishing { stats: Some(&stats_of(5)), ..Publishing::copy(&copy(5)) },
+            life,
+            Form::Full,
+            &Fence::of(&other),
+        )
+        .await
+        .expect("v5");
     let current = store.versions(&[key]).await.expect("versions")[0];
     assert_eq!(current, Some(newer), "the refused publication moved nothing");
     assert_eq!(store.version_stats(key, newer).await.expect("read"), Some(stats_of(5)));

@@ -75,6 +75,18 @@ impl Changes {
         Ok(changes)
     }
 
+    /// The changes from `previous` to `next`, two copies of a ranking (their entries, not
+    /// their pins or annexes): one walk of both product indexes.
+    pub fn of(previous: &Snapshot, next: &Snapshot) -> Result<Self, SnapshotError> {
+        let Held::Own { entries, ids, at } = &next.held else {
+            let mut by_product = next.page(0, u64::MAX).into_owned();
+            by_product.sort_unstable_by_key(|e| e.product_id);
+            return Self::between(previous, &by_product);
+        };
+        let next: Vec<Scored> = ids.iter().zip(at).map(|(_, at)| entries[*at as usize]).collect();
+        Self::between(previous, &next)
+    }
+
     /// Checks the promises of the fields: both ascending without repeats, and no product both
     /// set and gone.
     fn check(&self) -> Result<(), SnapshotError> {

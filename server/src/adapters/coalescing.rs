@@ -26,8 +26,8 @@ use futures_util::future::{BoxFuture, Shared, WeakShared};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::ports::{
-    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
-    StoreError, VersionLife, VersionStats,
+    Announcements, Fence, Form, HourlyIncrement, Page, Placements, Publishing, RankingKey, RankingStore, Scored,
+    ServedParts, StoreError, VersionCopy, VersionLife, VersionStats,
 };
 
 /// Which page: ranking, offset, limit.
@@ -156,13 +156,22 @@ impl<S: RankingStore> RankingStore for CoalescingStore<S> {
     async fn publish_copy(
         &self,
         key: RankingKey,
-        copy: &Arc<Snapshot>,
-        stats: Option<&VersionStats>,
+        publishing: Publishing<'_>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        self.inner.publish_copy(key, copy, stats, life, form, fence).await
+        self.inner.publish_copy(key, publishing, life, form, fence).await
+    }
+
+    async fn version_copy(
+        &self,
+        key: RankingKey,
+        version: u64,
+        held: Option<(u64, &Arc<Snapshot>)>,
+        max: u64,
+    ) -> Result<Option<VersionCopy>, StoreError> {
+        self.inner.version_copy(key, version, held, max).await
     }
 
     async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
@@ -276,8 +285,7 @@ mod tests {
         async fn publish_copy(
             &self,
             _: RankingKey,
-            _: &Arc<Snapshot>,
-            _: Option<&VersionStats>,
+            _: Publishing<'_>,
             _: VersionLife,
             _: Form,
             _: &Fence,

@@ -11,14 +11,13 @@
 //! one that stops removes its announcement, so the others move on at their next round.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::policy::Clock;
 use crate::metrics::layout::ReplicaLabels;
-use crate::ports::{Announced, Layout, ReplicaRows, StoreError};
+use crate::ports::{Announced, InForce, Layout, ReplicaRows, StoreError};
 
 /// The newest layout every one of `live` reads, or the two announcements that share none.
 pub fn agreed(live: &[Announced]) -> Result<Layout, Box<Disagreement>> {
@@ -78,7 +77,9 @@ pub struct LayoutGate {
     own: Announced,
     ttl: Duration,
     clock: Clock,
-    in_force: AtomicU16,
+    /// The newest layout this replica writes, whatever the others read.
+    writes_at_most: Layout,
+    in_force: InForce,
     replicas: std::sync::Mutex<Vec<Announced>>,
     metrics: Arc<crate::metrics::Metrics>,
 }
@@ -89,18 +90,19 @@ impl LayoutGate {
     /// stopped drops out in it) before refusing.
     pub async fn join(
         rows: Arc<dyn ReplicaRows>,
-        own: Announced,
+        (own, writes_at_most): (Announced, Layout),
         ttl: Duration,
         clock: Clock,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> Result<Arc<Self>, JoinError> {
-        let start = *own.reads.end();
+        let start = (*own.reads.end()).min(writes_at_most);
         let gate = Arc::new(Self {
             rows,
             own,
             ttl,
             clock,
-            in_force: AtomicU16::new(start),
+            writes_at_most,
+            in_force: InForce::new(start),
             replicas: std::sync::Mutex::new(Vec::new()),
             metrics,
         });
@@ -127,7 +129,12 @@ impl LayoutGate {
 
     /// The layout to write now.
     pub fn writes(&self) -> Layout {
-        self.in_force.load(Ordering::Acquire)
+        self.in_force.get()
+    }
+
+    /// The layout in force, as the ranking stores read it when they publish.
+    pub fn in_force(&self) -> InForce {
+        self.in_force.clone()
     }
 
     /// The layout in force and the live announcements, as last read.
@@ -174,7 +181,7 @@ impl LayoutGate {
         }
         let agreed = agreed(&live);
         if let Ok(layout) = agreed {
-            let was = self.in_force.swap(layout, Ordering::AcqRel);
+            let was = self.in_force.set(layout.min(self.writes_at_most));
             if was != layout {
                 tracing::info!(from = was, to = layout, "storage layout in force changed");
             }

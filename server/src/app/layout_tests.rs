@@ -49,7 +49,7 @@ fn announced(replica: &str, reads: RangeInclusive<Layout>) -> Announced {
 
 async fn join(rows: &Arc<Rows>, replica: &str, reads: RangeInclusive<Layout>) -> Result<Arc<LayoutGate>, JoinError> {
     let metrics = Arc::new(crate::metrics::Metrics::new());
-    LayoutGate::join(rows.clone(), announced(replica, reads), TTL, rows.1, metrics).await
+    LayoutGate::join(rows.clone(), (announced(replica, reads.clone()), *reads.end()), TTL, rows.1, metrics).await
 }
 
 /// Runs `gate`'s rounds until the returned token is cancelled.
@@ -150,4 +150,17 @@ async fn a_replica_that_shares_no_layout_with_the_live_ones_refuses_naming_both(
     drop(killed);
     let joined = join(&rows, "older", 1..=1).await.expect("joins once the killed replica's announcement lapses");
     assert_eq!(joined.writes(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_writes_no_newer_layout_than_its_own_limit() {
+    let rows = Rows::new();
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    // Every replica reads 1..=2; this one writes at most 1 (its release's default).
+    let gate =
+        LayoutGate::join(rows.clone(), (announced("capped", 1..=2), 1), TTL, rows.1, metrics).await.expect("joins");
+    let other = join(&rows, "other", 1..=2).await.expect("joins");
+    gate.round().await.expect("round").expect("agreed");
+    other.round().await.expect("round").expect("agreed");
+    assert_eq!((gate.writes(), other.writes()), (1, 2), "each writes what all read, up to its own limit");
 }

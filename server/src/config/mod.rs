@@ -326,6 +326,13 @@ pub struct RankingSettings {
     #[arg(long, env = "RANKING_REPLICA_TTL", value_name = "RANKING_REPLICA_TTL", default_value = "15s", value_parser = parse_nonzero_duration)]
     pub replica_ttl: Duration,
 
+    /// The newest layout of the ranking store this replica writes, once every live replica
+    /// reads it: 1 (every version whole) or 2 (a version may be the changes after the one
+    /// before it). Default: this release's (1); 2 before the next release makes it the
+    /// default gives up a rollback to a release that does not read it.
+    #[arg(long, env = "RANKING_STORE_LAYOUT", value_name = "RANKING_STORE_LAYOUT", default_value_t = crate::ports::WRITES, value_parser = clap::value_parser!(u16).range(1..=i64::from(*crate::ports::READS.end())))]
+    pub store_layout: u16,
+
     /// This replica's name among the running replicas (its announcement's key); default: the
     /// host name and a random suffix.
     #[arg(long, env = "RANKING_REPLICA_NAME", value_name = "RANKING_REPLICA_NAME")]

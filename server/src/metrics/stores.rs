@@ -26,6 +26,34 @@ pub struct SqlLimitLabels {
     pub limit: &'static str,
 }
 
+/// Labels of what a publication wrote to the ranking store.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WrittenLabels {
+    /// `whole` (every entry of the version) or `delta` (the entries that changed since the
+    /// version before, and the products gone).
+    pub form: &'static str,
+    /// `daily`, `weekly`, `trending` or `segment`.
+    pub board: &'static str,
+}
+
+/// What the publications of one ranking store wrote, by form.
+#[derive(Clone, Debug, Default)]
+pub struct Written {
+    /// Entries written (a delta's: its changed entries and gone products).
+    pub entries: Family<WrittenLabels, Counter>,
+    /// Bytes of entries written (packed copies, product indexes and deltas).
+    pub bytes: Family<WrittenLabels, Counter>,
+}
+
+impl Written {
+    /// Counts one publication of `entries` and `bytes` of a `board` in `form`.
+    pub fn count(&self, (form, board): (&'static str, &'static str), entries: usize, bytes: usize) {
+        let labels = WrittenLabels { form, board };
+        self.entries.get_or_create(&labels).inc_by(entries as u64);
+        self.bytes.get_or_create(&labels).inc_by(bytes as u64);
+    }
+}
+
 /// The stores' metrics.
 pub struct StoreMetrics {
     /// Snapshot versions installed on this replica.
@@ -40,6 +68,8 @@ pub struct StoreMetrics {
     pub top_fetches: Counter,
     /// SQL statements refused by a session limit (`RANKING_SQL_TX_TIMEOUT`).
     pub sql_limits: Family<SqlLimitLabels, Counter>,
+    /// What publications wrote to the ranking store (Redis).
+    pub written: Written,
 }
 
 impl StoreMetrics {
@@ -52,6 +82,7 @@ impl StoreMetrics {
             reachable: Family::default(),
             top_fetches: Counter::default(),
             sql_limits: Family::default(),
+            written: Written::default(),
         };
         registry.register(
             "top_fetches",
@@ -72,6 +103,17 @@ impl StoreMetrics {
             "store_reachable",
             "1 while this replica's last poll of the store succeeded (the ranking store: every 500 ms), 0 after it failed",
             m.reachable.clone(),
+        );
+        registry.register(
+            "published_entries",
+            "Entries publications wrote to Redis: every entry of a version written whole, the changed entries \
+             and gone products of one written as a delta of the version before",
+            m.written.entries.clone(),
+        );
+        registry.register(
+            "published_bytes",
+            "Bytes of entries publications wrote to Redis (packed copies, product indexes, deltas), by form",
+            m.written.bytes.clone(),
         );
         registry.register(
             "sql_limits_hit",

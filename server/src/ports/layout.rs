@@ -9,6 +9,8 @@
 //! brings the old layout back at once.
 
 use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use async_trait::async_trait;
 
@@ -18,7 +20,42 @@ use super::StoreError;
 pub type Layout = u16;
 
 /// The layouts this release reads: a version written in any other is refused, never served.
-pub const READS: RangeInclusive<Layout> = 1..=1;
+/// Layout 2: a version may be stored as the changes after the one before it (a delta).
+pub const READS: RangeInclusive<Layout> = 1..=2;
+
+/// The newest layout this release writes by default (`RANKING_STORE_LAYOUT`): one behind the
+/// newest it reads, so that the release before the one that writes a new layout already
+/// reads it, and a rollback to it reads everything written.
+pub const WRITES: Layout = 1;
+
+/// The layout in force: set by this replica's side of the agreement, read by its ranking
+/// stores as they publish. A clone shares the value.
+#[derive(Debug, Clone)]
+pub struct InForce(Arc<AtomicU16>);
+
+impl InForce {
+    /// `layout` in force.
+    pub fn new(layout: Layout) -> Self {
+        Self(Arc::new(AtomicU16::new(layout)))
+    }
+
+    /// The layout to write now.
+    pub fn get(&self) -> Layout {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Puts `layout` in force; returns the one before.
+    pub fn set(&self, layout: Layout) -> Layout {
+        self.0.swap(layout, Ordering::AcqRel)
+    }
+}
+
+impl Default for InForce {
+    /// Layout 1, which every release reads.
+    fn default() -> Self {
+        Self::new(1)
+    }
+}
 
 /// What a replica said of itself, and when.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,7 +36,7 @@ pub use error::{Cause, StoreError};
 pub use feed::{FeedBatch, FeedCause, FeedCursor, FeedCursors, FeedSink, pack_top, unpack_top};
 pub use history::{HistoryBoard, HistoryRows, Kept};
 pub use key::RankingKey;
-pub use layout::{Announced, Layout, READS, ReplicaRows};
+pub use layout::{Announced, InForce, Layout, READS, ReplicaRows, WRITES};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};
 pub use life::{SUPERSEDED_GRACE, VersionLife};
 pub use metrics_store::{
@@ -44,5 +44,6 @@ pub use metrics_store::{
     RankingRun, RecordRules, Recorded, RunLog,
 };
 pub use rankings::{
-    Announcement, Announcements, Form, Found, HourlyIncrement, Page, Placements, RankingStore, VersionStats,
+    Announcement, Announcements, Form, Found, HourlyIncrement, Page, Placements, Publishing, RankingStore, VersionCopy,
+    VersionStats,
 };

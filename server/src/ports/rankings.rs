@@ -94,6 +94,33 @@ pub struct VersionStats {
     pub computed_at_us: i64,
 }
 
+/// A copy published as the next version of its ranking ([`RankingStore::publish_copy`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Publishing<'a> {
+    /// The copy.
+    pub copy: &'a Arc<Snapshot>,
+    /// The version before it and this replica's copy of that version, when it has one.
+    pub previous: Option<(u64, &'a Arc<Snapshot>)>,
+    /// The version's statistics (a daily or trending board's).
+    pub stats: Option<&'a VersionStats>,
+}
+
+impl<'a> Publishing<'a> {
+    /// `copy`, with nothing else known.
+    pub fn copy(copy: &'a Arc<Snapshot>) -> Self {
+        Self { copy, previous: None, stats: None }
+    }
+}
+
+/// A version as [`RankingStore::version_copy`] gives it.
+#[derive(Debug, Clone)]
+pub enum VersionCopy {
+    /// Its copy.
+    Copy(Arc<Snapshot>),
+    /// It has this many entries, more than allowed.
+    TooLarge(u64),
+}
+
 /// A new version of a versioned ranking, as announced to every replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Announcement {
@@ -141,24 +168,39 @@ pub trait RankingStore: Send + Sync + 'static {
         fence: &Fence,
     ) -> Result<u64, StoreError>;
 
-    /// Publishes `copy`, this replica's copy of a daily or weekly ranking, like
-    /// [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`] (a live pass's)
-    /// leaves a form kept for readers outside the service (the daily ranking's sorted set,
-    /// members scored with the packed score) as the last full publication wrote it; a store with one form
-    /// publishes it. A store uses what else the copy holds: the Redis store writes the copy's
-    /// product index rather than sorting the entries again, the in-process store keeps the
-    /// copy itself. `stats`, the version's statistics (a daily or trending board's), are
-    /// published with it, readable through [`RankingStore::version_stats`] as long as the
-    /// version. (No default: a store that wraps another must pass them on.)
+    /// Publishes `publishing.copy`, this replica's copy of a daily, weekly or trending
+    /// ranking, like [`RankingStore::publish`] of its entries, in `form`: [`Form::Loadable`]
+    /// (a live pass's) leaves a form kept for readers outside the service (the daily
+    /// ranking's sorted set, members scored with the packed score) as the last full
+    /// publication wrote it; a store with one form publishes it. A store uses what else the
+    /// copy holds: the Redis store writes the copy's product index rather than sorting the
+    /// entries again, or (in a layout that has them) only what changed against
+    /// `publishing.previous` when that is its current version; the in-process store keeps
+    /// the copy itself. `publishing.stats`, the version's statistics (a daily or trending
+    /// board's), are published with it, readable through [`RankingStore::version_stats`] as
+    /// long as the version. (No default: a store that wraps another must pass them on.)
     async fn publish_copy(
         &self,
         key: RankingKey,
-        copy: &Arc<Snapshot>,
-        stats: Option<&VersionStats>,
+        publishing: Publishing<'_>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError>;
+
+    /// Version `version` of `key` as a copy of at most `max` entries, when the store can give
+    /// one cheaper than its entries read in chunks: a version stored as the changes after
+    /// `held` (a copy of an earlier version) is `held` with them applied. `None`: read it in
+    /// chunks.
+    async fn version_copy(
+        &self,
+        _key: RankingKey,
+        _version: u64,
+        _held: Option<(u64, &Arc<Snapshot>)>,
+        _max: u64,
+    ) -> Result<Option<VersionCopy>, StoreError> {
+        Ok(None)
+    }
 
     /// The statistics published with one version ([`RankingStore::publish_copy`]); `None`
     /// for a version published without them (by an earlier release, or a board that is not

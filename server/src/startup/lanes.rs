@@ -27,7 +27,7 @@ use crate::app::snapshots::Snapshots;
 use crate::app::watch::WatchHub;
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::ports::{FeedCursors, FeedSink, LeaseLock, MetricsStore, RankingStore};
+use crate::ports::{FeedCursors, FeedSink, InForce, LeaseLock, MetricsStore, RankingStore};
 
 /// What every lane shares.
 pub(super) struct Shared<'a> {
@@ -36,6 +36,8 @@ pub(super) struct Shared<'a> {
     pub metrics: Arc<Metrics>,
     pub tasks: TaskTracker,
     pub sinks: Vec<Arc<dyn FeedSink>>,
+    /// The ranking store's layout in force, which the stores write.
+    pub layout: InForce,
     /// How many profiles are served: `RANKING_SNAPSHOT_MAX_ENTRIES` is split evenly among
     /// their copies, so that it bounds the replica's memory whatever their number.
     pub profiles: usize,
@@ -81,7 +83,7 @@ pub(super) struct Built {
 
 /// The lane of `policy`'s profile; `own`, the service profile's lane, for a variant's.
 pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<&Built>) -> anyhow::Result<Built> {
-    let Shared { settings, store, metrics, tasks, sinks, profiles } = shared;
+    let Shared { settings, store, metrics, tasks, sinks, profiles, layout } = shared;
     let profile = &policy.profile;
     store
         .record_profile(&profile.fingerprint(), &crate::domain::profile::text::to_toml(profile))
@@ -98,6 +100,8 @@ pub(super) async fn build(shared: &Shared<'_>, policy: Arc<Policy>, own: Option<
     let (rankings, leases, cursors): Derived = match settings.redis.options() {
         Some(mut options) => {
             options.staging_ttl = policy.staging_ttl;
+            options.layout = layout.clone();
+            options.written = metrics.stores.written.clone();
             if own.is_some() {
                 options.lease_prefix = Some(options.prefix.clone());
                 options.prefix = format!("{}:profile:{}", options.prefix, policy.profile_name);

@@ -82,10 +82,15 @@ impl Application {
         sql_options.limits = metrics.stores.sql_limits.clone();
         let sql = Arc::new(SqlMetricsStore::connect(&sql_options).await.context("failed to open the SQL database")?);
         let store: Arc<dyn MetricsStore> = sql.clone();
-        let layout =
-            LayoutGate::join(sql, announcement(&settings), settings.ranking.replica_ttl, policy.clock, metrics.clone())
-                .await
-                .context("this replica cannot serve beside the running ones")?;
+        let layout = LayoutGate::join(
+            sql,
+            (announcement(&settings), settings.ranking.store_layout),
+            settings.ranking.replica_ttl,
+            policy.clock,
+            metrics.clone(),
+        )
+        .await
+        .context("this replica cannot serve beside the running ones")?;
         store.register_signals(policy.profile.custom_names()).await.context("failed to register the custom signals")?;
         let variants = crate::config::profile::variants(&settings.ranking.profiles, &policy.profile)
             .map_err(anyhow::Error::msg)?;
@@ -106,6 +111,7 @@ impl Application {
             tasks: tasks.clone(),
             sinks: feed_sinks(&settings).map_err(anyhow::Error::msg)?,
             profiles: 1 + variants.len(),
+            layout: layout.in_force(),
         };
         let own = lanes::build(&shared, policy.clone(), None).await?;
         let rankings = own.rankings.clone();

@@ -5,6 +5,7 @@
 
 use chrono::Utc;
 use ranking_client::v1;
+use ranking_server::ports::{READS, WRITES};
 use ranking_server::startup::Application;
 use ranking_server::test_support::{eventually, eventually_some};
 use redis::AsyncCommands;
@@ -33,23 +34,27 @@ async fn replicas_announce_what_they_read_and_one_sharing_no_layout_refuses_nami
         (names(&s) == ["replica-a", "replica-b"]).then_some(s)
     })
     .await;
-    assert_eq!((seen.layout_in_force, seen.replica.as_str()), (1, "replica-a"));
+    let (oldest, newest) = (u32::from(*READS.start()), u32::from(*READS.end()));
+    // This release writes its default layout (one behind the newest it reads).
+    let writes = u32::from(WRITES);
+    assert_eq!((seen.layout_in_force, seen.replica.as_str()), (writes, "replica-a"));
     for r in &seen.replicas {
-        assert_eq!((r.reads_min, r.reads_max), (1, 1), "{r:?}");
+        assert_eq!((r.reads_min, r.reads_max), (oldest, newest), "{r:?}");
         assert_eq!(r.release, env!("CARGO_PKG_VERSION"));
         assert!(r.seen_at.is_some());
     }
     let scraped = a.scrape_metrics().await;
-    assert!(scraped.contains("ranking_layout_in_force 1"), "{scraped}");
+    assert!(scraped.contains(&format!("ranking_layout_in_force {writes}")), "{scraped}");
     assert!(scraped.contains("ranking_layout_replica_reads{replica=\"replica-b\""), "{scraped}");
 
-    // A replica of a release two ahead, reading only layouts 2 and 3, is live (its
-    // announcement dated ahead, so that it stays live through the wait).
+    // A replica of a release two ahead, reading only the two layouts after this release's
+    // newest, is live (its announcement dated ahead, so that it stays live through the wait).
     let admin = Database::connect(&db.url).await.expect("connect");
     let ahead = Utc::now().timestamp_millis() + 120_000;
+    let (next, after) = (newest + 1, newest + 2);
     let insert = format!(
         "INSERT INTO replica_layouts (replica, reads_min, reads_max, release_name, seen_at) \
-         VALUES ('from-two-releases-on', 2, 3, '9.9.9', {ahead})"
+         VALUES ('from-two-releases-on', {next}, {after}, '9.9.9', {ahead})"
     );
     execute(&admin, insert).await;
     let refused = Application::build(settings(&db.url, &[ttl, "--replica-name=replica-c"]))
@@ -57,9 +62,12 @@ async fn replicas_announce_what_they_read_and_one_sharing_no_layout_refuses_nami
         .err()
         .expect("a replica sharing no layout with the live ones does not start");
     let message = format!("{refused:#}");
-    assert!(message.contains("from-two-releases-on (release 9.9.9) reads layouts 2..=3"), "{message}");
+    assert!(
+        message.contains(&format!("from-two-releases-on (release 9.9.9) reads layouts {next}..={after}")),
+        "{message}"
+    );
     assert!(message.contains("replica-c"), "{message}");
-    assert!(message.contains("reads 1..=1"), "{message}");
+    assert!(message.contains(&format!("reads {oldest}..={newest}")), "{message}");
     // A reads the announcements every third of their life: within a round it sees the refused
     // replica's gone, and the one ahead.
     let s = eventually_some("the refused replica left no announcement", async || {
@@ -67,7 +75,7 @@ async fn replicas_announce_what_they_read_and_one_sharing_no_layout_refuses_nami
         (names(&s) == ["from-two-releases-on", "replica-a", "replica-b"]).then_some(s)
     })
     .await;
-    assert_eq!(s.layout_in_force, 1, "the live replicas keep writing the layout in force");
+    assert_eq!(s.layout_in_force, writes, "the live replicas keep writing the layout in force");
     let delete = "DELETE FROM replica_layouts WHERE replica = 'from-two-releases-on'".to_string();
     execute(&admin, delete).await;
 
@@ -90,15 +98,17 @@ async fn a_ranking_in_a_layout_this_release_does_not_read_is_refused_never_serve
     let top = app.top("", 10).await;
     assert_eq!(top.products.len(), 2);
 
-    // A newer release's version of the same board: its pointer names layout 2.
+    // A newer release's version of the same board: its pointer names the layout after this
+    // release's newest.
+    let unread = *READS.end() + 1;
     let pointer = format!("{prefix}:{{daily:{}}}:version", published.date);
     let mut conn = redis().await;
-    let newer = format!("{}:2:{}", published.version + 1, published.version);
+    let newer = format!("{}:{unread}:{}", published.version + 1, published.version);
     let _: () = conn.set(&pointer, &newer).await.expect("SET");
     let request = v1::GetTopNRequest { limit: 10, ..Default::default() };
     let refused = app.client.get_top_n(request.clone()).await.expect_err("not served");
     assert_eq!(refused.code(), ranking_client::tonic::Code::Unavailable, "{refused:?}");
-    assert!(refused.message().contains("layout 2"), "{}", refused.message());
+    assert!(refused.message().contains(&format!("layout {unread}")), "{}", refused.message());
     let rank = app.rank(7, "").await.expect_err("not served");
     assert_eq!(rank.code(), ranking_client::tonic::Code::Unavailable, "{rank:?}");
 
@@ -120,12 +130,15 @@ async fn rankctl_status_shows_the_layout_in_force_and_each_replica() {
     })
     .await
     .expect("blocking");
-    assert!(table.0 && table.1.starts_with("layout in force: 1 (answered by replica-status)"), "{}", table.1);
-    assert!(table.1.lines().any(|l| l.starts_with("replica-status") && l.contains("1..=1")), "{}", table.1);
+    let (oldest, newest) = (*READS.start(), *READS.end());
+    let head = format!("layout in force: {WRITES} (answered by replica-status)");
+    assert!(table.0 && table.1.starts_with(&head), "{}", table.1);
+    let reads = format!("{oldest}..={newest}");
+    assert!(table.1.lines().any(|l| l.starts_with("replica-status") && l.contains(&reads)), "{}", table.1);
     assert!(json.0, "{}", json.1);
     let parsed: serde_json::Value = serde_json::from_str(json.1.trim()).expect("JSON");
-    assert_eq!(parsed["layout_in_force"], 1, "{parsed}");
+    assert_eq!(parsed["layout_in_force"], WRITES, "{parsed}");
     assert_eq!(parsed["replicas"][0]["replica"], "replica-status", "{parsed}");
-    assert_eq!(parsed["replicas"][0]["reads_max"], 1, "{parsed}");
+    assert_eq!(parsed["replicas"][0]["reads_max"], newest, "{parsed}");
     app.stop().await;
 }

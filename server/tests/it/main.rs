@@ -20,6 +20,7 @@ mod cluster;
 mod compare;
 mod controls;
 mod dashboard;
+mod deltas;
 mod explain;
 mod feed;
 mod fencing;

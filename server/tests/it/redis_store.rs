@@ -246,7 +246,7 @@ fn direct_store(prefix: &str) -> ranking_server::adapters::redis::RedisRankingSt
 #[tokio::test]
 async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
     use ranking_server::domain::snapshot::Snapshot;
-    use ranking_server::ports::{Form, RankingKey, RankingStore, SUPERSEDED_GRACE, Scored, VersionLife};
+    use ranking_server::ports::{Form, Publishing, RankingKey, RankingStore, SUPERSEDED_GRACE, Scored, VersionLife};
     let prefix = format!("t{:x}", rand_u64());
     let store = direct_store(&prefix);
     let day = Utc::now().date_naive();
@@ -258,7 +258,10 @@ async fn versions_superseded_in_quick_succession_are_kept_for_the_grace() {
         let entries: Vec<Scored> = (1..=n).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
         let copy = std::sync::Arc::new(Snapshot::from_ranked(entries).expect("ranked"));
         published.push(
-            store.publish_copy(key, &copy, None, life, Form::Loadable, &Fence::unchecked()).await.expect("publish"),
+            store
+                .publish_copy(key, Publishing::copy(&copy), life, Form::Loadable, &Fence::unchecked())
+                .await
+                .expect("publish"),
         );
     }
     let mut conn = redis().await;

@@ -137,6 +137,7 @@ proptest! {
         prop_assert_eq!(&changes, &diff(&before, &after));
         let changed = old.with_changes(&changes).expect("valid");
         let whole = Snapshot::from_unordered(next).expect("valid");
+        prop_assert_eq!(&Changes::of(&old, &whole).expect("copies"), &changes, "the same from two copies");
         prop_assert_eq!(changed.page(0, u64::MAX).into_owned(), ranked(&after));
         prop_assert_eq!(reads(&changed, -1..125), reads(&whole, -1..125));
         for p in 0..changed.len() {

@@ -17,8 +17,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcement, Announcements, FeedCursor, Fence, Form, Found, HourlyIncrement, Page, Placements, RankingKey,
-    RankingStore, Scored, StoreError, VersionLife, VersionStats,
+    Announcement, Announcements, FeedCursor, Fence, Form, Found, HourlyIncrement, Page, Placements, Publishing,
+    RankingKey, RankingStore, Scored, StoreError, VersionLife, VersionStats,
 };
 
 /// An ordered set with Redis ZSET ordering: by score, then by product id (`ZREVRANGE`
@@ -261,14 +261,14 @@ impl RankingStore for MemoryRankingStore {
     async fn publish_copy(
         &self,
         key: RankingKey,
-        copy: &Arc<Snapshot>,
-        stats: Option<&VersionStats>,
+        publishing: Publishing<'_>,
         life: VersionLife,
         _: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        // Immutable: the replica's copy is the store's version, shared.
-        self.install_fenced(key, Arc::clone(copy), stats, life, fence)
+        // Immutable: the replica's copy is the store's version, shared (whatever changed,
+        // a publication costs a pointer).
+        self.install_fenced(key, Arc::clone(publishing.copy), publishing.stats, life, fence)
     }
 
     async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {

@@ -8,10 +8,12 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `P:R:version` | string | the current version of the ranking; its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
+//! | `P:R:version` | string | the current version of the ranking (`N`, or `N:2:<base>` for a version stored as a delta); its existence means "built since Redis was last emptied" (also for a day without products); expires `RANKING_RETENTION_DAYS` after the day ends |
 //! | `P:R:v<N>:packed` | string | version N, immutable: 16 bytes per entry (product id, score bits; big-endian) in ranking order; what replicas load and every read of a version uses ([`packed`]) |
 //! | `P:R:v<N>:index` | string | where each product is in version N's packed copy, 4 bytes per entry (a position, big-endian), in ascending product id |
 //! | `P:R:v<N>:pins`, `P:R:v<N>:served` | string | a served board's (merchandising controls): the positions its pins placed, 4 bytes each, and its parts whole (pins and the annex of its organic board, JSON) ([`served`]) |
+//! | `P:R:v<N>:delta` | string | layout 2: version N as the changes after the version before it, which its header names with N's size: the entries set (16 bytes each, by product id) and the products gone (8 bytes each) ([`delta`]); read whole from its chain ([`chains`]) |
+//! | `P:R:v<B>:chain` | list | layout 2: the delta versions after the whole version B, in order (at most [`delta::CHAIN`]); the chain lives while its last version is current, then as one superseded version (`<last>:<B>` in `superseded`) |
 //! | `P:R:v<N>:stats` | string | the statistics ExplainRank reproduces version N's norms from (a daily or trending board's, JSON), renamed with the version by the fenced script ([`stats`]) |
 //! | `P:{daily:D}` | ZSET | the daily ranking as a sorted set of product ids by packed score, replaced whole (staged, then renamed) by each full publication of the day (a recompute, a withdrawal); a live pass publishes the packed copy and index only, so this may be up to `RANKING_RECOMPUTE_INTERVAL` behind the current version |
 //! | `P:R:superseded` | ZSET | superseded versions still kept for page tokens, scored by the Unix ms after which they go |
@@ -46,7 +48,8 @@
 //! - [`keys`]: key and channel names, announcements.
 //! - [`scripts`]: the Lua scripts (`scripts/*.lua`).
 //! - [`packed`]: the packed copy and product index encodings.
-//! - [`publish`]: staging and publishing a version.
+//! - [`publish`]: staging and publishing a version, whole or as a delta ([`delta`]).
+//! - [`chains`]: delta versions read whole, for replicas' copies and reads of the store.
 //! - [`placements`]: products' places, from either form of ranking.
 //! - [`lease`]: [`LeaseLock`](crate::ports::LeaseLock) on Redis.
 //! - [`feed`]: [`FeedCursors`](crate::ports::FeedCursors) on Redis.
@@ -59,14 +62,16 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use redis::RedisError;
 
+mod chains;
 pub mod connection;
+mod delta;
 mod feed;
 mod keys;
 mod lease;
 mod packed;
 mod placements;
 mod publish;
-use publish::Written;
+use publish::{Outcome, Written};
 mod scripts;
 mod served;
 mod stats;
@@ -82,8 +87,8 @@ use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{
-    Announcements, Fence, Form, HourlyIncrement, Page, Placements, RankingKey, RankingStore, Scored, ServedParts,
-    StoreError, VersionLife, VersionStats,
+    Announcements, Fence, Form, HourlyIncrement, InForce, Page, Placements, Publishing, RankingKey, RankingStore,
+    Scored, ServedParts, StoreError, VersionCopy, VersionLife, VersionStats,
 };
 
 /// Connection settings of the Redis store.
@@ -103,6 +108,11 @@ pub struct RedisOptions {
     /// under a prefix of their own, and are changed under the service profile's day leases
     /// (one recompute publishes every profile's boards under one fence). `None`: `prefix`.
     pub lease_prefix: Option<String>,
+    /// The layout to write, as the replicas agree on it: from layout 2 on, a version may be
+    /// written as a delta of its predecessor ([`delta`]).
+    pub layout: InForce,
+    /// Where the publications count what they wrote.
+    pub written: crate::metrics::stores::Written,
 }
 
 impl RedisOptions {
@@ -115,6 +125,8 @@ impl RedisOptions {
             response_timeout: Duration::from_secs(5),
             staging_ttl: Duration::from_secs(3_600),
             lease_prefix: None,
+            layout: InForce::default(),
+            written: Default::default(),
         }
     }
 }
@@ -127,6 +139,10 @@ pub struct RedisRankingStore {
     keys: Keys,
     staging_ttl: Duration,
     scripts: Scripts,
+    layout: InForce,
+    written: crate::metrics::stores::Written,
+    /// Versions written as deltas, built whole for reads of the store ([`chains`]).
+    materialized: Arc<chains::Materialized>,
 }
 
 /// A failed call: unavailable, or a ranking in a layout this release does not read (the
@@ -135,6 +151,14 @@ fn unavailable(e: RedisError) -> StoreError {
     match (e.code(), e.detail().and_then(|d| d.trim().parse().ok())) {
         (Some("LAYOUT"), Some(found)) => StoreError::Layout { found },
         _ => StoreError::ranking(e),
+    }
+}
+
+/// The version a publication written whole came to (a whole one is never refused as a delta is).
+fn whole(outcome: Outcome) -> Result<u64, StoreError> {
+    match outcome {
+        Outcome::Published(version) => Ok(version),
+        Outcome::Rebase => Err(StoreError::Corrupt("a whole version refused as a delta".into())),
     }
 }
 
@@ -161,6 +185,9 @@ impl RedisRankingStore {
                 .with_lease_prefix(options.lease_prefix.clone().unwrap_or_else(|| options.prefix.clone())),
             staging_ttl: options.staging_ttl,
             scripts: Scripts::new(),
+            layout: options.layout.clone(),
+            written: options.written.clone(),
+            materialized: Arc::default(),
         })
     }
 
@@ -179,23 +206,59 @@ impl RankingStore for RedisRankingStore {
         life: VersionLife,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let written = Written { entries, by_product: None, served: None, stats: None };
-        self.publish_version(key, written, life, Form::Full, fence).await
+        let len = entries.len();
+        let written = Written { entries, by_product: None, served: None, stats: None, delta: None, len };
+        whole(self.publish_version(key, written, life, Form::Full, fence).await?)
     }
 
     async fn publish_copy(
         &self,
         key: RankingKey,
-        copy: &Arc<Snapshot>,
-        stats: Option<&VersionStats>,
+        publishing: Publishing<'_>,
         life: VersionLife,
         form: Form,
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let (entries, served) = (copy.page(0, u64::MAX), copy.served_parts());
+        let Publishing { copy, stats, .. } = publishing;
+        let served = copy.served_parts();
+        if let Some((previous, changes)) = self.delta_after(key, publishing, form).await? {
+            let delta = Some((previous, &changes));
+            let len = copy.len();
+            let written = Written { entries: &[], by_product: None, served: served.as_ref(), stats, delta, len };
+            if let Outcome::Published(version) = self.publish_version(key, written, life, form, fence).await? {
+                return Ok(version);
+            }
+        }
+        let entries = copy.page(0, u64::MAX);
         let by_product = copy.product_index();
-        let written = Written { entries: &entries, by_product, served: served.as_ref(), stats };
-        self.publish_version(key, written, life, form, fence).await
+        let len = entries.len();
+        let written = Written { entries: &entries, by_product, served: served.as_ref(), stats, delta: None, len };
+        whole(self.publish_version(key, written, life, form, fence).await?)
+    }
+
+    async fn version_copy(
+        &self,
+        key: RankingKey,
+        version: u64,
+        held: Option<(u64, &Arc<Snapshot>)>,
+        max: u64,
+    ) -> Result<Option<VersionCopy>, StoreError> {
+        // The header first: a version too large to hold is not built.
+        let head: Vec<u8> = redis::cmd("GETRANGE")
+            .arg(format!("{}{version}:delta", self.keys.versions(key)))
+            .arg(0)
+            .arg(delta::HEADER - 1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if head.is_empty() {
+            return Ok(None);
+        }
+        let (_, len) = delta::header(&head)?;
+        if len as u64 > max {
+            return Ok(Some(VersionCopy::TooLarge(len as u64)));
+        }
+        Ok(self.chained(key, version, held).await?.map(VersionCopy::Copy))
     }
 
     async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
@@ -257,7 +320,7 @@ impl RankingStore for RedisRankingStore {
         count: u64,
     ) -> Result<Option<Page>, StoreError> {
         let (first, last) = byte_range(start, count);
-        let (kept, bytes, total): (u8, Vec<u8>, u64) = self
+        let read: Result<(u8, Vec<u8>, u64), RedisError> = self
             .scripts
             .version_chunk
             .key(self.keys.pointer(key))
@@ -266,8 +329,13 @@ impl RankingStore for RedisRankingStore {
             .arg(first)
             .arg(last)
             .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
+            .await;
+        let (kept, bytes, total) = match read {
+            Err(e) if chains::delta_refusal(&e) == Some(version) => {
+                return self.chained_page(key, version, start, count).await;
+            }
+            read => read.map_err(unavailable)?,
+        };
         if kept == 0 {
             return Ok(None);
         }
@@ -339,7 +407,7 @@ impl RankingStore for RedisRankingStore {
     async fn top(&self, key: RankingKey, offset: u64, limit: u64) -> Result<Page, StoreError> {
         if key.is_versioned() {
             let (first, last) = byte_range(offset, limit);
-            let (version, bytes, total): (Option<String>, Vec<u8>, u64) = self
+            let read: Result<(Option<String>, Vec<u8>, u64), RedisError> = self
                 .scripts
                 .current_packed
                 .key(self.keys.pointer(key))
@@ -347,8 +415,18 @@ impl RankingStore for RedisRankingStore {
                 .arg(first)
                 .arg(last)
                 .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(unavailable)?;
+                .await;
+            let (version, bytes, total) = match read {
+                Err(e) => match chains::delta_refusal(&e) {
+                    Some(version) => {
+                        let page = self.chained_page(key, version, offset, limit).await?;
+                        // Swept between the pointer and the chain: a publication moved on.
+                        return page.ok_or_else(|| StoreError::ranking("the current version moved while read"));
+                    }
+                    None => return Err(unavailable(e)),
+                },
+                Ok(read) => read,
+            };
             return Ok(Page {
                 entries: unpack(&bytes)?,
                 total: total / PACKED as u64,

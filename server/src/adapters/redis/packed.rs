@@ -15,7 +15,7 @@ pub(super) const PACKED: usize = 16;
 /// Bytes per product index entry: a position in ranking order, big-endian. The product id
 /// is the packed copy's at that position: the index costs 4 bytes an entry, not 12, for one
 /// more `GETRANGE` per step of a search.
-const INDEXED: usize = 4;
+pub(super) const INDEXED: usize = 4;
 
 pub(super) fn pack(entries: &[Scored]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(entries.len() * PACKED);

@@ -30,7 +30,13 @@ impl RedisRankingStore {
             for id in product_ids {
                 invocation.arg(id.to_be_bytes().as_slice());
             }
-            invocation.invoke_async(&mut self.conn.clone()).await
+            match invocation.invoke_async(&mut self.conn.clone()).await {
+                Err(e) => match super::chains::delta_refusal(&e) {
+                    Some(delta) => return self.chained_placements(key, delta, product_ids).await,
+                    None => Err(e),
+                },
+                read => read,
+            }
         } else {
             let mut invocation = self.scripts.placements.key(self.keys.base(key));
             for id in product_ids {
@@ -42,6 +48,17 @@ impl RedisRankingStore {
         let score = if versioned { score_bits } else { score_text };
         parse(&raw, product_ids.len(), versioned, score)
             .ok_or_else(|| StoreError::Corrupt(format!("unexpected reply to a placements script for {key:?}")))
+    }
+}
+
+impl RedisRankingStore {
+    /// The places of `ids` in a delta version a script refused to read, from the version
+    /// built whole; none when it is no longer kept.
+    async fn chained_placements(&self, key: RankingKey, version: u64, ids: &[i64]) -> Result<Placements, StoreError> {
+        match self.chained(key, version, None).await? {
+            Some(copy) => Ok(Placements::in_snapshot(&copy, version, ids)),
+            None => Ok(Placements { found: vec![None; ids.len()], total: 0, version: None }),
+        }
     }
 }
 

@@ -6,13 +6,16 @@
 //! `RANKING_SNAPSHOT_TTL` and announces the new one, only while the writer's lease is held
 //! (the script reads the lease key, in the ranking's slot, before anything else).
 
+use std::sync::Arc;
+
 use redis::RedisError;
 
 use super::keys::{announced, member};
-use super::packed::{indexed, pack, product_order};
+use super::packed::{INDEXED, PACKED, indexed, pack, product_order};
 use super::scripts::Publication;
 use super::{RedisRankingStore, unavailable};
-use crate::ports::{Fence, Form, RankingKey, Scored, ServedParts, StoreError, VersionLife, VersionStats};
+use crate::domain::snapshot::Changes;
+use crate::ports::{Fence, Form, Publishing, RankingKey, Scored, ServedParts, StoreError, VersionLife, VersionStats};
 
 /// Members per ZADD when writing a staging key.
 const ZADD_CHUNK: usize = 5_000;
@@ -31,6 +34,8 @@ struct Staged {
     served: String,
     /// The version's statistics ([`super::stats`]).
     stats: String,
+    /// The changes after the version before, when it is written as a delta ([`super::delta`]).
+    delta: String,
 }
 
 impl Staged {
@@ -41,12 +46,13 @@ impl Staged {
             pins: format!("{zset}:pins"),
             served: format!("{zset}:served"),
             stats: format!("{zset}:stats"),
+            delta: format!("{zset}:delta"),
             zset,
         }
     }
 
-    fn keys(&self) -> [&String; 6] {
-        [&self.zset, &self.packed, &self.index, &self.pins, &self.served, &self.stats]
+    fn keys(&self) -> [&String; 7] {
+        [&self.zset, &self.packed, &self.index, &self.pins, &self.served, &self.stats, &self.delta]
     }
 }
 
@@ -60,6 +66,20 @@ pub(super) struct Written<'a> {
     pub served: Option<&'a ServedParts>,
     /// The version's statistics.
     pub stats: Option<&'a VersionStats>,
+    /// Written as the changes after this version (the current one; `entries` and
+    /// `by_product` are then not written): layout 2.
+    pub delta: Option<(u64, &'a Changes)>,
+    /// The version's entries (those of `entries`, or of the copy a delta makes).
+    pub len: usize,
+}
+
+/// What a publication came to.
+pub(super) enum Outcome {
+    /// Published as this version.
+    Published(u64),
+    /// Written as a delta and refused (the version before is not the current one, or its
+    /// chain is full or lost its base): nothing written; the version is to be written whole.
+    Rebase,
 }
 
 impl RedisRankingStore {
@@ -71,8 +91,8 @@ impl RedisRankingStore {
         life: VersionLife,
         form: Form,
         fence: &Fence,
-    ) -> Result<u64, StoreError> {
-        let Written { entries, by_product, served, stats } = version;
+    ) -> Result<Outcome, StoreError> {
+        let Written { entries, by_product, served, stats, delta, len } = version;
         let announced = announced(key).ok_or_else(|| StoreError::Corrupt(format!("{key:?} has no versions")))?;
         let pointer = self.keys.pointer(key);
         // The lease key shares the ranking's hash slot (a day's rankings and its lease are
@@ -90,7 +110,10 @@ impl RedisRankingStore {
             None => None,
         };
         let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
-        let staged = self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?;
+        let staged = match delta {
+            Some((previous, changes)) => self.stage_delta(key, (previous, len), changes).await.map_err(unavailable)?,
+            None => self.stage(key, entries, by_product, sorted_set).await.map_err(unavailable)?,
+        };
         let (has_pins, has_served) = match served {
             Some(parts) => self.stage_served(&staged, parts).await.map_err(unavailable)?,
             None => (false, false),
@@ -120,13 +143,29 @@ impl RedisRankingStore {
             has_pins,
             has_served,
             has_stats: stats.is_some(),
+            delta_of: delta.map(|(previous, _)| previous),
+            chain_max: super::delta::CHAIN,
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())
         .await;
-        if published.is_err() && (!entries.is_empty() || has_served || stats.is_some()) {
+        if published.is_err() && (!entries.is_empty() || has_served || stats.is_some() || delta.is_some()) {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
-        published.map_err(|e| match (e.code(), &lease) {
+        let board = match key {
+            RankingKey::Daily(_) => "daily",
+            RankingKey::Weekly(_) => "weekly",
+            RankingKey::Trending(_) => "trending",
+            _ => "segment",
+        };
+        match (&published, delta) {
+            (Ok(_), Some((_, changes))) => {
+                self.written.count(("delta", board), changes.len(), super::delta::size(changes));
+            }
+            (Ok(_), None) => self.written.count(("whole", board), entries.len(), entries.len() * (PACKED + INDEXED)),
+            (Err(e), _) if e.code() == Some("REBASE") => return Ok(Outcome::Rebase),
+            _ => {}
+        }
+        published.map(Outcome::Published).map_err(|e| match (e.code(), &lease) {
             (Some("FENCED"), Some((_, lease))) => {
                 let left = e.detail().and_then(|d| d.trim().parse::<i64>().ok()).unwrap_or(-2);
                 let detail = if left >= 0 {
@@ -138,6 +177,35 @@ impl RedisRankingStore {
             }
             _ => unavailable(e),
         })
+    }
+
+    /// The changes to write instead of `publishing.copy` whole, when the layout in force has
+    /// deltas: against the version before it (this replica's copy of it), when neither
+    /// board has pins (a pin moves the entries between it and its place), the daily
+    /// ranking's sorted set is not to be replaced (`form`), and they are at most one
+    /// [`super::delta::DELTA_SHARE`]th of the version. The script still checks that the
+    /// version before is the current one.
+    pub(super) async fn delta_after(
+        &self,
+        key: RankingKey,
+        publishing: Publishing<'_>,
+        form: Form,
+    ) -> Result<Option<(u64, Changes)>, StoreError> {
+        let Publishing { copy, previous, .. } = publishing;
+        let sorted_set = form == Form::Full && matches!(key, RankingKey::Daily(_));
+        let Some((version, before)) = previous.filter(|_| self.layout.get() >= 2 && !sorted_set) else {
+            return Ok(None);
+        };
+        if copy.is_empty() || !copy.pinned().is_empty() || !before.pinned().is_empty() {
+            return Ok(None);
+        }
+        let (before, after) = (Arc::clone(before), Arc::clone(copy));
+        // A walk of a million entries: off the runtime's workers.
+        let changes = tokio::task::spawn_blocking(move || Changes::of(&before, &after))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("the changes of {key:?}: {e}")))?
+            .map_err(StoreError::ranking)?;
+        Ok((changes.len().saturating_mul(super::delta::DELTA_SHARE) <= copy.len()).then_some((version, changes)))
     }
 
     /// Writes a served board's parts beside its staged entries: the pins' positions (4 bytes
@@ -165,6 +233,26 @@ impl RedisRankingStore {
             .arg(ttl)
             .query_async::<()>(&mut self.conn.clone())
             .await
+    }
+
+    /// Writes the changes after version `previous` into a fresh staging key of `key`.
+    /// `len`: the version's entries.
+    async fn stage_delta(
+        &self,
+        key: RankingKey,
+        (previous, len): (u64, usize),
+        changes: &Changes,
+    ) -> Result<Staged, RedisError> {
+        let staged = Staged::named(self.keys.staging(key));
+        let ttl = self.staging_ttl.as_secs().max(1);
+        redis::cmd("SET")
+            .arg(&staged.delta)
+            .arg(super::delta::encode(previous, len, changes))
+            .arg("EX")
+            .arg(ttl)
+            .query_async::<()>(&mut self.conn.clone())
+            .await?;
+        Ok(staged)
     }
 
     /// Writes `entries` into fresh staging keys of `key`: the packed copy (a string, for

@@ -98,6 +98,11 @@ pub(super) struct Publication<'a> {
     pub has_served: bool,
     /// The version's statistics are staged beside its entries (`…:stats`).
     pub has_stats: bool,
+    /// Layout 2: the version the staged changes (`<staged sorted set>:delta`) follow; `None`:
+    /// the version is staged whole.
+    pub delta_of: Option<u64>,
+    /// The deltas a chain may hold.
+    pub chain_max: usize,
 }
 
 impl Publication<'_> {
@@ -125,6 +130,8 @@ impl Publication<'_> {
             .arg(flag(self.has_pins))
             .arg(flag(self.has_served))
             .arg(flag(self.has_stats))
+            .arg(self.delta_of.map(|v| v.to_string()).unwrap_or_default())
+            .arg(self.chain_max)
             .invoke_async(conn)
             .await
     }

@@ -20,8 +20,8 @@ use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::{Changes, Snapshot};
 use crate::metrics::Metrics;
 use crate::ports::{
-    CatalogRows, FeedCause, Fence, Form, RankingKey, RankingRun, RankingStore, RunLog, StoreError, VersionLife,
-    VersionStats,
+    CatalogRows, FeedCause, Fence, Form, Publishing, RankingKey, RankingRun, RankingStore, RunLog, StoreError,
+    VersionLife, VersionStats,
 };
 
 /// A ranked population as it is published: its copy in ranking order, built once (what gets
@@ -107,7 +107,10 @@ impl Publisher {
         let form = if live { Form::Loadable } else { Form::Full };
         let served = served_now(&self.controls, &self.policy, key, whole).await?;
         self.faults.before_publish().await;
-        let version = self.rankings.publish_copy(key, &served, stats, life, form, fence).await?;
+        let previous = self.snapshots.get(key);
+        let previous = previous.as_ref().map(|held| (held.version, &held.ranking));
+        let publishing = Publishing { copy: &served, previous, stats };
+        let version = self.rankings.publish_copy(key, publishing, life, form, fence).await?;
         self.metrics.recompute.scores_clamped.inc_by(clamped as u64);
         self.history.keep(key, version, &served).await?;
         self.feeder.note(key, version, &served, if live { FeedCause::LivePass } else { FeedCause::Recompute });
@@ -156,7 +159,10 @@ impl Publisher {
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let stats = self.rankings.version_stats(key, base).await?;
-        let version = self.rankings.publish_copy(key, served, stats.as_ref(), life, Form::Full, fence).await?;
+        let previous = self.snapshots.get(key).filter(|held| held.version == base);
+        let previous = previous.as_ref().map(|held| (held.version, &held.ranking));
+        let publishing = Publishing { copy: served, previous, stats: stats.as_ref() };
+        let version = self.rankings.publish_copy(key, publishing, life, Form::Full, fence).await?;
         self.record_derived(key, base, version).await?;
         Ok(version)
     }
@@ -276,7 +282,8 @@ impl Publisher {
                 }
                 let organic = Arc::new(Snapshot::from_ranked(entries).map_err(StoreError::ranking)?);
                 let served = controls.served(key, &organic, at, self.policy.profile.layout())?;
-                let version = self.rankings.publish_copy(key, &served, None, life, Form::Full, fence).await?;
+                let publishing = Publishing::copy(&served);
+                let version = self.rankings.publish_copy(key, publishing, life, Form::Full, fence).await?;
                 Ok((key, version, SegmentCopy::Served(served)))
             })
         }))

@@ -1,5 +1,6 @@
-//! How copies get in: installed by this replica's recompute, loaded from the store in
-//! chunks on an announcement or at the poll, and the loop that keeps them current.
+//! How copies get in: installed by this replica's recompute, loaded from the store on an
+//! announcement or at the poll (the changes after the copy held applied to it, or the
+//! version read in chunks), and the loop that keeps them current.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::Snapshots;
 use crate::domain::snapshot::{Snapshot, SnapshotError};
 use crate::metrics::StoreLabels;
-use crate::ports::{Announcement, Announcements, RankingKey, Scored, ServedParts, StoreError};
+use crate::ports::{Announcement, Announcements, RankingKey, Scored, ServedParts, StoreError, VersionCopy};
 
 /// Entries per read while loading a version (4 MB of packed entries from Redis).
 pub const LOAD_CHUNK: u64 = 262_144;
@@ -126,6 +127,17 @@ impl Snapshots {
     pub async fn load(&self, key: RankingKey, version: u64) -> Result<(), StoreError> {
         let _one = self.installing.lock().await;
         if self.holds(key, version) || self.known_too_large(key, version) {
+            return Ok(());
+        }
+        // A version stored as the changes after the copy held: that copy with them applied.
+        let held = self.get(key);
+        let held = held.as_ref().map(|h| (h.version, &h.ranking));
+        if let Some(copy) = self.rankings.version_copy(key, version, held, self.room(key)).await? {
+            let copy = match copy {
+                VersionCopy::Copy(copy) => Ok(copy),
+                VersionCopy::TooLarge(total) => Err(total),
+            };
+            self.swap(vec![(key, version, copy)]);
             return Ok(());
         }
         let copy = match self.read_version(key, version, self.room(key)).await? {

@@ -22,9 +22,15 @@ if ARGV[2] == 'current' then
   local refused
   v, refused = pointed(p)
   if refused then return refused end
+  if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 then
+    local delta = delta_version(ARGV[1], v)
+    if delta then return delta end
+  end
 else
   v = ARGV[2]
   if redis.call('EXISTS', ARGV[1] .. v .. ':packed') == 0 then
+    local delta = delta_version(ARGV[1], v)
+    if delta then return delta end
     local current, refused = pointed(redis.call('GET', KEYS[1]))
     if current ~= v then return {false, 0} end
     if refused then return refused end

@@ -16,3 +16,13 @@ local function pointed(p)
   end
   return string.match(p, '^(%d+)'), refused
 end
+
+-- Version `v` (a string) of the ranking whose version keys start with `prefix`, when it has no
+-- packed copy: the refusal to return when it is a delta version (layout 2: `DELTA <v>`, read
+-- whole by the caller from its chain), else nil.
+local function delta_version(prefix, v)
+  if redis.call('EXISTS', prefix .. v .. ':delta') == 1 then
+    return redis.error_reply('DELTA ' .. v)
+  end
+  return nil
+end

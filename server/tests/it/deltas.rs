@@ -1,0 +1,142 @@
+//! Versions written as deltas (layout 2) on Redis: a live pass after one event writes a
+//! handful of entries (the store's own counters say so), not the board; a replica holding
+//! copies applies the deltas to them, a replica reading Redis builds the versions from their
+//! chains, and both serve, entry for entry, what the holder serves, through chains longer
+//! than one chain holds (a whole version written again); and the board is what a recompute
+//! gives.
+
+use chrono::{Duration as Age, Utc};
+use ranking_client::v1;
+use ranking_server::test_support::eventually;
+use redis::AsyncCommands;
+
+use crate::helpers::metric_or_zero as sample;
+use crate::helpers::{TestApp, TestDb, rand_u64, views};
+use crate::redis_store::{redis, redis_settings};
+
+/// Products of the board: enough that a delta of a few entries is far below an eighth.
+const PRODUCTS: i64 = 2_000;
+
+/// Entries of the daily board written to Redis in `form`.
+fn written(metrics: &str, form: &str) -> f64 {
+    sample(metrics, &format!("ranking_published_entries_total{{form=\"{form}\",board=\"daily\"}}"))
+}
+
+fn live_passes(metrics: &str) -> f64 {
+    ["loaded", "published", "unchanged"]
+        .iter()
+        .map(|o| sample(metrics, &format!("ranking_live_passes_total{{outcome=\"{o}\"}}")))
+        .sum()
+}
+
+/// Waits until two more live passes of `app` have ended (the second began after this call).
+async fn settled(app: &TestApp) {
+    let before = live_passes(&app.scrape_metrics().await);
+    eventually("two more live passes", || async { live_passes(&app.scrape_metrics().await) >= before + 2.0 }).await;
+}
+
+/// Today's daily board as `app` serves it, page by page: (version, [(product, score bits)]).
+async fn board(app: &mut TestApp) -> (u64, Vec<(i64, u64)>) {
+    let first = v1::GetTopNRequest { limit: 250, ..Default::default() };
+    let mut page = app.client.get_top_n(first).await.expect("GetTopN").into_inner();
+    let version = page.version;
+    let mut entries = Vec::new();
+    loop {
+        entries.extend(page.products.iter().map(|p| (p.product_id, p.score.to_bits())));
+        if page.next_page_token.is_empty() {
+            assert_eq!(entries.len() as u64, page.total, "every page of version {version}");
+            return (version, entries);
+        }
+        let next = v1::GetTopNRequest { page_token: page.next_page_token.clone(), ..Default::default() };
+        page = app.client.get_top_n(next).await.expect("next page").into_inner();
+        assert_eq!(page.version, version, "pages of one version");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs Redis: make test's Redis passes"]
+async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
+    let db = TestDb::create().await;
+    let prefix = format!("t{:x}", rand_u64());
+    // Layout 2 written (every replica of this release reads it).
+    let delta = "--store-layout=2";
+    let mut holder = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=50ms", delta])).await;
+    // Each product's latest event a second apart: recency spreads as on a real day.
+    let at = |p: i64| Utc::now() - Age::seconds(30 + p);
+    let mut events = Vec::new();
+    for p in 1..=PRODUCTS {
+        events.extend(views(&format!("seed-{p}"), p, (p % 37 + 1) as usize, at(p)));
+    }
+    for batch in events.chunks(5_000) {
+        holder.record(batch.to_vec()).await;
+    }
+    holder.recompute("").await;
+    settled(&holder).await;
+
+    // One more view of one product (at its latest event's instant): the pass after it writes
+    // what changed of the daily board, a handful of entries (the product, and any whose
+    // views' norm crossed a rounding step as the population's statistics moved), nothing
+    // whole.
+    let before = holder.scrape_metrics().await;
+    holder.record(views("one", 300, 1, at(300))).await;
+    settled(&holder).await;
+    let after = holder.scrape_metrics().await;
+    let changed = written(&after, "delta") - written(&before, "delta");
+    assert!(
+        changed >= 1.0 && changed <= PRODUCTS as f64 / 20.0,
+        "a pass after one event wrote {changed} entries as deltas: {}",
+        after.lines().filter(|l| l.contains("published") || l.contains("layout_in")).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(written(&after, "whole"), written(&before, "whole"), "nothing written whole");
+    let bytes = sample(&after, "ranking_published_bytes_total{form=\"delta\",board=\"daily\"}");
+    assert!(bytes > 0.0, "{after}");
+
+    // A replica holding copies (it applies the deltas to them) and one reading Redis (it
+    // holds no copy of a board this size: it builds each version from its chain).
+    let mut copies = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=0", delta])).await;
+    let reader_settings = redis_settings(&db.url, &prefix, &["--live-interval=0", "--snapshot-max-entries=1", delta]);
+    let mut reader = TestApp::spawn_on(reader_settings).await;
+    // Past a chain's 32 deltas: one event, then its pass, forty times, over three products
+    // (each rescored by many deltas of a chain, so that only their order gives its score).
+    for n in 0..40i64 {
+        holder.record(views(&format!("more-{n}"), (n % 3) * 7 + 1, 1 + n as usize % 3, Utc::now())).await;
+        settled(&holder).await;
+        if n == 20 {
+            // Mid-chain, every reader serves the holder's version.
+            same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
+        }
+    }
+    let served = same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
+
+    // Redis holds chains: a delta version's changes and its chain's list.
+    let mut conn = redis().await;
+    let deltas: Vec<String> = conn.keys(format!("{prefix}:*:delta")).await.expect("KEYS");
+    let chains: Vec<String> = conn.keys(format!("{prefix}:*:chain")).await.expect("KEYS");
+    assert!(!deltas.is_empty() && !chains.is_empty(), "{deltas:?} {chains:?}");
+
+    // What the live passes served is what a recompute of the same rows gives.
+    let recomputed = holder.recompute("").await;
+    assert!(recomputed.version > served.0);
+    let (_, entries) = board(&mut holder).await;
+    assert_eq!(entries, served.1, "the live board equals the recompute's, bit for bit");
+    for app in [holder, copies, reader] {
+        app.stop().await;
+    }
+    db.drop_db().await;
+}
+
+/// Waits until the other two replicas serve the holder's current version of today's board,
+/// entry for entry (no event is recorded meanwhile, so the holder's passes publish nothing
+/// newer); returns it.
+async fn same_board_everywhere(
+    holder: &mut TestApp,
+    copies: &mut TestApp,
+    reader: &mut TestApp,
+) -> (u64, Vec<(i64, u64)>) {
+    let served = board(holder).await;
+    eventually("every replica serves the holder's version", async || {
+        board(copies).await == served && board(reader).await == served
+    })
+    .await;
+    served
+}

@@ -328,8 +328,8 @@ pub struct RankingSettings {
 
     /// The newest layout of the ranking store this replica writes, once every live replica
     /// reads it: 1 (every version whole) or 2 (a version may be the changes after the one
-    /// before it). Default: this release's (1); 2 before the next release makes it the
-    /// default gives up a rollback to a release that does not read it.
+    /// before it). Default: this release's (2); 1 writes every version whole, as the releases
+    /// before layout 2 did.
     #[arg(long, env = "RANKING_STORE_LAYOUT", value_name = "RANKING_STORE_LAYOUT", default_value_t = crate::ports::WRITES, value_parser = clap::value_parser!(u16).range(1..=i64::from(*crate::ports::READS.end())))]
     pub store_layout: u16,
 

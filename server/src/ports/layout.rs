@@ -23,10 +23,11 @@ pub type Layout = u16;
 /// Layout 2: a version may be stored as the changes after the one before it (a delta).
 pub const READS: RangeInclusive<Layout> = 1..=2;
 
-/// The newest layout this release writes by default (`RANKING_STORE_LAYOUT`): one behind the
-/// newest it reads, so that the release before the one that writes a new layout already
-/// reads it, and a rollback to it reads everything written.
-pub const WRITES: Layout = 1;
+/// The newest layout this release writes by default (`RANKING_STORE_LAYOUT`), once every
+/// live replica reads it. A new layout is read by one release before it is written by
+/// default, so that a rollback to the release before reads everything written: layout 2 is
+/// read since the release of PREVIOUS_RELEASE, which wrote 1.
+pub const WRITES: Layout = 2;
 
 /// The layout in force: set by this replica's side of the agreement, read by its ranking
 /// stores as they publish. A clone shares the value.

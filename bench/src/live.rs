@@ -102,6 +102,9 @@ struct Figures {
     phases_ms: [f64; 5],
     rows_read_per_pass: f64,
     rows_changed_per_pass: f64,
+    /// Bytes of entries the holder wrote to Redis per published pass: written whole, and as
+    /// deltas (the store's `ranking_published_bytes_total`, every board).
+    bytes_per_pass: (f64, f64),
     cpu_ms_per_pass: f64,
     pass_ms: f64,
     recompute_ms: f64,
@@ -188,6 +191,24 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     println!(
         "\nTargets: p99 ≤ 1,000 ms at 100,000 products, ≤ 2,500 ms at 1,000,000; rows read proportional to rows changed; GetRank within 10 % of the health check; the trending board ≤ 0.3 × the daily board's rank + publish."
     );
+    println!(
+        "\n| products | RANKING_LIVE_INTERVAL | popularity | bytes to Redis per pass: whole / delta | one board's packed copy | share of it |"
+    );
+    println!("|---:|---|---|---|---:|---:|");
+    for f in &all {
+        let board = f.products as f64 * 16.0;
+        let (whole, delta) = f.bytes_per_pass;
+        println!(
+            "| {} | {} | {} | {:.0} / {:.0} | {:.0} | {:.1} % |",
+            f.products,
+            f.interval,
+            f.distribution,
+            whole,
+            delta,
+            board,
+            (whole + delta) / board * 100.0
+        );
+    }
 }
 
 async fn run(
@@ -396,6 +417,15 @@ async fn run(
         ),
         slowest_pass_ms: slowest(&before, &after, "ranking_live_pass_seconds") * 1e3,
         rows_read_per_pass: delta("ranking_live_rows_read_total") / passes.max(1.0),
+        bytes_per_pass: {
+            let written = |form: &str| -> f64 {
+                ["daily", "weekly", "trending", "segment"]
+                    .iter()
+                    .map(|board| delta(&format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}")))
+                    .sum()
+            };
+            (written("whole") / passes.max(1.0), written("delta") / passes.max(1.0))
+        },
         // Each writer's distinct products per second, summed over the writers (an upper
         // bound: their products overlap), times the seconds between passes.
         rows_changed_per_pass: changed.iter().sum::<usize>() as f64 / (changed.len().max(1) as f64 / WRITERS as f64)

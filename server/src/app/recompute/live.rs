@@ -124,10 +124,9 @@ impl LivePasses {
                 _ = ticker.tick() => {}
             }
             let today = self.policy.today(self.policy.now());
-            tokio::select! {
-                () = self.live_turn(today, &mut holder) => {}
-                // A pass cut short publishes nothing; its day lease lapses.
-                () = stop.cancelled() => break,
+            self.live_turn(today, &mut holder, &stop).await;
+            if stop.is_cancelled() {
+                break;
             }
             // A pass longer than the interval would take the day's lease again at once:
             // recomputes and withdrawals waiting for it (polling every `lease_poll`) get it
@@ -142,8 +141,10 @@ impl LivePasses {
         }
     }
 
-    /// One tick: keep (or take) today's live lease, then run a pass under the day's lease.
-    async fn live_turn(&self, today: NaiveDate, holder: &mut Option<Holder>) {
+    /// One tick: keep (or take) today's live lease, then run a pass under the day's lease. A
+    /// pass cut short by `stop` publishes nothing more and gives the day's lease back, so the
+    /// other replicas publish the day at once rather than after the lease's life.
+    async fn live_turn(&self, today: NaiveDate, holder: &mut Option<Holder>, stop: &CancellationToken) {
         if let Some(old) = holder.take_if(|h| h.date != today) {
             // Midnight: yesterday is the scheduler's again.
             self.leases.release(&old.lease).await;
@@ -191,7 +192,16 @@ impl LivePasses {
         let started = Instant::now();
         let fence = Fence::of(&day_lease);
         let pass = self.live_pass(today, &mut h.held, &fence);
-        let result = self.leases.holding_with(&day_lease, Some(&h.lease), "live_pass", pass).await;
+        let held = self.leases.holding_with(&day_lease, Some(&h.lease), "live_pass", pass);
+        let result = tokio::select! {
+            result = held => result,
+            () = stop.cancelled() => {
+                // The population may be half updated: the next holder reads the day whole.
+                h.held = None;
+                self.leases.release(&day_lease).await;
+                return;
+            }
+        };
         self.leases.release(&day_lease).await;
         match result {
             Ok(Pass::Unchanged) => self.metrics.live.pass("unchanged"),

@@ -20,6 +20,7 @@ use crate::ports::{
     CatalogEntry, CatalogRows, ChangeFeed, ChangedRow, DailyRow, DayScans, EventLedger, LeaseLock, ProductDay,
     RankingKey, RankingRun, RankingStore, RunLog, Scored,
 };
+use tokio_util::sync::CancellationToken;
 
 /// Rows by (day, product): views, latest event, the epoch of their last write.
 type Rows = BTreeMap<(NaiveDate, i64), (i64, i64, i64)>;
@@ -355,21 +356,21 @@ async fn at_midnight_the_holder_lets_the_old_day_go_and_late_rows_of_it_reach_th
     f.rows.put(day, 1, 5);
     f.rows.put(day, 2, 60);
     let mut holder = None;
-    f.recompute.live_passes().live_turn(day, &mut holder).await;
+    f.recompute.live_passes().live_turn(day, &mut holder, &CancellationToken::new()).await;
     assert_eq!(holder.as_ref().map(|h| h.date), Some(day));
     assert!(holder.as_ref().is_some_and(|h| h.held.is_some()), "read whole and published");
     equal_to_a_recompute(&f, day).await;
 
     // Today changes; a pass publishes it.
     f.rows.put(day, 3, 90);
-    f.recompute.live_passes().live_turn(day, &mut holder).await;
+    f.recompute.live_passes().live_turn(day, &mut holder, &CancellationToken::new()).await;
     equal_to_a_recompute(&f, day).await;
 
     // Midnight, with a row of the old day arriving late (it carries into the new day) and
     // the new day's first rows: the old day's live lease is given back, the new day read whole.
     f.rows.put(day, 4, 300);
     f.rows.put(next, 2, 3);
-    f.recompute.live_passes().live_turn(next, &mut holder).await;
+    f.recompute.live_passes().live_turn(next, &mut holder, &CancellationToken::new()).await;
     assert_eq!(holder.as_ref().map(|h| h.date), Some(next));
     let ttl = Duration::from_secs(30);
     let freed = f.ranking.try_acquire(&format!("live:{day}"), ttl).await.expect("lease store");
@@ -380,6 +381,33 @@ async fn at_midnight_the_holder_lets_the_old_day_go_and_late_rows_of_it_reach_th
 
     // Later still, another late row of the old day: the pass reads that product's days again.
     f.rows.put(day, 1, 500);
-    f.recompute.live_passes().live_turn(next, &mut holder).await;
+    f.recompute.live_passes().live_turn(next, &mut holder, &CancellationToken::new()).await;
     equal_to_a_recompute(&f, next).await;
+}
+
+/// A replica stopping in the middle of a pass gives the day's lease back: another replica
+/// publishes the day at once, not after the lease's life.
+#[tokio::test]
+async fn a_pass_cut_short_by_a_stop_gives_the_days_lease_back() {
+    let f = fixture();
+    let day = chrono::Utc::now().date_naive();
+    f.rows.put(day, 1, 5);
+    let (reached, _release) = f.recompute.faults().hold_before_publish();
+    let stop = CancellationToken::new();
+    let passes = f.recompute.live_passes();
+    let turn = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut holder = None;
+            passes.live_turn(day, &mut holder, &stop).await;
+            holder.map(|h| h.held.is_some())
+        })
+    };
+    reached.await.expect("the pass reached its publication");
+    let ttl = Duration::from_secs(30);
+    assert!(f.ranking.try_acquire(&day_lease(day), ttl).await.expect("lease store").is_none(), "held by the pass");
+    stop.cancel();
+    assert_eq!(turn.await.expect("the turn ended"), Some(false), "the population is read whole next time");
+    let taken = f.ranking.try_acquire(&day_lease(day), ttl).await.expect("lease store");
+    assert!(taken.is_some(), "the day's lease was given back at the stop");
 }

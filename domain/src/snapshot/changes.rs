@@ -36,6 +36,17 @@ impl Changes {
     /// The changes from `previous` to `next`, a population's entries in strictly ascending
     /// product order (what a pass ranks): one walk of both in product order.
     pub fn between(previous: &Snapshot, next: &[Scored]) -> Result<Self, SnapshotError> {
+        Ok(Self::between_at_most(previous, next, usize::MAX)?.expect("no limit"))
+    }
+
+    /// [`Changes::between`], unless more than `at_most` products changed (`None`): the walk
+    /// stops there, so a pass whose changes are too many to be worth applying (the
+    /// population's statistics moved every norm) costs little before it builds the copy whole.
+    pub fn between_at_most(
+        previous: &Snapshot,
+        next: &[Scored],
+        at_most: usize,
+    ) -> Result<Option<Self>, SnapshotError> {
         if let Some(w) = next.windows(2).position(|w| w[0].product_id >= w[1].product_id) {
             return Err(match next[w].product_id == next[w + 1].product_id {
                 true => SnapshotError::Duplicate(next[w].product_id),
@@ -55,6 +66,9 @@ impl Changes {
                         Some((_, at)) if same(&entries[*at as usize], e) => {}
                         _ => changes.set.push(*e),
                     }
+                    if changes.len() > at_most {
+                        return Ok(None);
+                    }
                 }
                 changes.gone.extend(held.map(|(id, _)| *id));
             }
@@ -72,19 +86,24 @@ impl Changes {
                 changes.gone = left;
             }
         }
-        Ok(changes)
+        Ok((changes.len() <= at_most).then_some(changes))
     }
 
     /// The changes from `previous` to `next`, two copies of a ranking (their entries, not
     /// their pins or annexes): one walk of both product indexes.
     pub fn of(previous: &Snapshot, next: &Snapshot) -> Result<Self, SnapshotError> {
+        Ok(Self::of_at_most(previous, next, usize::MAX)?.expect("no limit"))
+    }
+
+    /// [`Changes::of`], unless more than `at_most` products changed (`None`).
+    pub fn of_at_most(previous: &Snapshot, next: &Snapshot, at_most: usize) -> Result<Option<Self>, SnapshotError> {
         let Held::Own { entries, ids, at } = &next.held else {
             let mut by_product = next.page(0, u64::MAX).into_owned();
             by_product.sort_unstable_by_key(|e| e.product_id);
-            return Self::between(previous, &by_product);
+            return Self::between_at_most(previous, &by_product, at_most);
         };
         let next: Vec<Scored> = ids.iter().zip(at).map(|(_, at)| entries[*at as usize]).collect();
-        Self::between(previous, &next)
+        Self::between_at_most(previous, &next, at_most)
     }
 
     /// Checks the promises of the fields: both ascending without repeats, and no product both

@@ -133,11 +133,18 @@ proptest! {
     fn applying_the_diff_gives_the_whole_copy((before, after) in successive(60)) {
         let old = Snapshot::from_unordered(ranked(&before)).expect("valid");
         let next: Vec<Scored> = after.iter().map(|(id, s)| scored(*id, *s)).collect();
+        let next_entries = next.clone();
         let changes = Changes::between(&old, &next).expect("ordered");
         prop_assert_eq!(&changes, &diff(&before, &after));
         let changed = old.with_changes(&changes).expect("valid");
         let whole = Snapshot::from_unordered(next).expect("valid");
         prop_assert_eq!(&Changes::of(&old, &whole).expect("copies"), &changes, "the same from two copies");
+        let limited = Changes::between_at_most(&old, &next_entries, changes.len()).expect("ordered");
+        prop_assert_eq!(limited.as_ref(), Some(&changes), "within its limit");
+        if !changes.is_empty() {
+            let short = Changes::of_at_most(&old, &whole, changes.len() - 1).expect("copies");
+            prop_assert!(short.is_none(), "one change past the limit");
+        }
         prop_assert_eq!(changed.page(0, u64::MAX).into_owned(), ranked(&after));
         prop_assert_eq!(reads(&changed, -1..125), reads(&whole, -1..125));
         for p in 0..changed.len() {

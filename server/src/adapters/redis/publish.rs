@@ -200,12 +200,13 @@ impl RedisRankingStore {
             return Ok(None);
         }
         let (before, after) = (Arc::clone(before), Arc::clone(copy));
-        // A walk of a million entries: off the runtime's workers.
-        let changes = tokio::task::spawn_blocking(move || Changes::of(&before, &after))
+        let at_most = copy.len() / super::delta::DELTA_SHARE;
+        // A walk of a million entries (stopped past the share): off the runtime's workers.
+        let changes = tokio::task::spawn_blocking(move || Changes::of_at_most(&before, &after, at_most))
             .await
             .map_err(|e| StoreError::Corrupt(format!("the changes of {key:?}: {e}")))?
             .map_err(StoreError::ranking)?;
-        Ok((changes.len().saturating_mul(super::delta::DELTA_SHARE) <= copy.len()).then_some((version, changes)))
+        Ok(changes.map(|changes| (version, changes)))
     }
 
     /// Writes a served board's parts beside its staged entries: the pins' positions (4 bytes

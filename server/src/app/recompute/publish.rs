@@ -36,14 +36,21 @@ pub(super) struct RankedCopy {
 
 impl RankedCopy {
     /// The copy of `computed`'s entries (in ascending product order), built from
-    /// `previous`, the organic copy of the version before, when there is one: only the
-    /// entries whose score changed are sorted, the others copied as runs (a live pass
-    /// changes about one score in a hundred); the same copy either way.
+    /// `previous`, the organic copy of the version before, when there is one and at most an
+    /// eighth of the scores changed: only the changed entries are sorted, the others copied
+    /// as runs (a live pass over a large day changes about one score in a hundred). Beyond
+    /// that (the population's statistics moved most norms) sorting the whole is cheaper. The
+    /// same copy either way.
     pub(super) fn of(computed: Computed, previous: Option<&Snapshot>) -> Result<Self, StoreError> {
         let Computed { entries, clamped, stats, clock } = computed;
-        let whole = match previous {
-            Some(previous) => {
-                let changes = Changes::between(previous, &entries).map_err(StoreError::ranking)?;
+        let changes = match previous {
+            Some(previous) => Changes::between_at_most(previous, &entries, entries.len() / CHANGED_SHARE)
+                .map_err(StoreError::ranking)?
+                .map(|changes| (previous, changes)),
+            None => None,
+        };
+        let whole = match changes {
+            Some((previous, changes)) => {
                 drop(entries);
                 previous.with_changes(&changes)
             }
@@ -53,6 +60,9 @@ impl RankedCopy {
         Ok(Self { whole, clamped, stats, clock })
     }
 }
+
+/// A copy is built from the previous one's when at most one score in this many changed.
+const CHANGED_SHARE: usize = 8;
 
 /// This replica's copy of a published segment ranking: its positions in the whole ranking's
 /// organic copy, or a served board of its own when controls act on it.

@@ -54,6 +54,8 @@ console:
 ## once per machine by scripts/previous-release.sh, in the cluster pass), which cargo counts
 ## as "filtered out".
 test: test-deploy console
+	./scripts/migration-contract.py
+	./scripts/migration-contract.py --self-test
 	./scripts/test-services.sh
 	$(CARGO) build --workspace --all-targets
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
@@ -115,6 +117,8 @@ lint: $(BUF)
 	command -v cargo-modules >/dev/null || $(CARGO) install cargo-modules@0.27.0 --locked
 	./scripts/module-cycles.py
 	./scripts/module-cycles.py --self-test
+	./scripts/migration-contract.py
+	./scripts/migration-contract.py --self-test
 
 fmt:
 	$(CARGO) fmt --all

@@ -4,12 +4,14 @@
 # outside any clone, keyed by that commit. Prints the binary's path.
 #
 #   previous-release.sh            build it unless cached; print its path
+#   previous-release.sh <commit>   the same for another commit of this history (an older
+#                                  release a test runs beside)
 #
 # The commit is read from this clone's history (`git archive`), so a clone of main has it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COMMIT=$(awk 'NF && $1 !~ /^#/ { print $1; exit }' "$ROOT/PREVIOUS_RELEASE")
+COMMIT=${1:-$(awk 'NF && $1 !~ /^#/ { print $1; exit }' "$ROOT/PREVIOUS_RELEASE")}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ranking-service/previous-$COMMIT
 BIN=$CACHE/ranking-server
 
@@ -20,7 +22,7 @@ fail() {
 
 if [ ! -x "$BIN" ]; then
   git -C "$ROOT" cat-file -e "$COMMIT^{commit}" 2>/dev/null \
-    || fail "commit $COMMIT (PREVIOUS_RELEASE) is not in this clone's history"
+    || fail "commit $COMMIT is not in this clone's history"
   rm -rf "$CACHE.tmp" && mkdir -p "$CACHE.tmp/src"
   git -C "$ROOT" archive "$COMMIT" | tar -x -C "$CACHE.tmp/src"
   echo "previous-release: building $COMMIT's server once into $CACHE (a debug build)" >&2

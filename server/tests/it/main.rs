@@ -26,6 +26,7 @@ mod feed;
 mod fencing;
 mod frozen;
 mod frozen_holder;
+mod gate;
 mod grpc_metrics;
 mod grpc_web;
 mod hardening;

@@ -18,7 +18,7 @@ use super::delta::{self, CHAIN};
 use super::packed::unpack;
 use super::{RedisRankingStore, unavailable};
 use crate::domain::snapshot::{Changes, Snapshot};
-use crate::ports::{Page, RankingKey, RankingStore, ServedParts, StoreError};
+use crate::ports::{Page, RankingKey, RankingStore, ServedParts, StoreError, VersionCopy};
 
 /// Entries of the versions built whole for reads, kept at most: a few boards' worth.
 const MATERIALIZED_ENTRIES: usize = 4_000_000;
@@ -129,6 +129,33 @@ impl RedisRankingStore {
         let built = Arc::new(built);
         self.materialized.keep(key, version, &built);
         Ok(Some(built))
+    }
+
+    /// [`crate::ports::RankingStore::version_copy`]: a delta version of at most `max`
+    /// entries built from its chain; `None` for a version that is not a delta.
+    pub(super) async fn copy_of_delta(
+        &self,
+        key: RankingKey,
+        version: u64,
+        held: Option<(u64, &Arc<Snapshot>)>,
+        max: u64,
+    ) -> Result<Option<VersionCopy>, StoreError> {
+        // The header first: a version too large to hold is not built.
+        let head: Vec<u8> = redis::cmd("GETRANGE")
+            .arg(format!("{}{version}:delta", self.keys.versions(key)))
+            .arg(0)
+            .arg(delta::HEADER - 1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if head.is_empty() {
+            return Ok(None);
+        }
+        let (_, len) = delta::header(&head)?;
+        if len as u64 > max {
+            return Ok(Some(VersionCopy::TooLarge(len as u64)));
+        }
+        Ok(self.chained(key, version, held).await?.map(VersionCopy::Copy))
     }
 
     /// A whole version (a chain's base) read at once: its packed copy and served parts.

@@ -154,14 +154,6 @@ fn unavailable(e: RedisError) -> StoreError {
     }
 }
 
-/// The version a publication written whole came to (a whole one is never refused as a delta is).
-fn whole(outcome: Outcome) -> Result<u64, StoreError> {
-    match outcome {
-        Outcome::Published(version) => Ok(version),
-        Outcome::Rebase => Err(StoreError::Corrupt("a whole version refused as a delta".into())),
-    }
-}
-
 fn scored(members: Vec<(String, f64)>) -> Result<Vec<Scored>, StoreError> {
     members.into_iter().map(|(m, score)| Ok(Scored { product_id: product_of(&m)?, score })).collect()
 }
@@ -191,6 +183,15 @@ impl RedisRankingStore {
         })
     }
 
+    /// A part of one version kept beside its entries (`v<N>:<part>`), if kept.
+    async fn version_part(&self, key: RankingKey, version: u64, part: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        redis::cmd("GET")
+            .arg(format!("{}{version}:{part}", self.keys.versions(key)))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)
+    }
+
     /// The sorted set of a daily ranking ( tests and benchmarks read it directly).
     pub fn sorted_set_key(&self, key: RankingKey) -> String {
         self.keys.base(key)
@@ -208,7 +209,7 @@ impl RankingStore for RedisRankingStore {
     ) -> Result<u64, StoreError> {
         let len = entries.len();
         let written = Written { entries, by_product: None, served: None, stats: None, delta: None, len };
-        whole(self.publish_version(key, written, life, Form::Full, fence).await?)
+        self.publish_version(key, written, life, Form::Full, fence).await?.whole()
     }
 
     async fn publish_copy(
@@ -233,7 +234,7 @@ impl RankingStore for RedisRankingStore {
         let by_product = copy.product_index();
         let len = entries.len();
         let written = Written { entries: &entries, by_product, served: served.as_ref(), stats, delta: None, len };
-        whole(self.publish_version(key, written, life, form, fence).await?)
+        self.publish_version(key, written, life, form, fence).await?.whole()
     }
 
     async fn version_copy(
@@ -243,39 +244,16 @@ impl RankingStore for RedisRankingStore {
         held: Option<(u64, &Arc<Snapshot>)>,
         max: u64,
     ) -> Result<Option<VersionCopy>, StoreError> {
-        // The header first: a version too large to hold is not built.
-        let head: Vec<u8> = redis::cmd("GETRANGE")
-            .arg(format!("{}{version}:delta", self.keys.versions(key)))
-            .arg(0)
-            .arg(delta::HEADER - 1)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
-        if head.is_empty() {
-            return Ok(None);
-        }
-        let (_, len) = delta::header(&head)?;
-        if len as u64 > max {
-            return Ok(Some(VersionCopy::TooLarge(len as u64)));
-        }
-        Ok(self.chained(key, version, held).await?.map(VersionCopy::Copy))
+        self.copy_of_delta(key, version, held, max).await
     }
 
     async fn version_stats(&self, key: RankingKey, version: u64) -> Result<Option<VersionStats>, StoreError> {
-        let stored: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(format!("{}{version}:stats", self.keys.versions(key)))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
+        let stored = self.version_part(key, version, "stats").await?;
         stored.map(|bytes| stats::decode(&bytes)).transpose()
     }
 
     async fn version_served(&self, key: RankingKey, version: u64) -> Result<Option<ServedParts>, StoreError> {
-        let stored: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(format!("{}{version}:served", self.keys.versions(key)))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
+        let stored = self.version_part(key, version, "served").await?;
         stored.map(|bytes| served::decode(&bytes)).transpose()
     }
 

@@ -82,6 +82,16 @@ pub(super) enum Outcome {
     Rebase,
 }
 
+impl Outcome {
+    /// The version a publication written whole came to (one is never refused as a delta is).
+    pub(super) fn whole(self) -> Result<u64, StoreError> {
+        match self {
+            Outcome::Published(version) => Ok(version),
+            Outcome::Rebase => Err(StoreError::Corrupt("a whole version refused as a delta".into())),
+        }
+    }
+}
+
 impl RedisRankingStore {
     /// [`crate::ports::RankingStore::publish`] and `publish_copy`.
     pub(super) async fn publish_version(

@@ -230,6 +230,8 @@ async fn run(
             ("RANKING_RECOMPUTE_INTERVAL", "0".to_string()),
             ("RANKING_LIVE_INTERVAL", interval.to_string()),
             ("RANKING_MAX_CONCURRENT_CALLS", "100000".to_string()),
+            // The full Recompute of ten million products takes longer than the default 30 s.
+            ("RANKING_REQUEST_TIMEOUT", "300s".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
         ];
         // `RANKING_BENCH_PROFILES=name=path,…`: the replicas serve these variants too (their

@@ -4,32 +4,10 @@
 //! and gone), its copy built whole (the sort every pass did) against the changes found and
 //! applied to the previous copy. The floor beside them: one copy of the board's entries.
 
-use std::hint::black_box;
-use std::time::Instant;
-
 use ranking_server::domain::profile::ScoringProfile;
 use ranking_server::domain::snapshot::{Changes, Scored, Snapshot};
 
-/// Runs of each step; the median is reported.
-const RUNS: usize = 5;
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// Seconds of `f`'s run, median of [`RUNS`].
-fn timed<T>(mut f: impl FnMut() -> T) -> f64 {
-    median(
-        (0..RUNS)
-            .map(|_| {
-                let started = Instant::now();
-                black_box(f());
-                started.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
+use crate::served_parts::timed;
 
 /// A population in product order: main scores falling with many ties, norms spread; every
 /// `every`th product rescored by `salt`, and (when `salt` is not 0) every `every * 10`th

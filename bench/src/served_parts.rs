@@ -44,7 +44,7 @@ fn thousand(products: i64) -> Vec<Control> {
 }
 
 /// Seconds of `f`'s run, median of [`RUNS`].
-fn timed<T>(mut f: impl FnMut() -> T) -> f64 {
+pub(crate) fn timed<T>(mut f: impl FnMut() -> T) -> f64 {
     median(
         (0..RUNS)
             .map(|_| {

@@ -23,7 +23,7 @@ KAFKA_BROKERS_BENCH = $(or $(KAFKA_TEST),$$(./scripts/kafka-broker.sh start 1909
 NATS_TEST  ?= nats://127.0.0.1:4222
 BUF        := .tools/node_modules/.bin/buf
 
-.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos console
+.PHONY: run run-release test test-unit test-deploy lint fmt migrate bench load buf chaos console clients
 
 ## Serve on the embedded default: SQLite file ranking.db + in-process rankings, 127.0.0.1:50051.
 ## Only the server's binary is built (not the tests and benchmarks `make test` builds).
@@ -40,8 +40,14 @@ run-release: console
 console:
 	./scripts/console.sh build
 
+## The clients of clients/ (Go, Python, TypeScript, Java/Kotlin with Spring), generated from
+## proto/ and built by each ecosystem's tools, their packages cached once per machine.
+clients:
+	./scripts/clients.sh build
+
 ## Every test: unit and property tests and the integration tests on SQLite with in-process
-## rankings, the README's walk-through, the console in Chromium (console/tests), then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
+## rankings, the README's walk-through, the console in Chromium (console/tests), the four
+## clients' own tests against the debug server (clients/), then the integration tests on PostgreSQL + Redis, MariaDB + Redis and
 ## PostgreSQL + Redis Cluster (servers are started when none answers); the passes with Redis
 ## also run the bus tests against Apache Kafka (one broker, and the three-broker cluster for the
 ## fault tests) and NATS JetStream; last, a 2-minute fault soak (`make chaos`). A test that needs what only some passes give is
@@ -61,6 +67,7 @@ test: test-deploy console
 	RANKING_TEST_NATS=$(NATS_TEST) $(CARGO) test --workspace
 	./scripts/walkthrough.sh $(TARGET_DIR)/debug/ranking-server
 	RANKING_SERVER_BIN=$(TARGET_DIR)/debug/ranking-server ./scripts/console.sh test
+	RANKING_SERVER_BIN=$(TARGET_DIR)/debug/ranking-server ./scripts/clients.sh test
 	kafka=$(KAFKA_BROKERS_TEST) && kafka_cluster=$(KAFKA_CLUSTER_BROKERS) && \
 	previous=$$(./scripts/previous-release.sh) && layout1=$$(./scripts/previous-release.sh $(LAYOUT1_RELEASE)) && \
 	export RANKING_TEST_KAFKA=$$kafka RANKING_TEST_KAFKA_CLUSTER=$$kafka_cluster \
@@ -123,6 +130,7 @@ lint: $(BUF)
 	./scripts/module-cycles.py --self-test
 	./scripts/migration-contract.py
 	./scripts/migration-contract.py --self-test
+	./scripts/clients.sh check-go
 
 fmt:
 	$(CARGO) fmt --all

@@ -84,6 +84,9 @@ check_go() {
 
 go_build() {
   check_go
+  local unformatted
+  unformatted=$(cd "$CLIENTS/go" && gofmt -l .)
+  [ -z "$unformatted" ] || { echo "clients/go: gofmt would change $unformatted" >&2; return 1; }
   (cd "$CLIENTS/go" && go vet ./... && go build ./...)
 }
 
@@ -133,12 +136,14 @@ node_test() {
   (cd "$CLIENTS/node" && node --test --test-concurrency=1 dist/test/*.test.js)
 }
 
+# Maven 3.9 (the protobuf plugin needs it) through the wrapper, downloaded once per machine
+# into ~/.m2/wrapper; the stubs are generated into each module's target/ at build time.
 java_build() {
-  (cd "$CLIENTS/java" && mvn -B -q -ntp -DskipTests install)
+  (cd "$CLIENTS/java" && ./mvnw -B -q -ntp -DskipTests verify)
 }
 
 java_test() {
-  (cd "$CLIENTS/java" && RANKING_SERVER_BIN=$RANKING_SERVER_BIN mvn -B -q -ntp install)
+  (cd "$CLIENTS/java" && ./mvnw -B -q -ntp verify)
 }
 
 each() {

@@ -77,3 +77,17 @@ test("a wrong token is refused and not retried", async () => {
     await server.stop();
   }
 });
+
+test("TLS, trusting the service's certificate", async () => {
+  const server = await startServer({}, true);
+  try {
+    const client = createRankingClient({ endpoint: server.endpoint, token: TOKENS.admin, ca: server.ca });
+    const access = await client.getAccess({});
+    assert.deepEqual([access.admin, access.read, access.write], [true, true, false]);
+    // Without trusting it, the connection fails; that is not taken for a shed call.
+    const stranger = createRankingClient({ endpoint: server.endpoint, token: TOKENS.admin, retry: { maxAttempts: 1 } });
+    await assert.rejects(stranger.getAccess({}), (e) => e instanceof ConnectError && e.code !== Code.ResourceExhausted);
+  } finally {
+    await server.stop();
+  }
+});

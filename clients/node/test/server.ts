@@ -1,8 +1,8 @@
 // A real server for the tests: the binary named by RANKING_SERVER_BIN, its own SQLite file,
 // port and tokens, stopped by the returned function.
 
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,19 @@ export const TOKENS = { read: "node-client-read", write: "node-client-write", ad
 
 export interface Server {
   endpoint: string;
+  /** PEM of the server's certificate when it serves TLS. */
+  ca?: string;
   stop(): Promise<void>;
+}
+
+/** A certificate for 127.0.0.1 and its key, made by openssl in `dir`. */
+function selfSigned(dir: string): { cert: string; key: string } {
+  const cert = join(dir, "cert.pem");
+  const key = join(dir, "key.pem");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+    { stdio: "ignore" });
+  return { cert, key };
 }
 
 async function freePort(): Promise<number> {
@@ -26,11 +38,14 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startServer(env: Record<string, string> = {}): Promise<Server> {
+export async function startServer(env: Record<string, string> = {}, tls = false): Promise<Server> {
   const bin = process.env.RANKING_SERVER_BIN;
   if (!bin) throw new Error("RANKING_SERVER_BIN names the ranking server binary the client is tested against");
   const dir = mkdtempSync(join(tmpdir(), "ranking-node-client-"));
   const port = await freePort();
+  const certificate = tls ? selfSigned(dir) : undefined;
+  if (certificate) Object.assign(env, { RANKING_TLS_CERT: certificate.cert, RANKING_TLS_KEY: certificate.key });
+  const ca = certificate ? readFileSync(certificate.cert, "utf8") : undefined;
   const child = spawn(bin, [], {
     env: {
       PATH: process.env.PATH ?? "",
@@ -54,13 +69,13 @@ export async function startServer(env: Record<string, string> = {}): Promise<Ser
     child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   };
-  const endpoint = `http://127.0.0.1:${port}`;
-  const probe = createRankingClient({ endpoint, retry: { maxAttempts: 1 }, deadlineMs: 1_000 });
+  const endpoint = `${tls ? "https" : "http"}://127.0.0.1:${port}`;
+  const probe = createRankingClient({ endpoint, ca, retry: { maxAttempts: 1 }, deadlineMs: 1_000 });
   const deadline = Date.now() + 60_000;
   for (;;) {
     try {
       await probe.getAccess({});
-      return { endpoint, stop };
+      return { endpoint, ca, stop };
     } catch (error) {
       if (exited || Date.now() > deadline) {
         await stop();

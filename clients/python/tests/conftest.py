@@ -35,7 +35,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(tmp_path: Path, **env: str):
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made by openssl for the test."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    return cert, key
+
+
+def start(tmp_path: Path, root_certificates: bytes | None = None, **env: str):
     binary = os.environ.get("RANKING_SERVER_BIN")
     if not binary:
         pytest.fail("RANKING_SERVER_BIN names the ranking server binary the client is tested against")
@@ -54,7 +66,7 @@ def start(tmp_path: Path, **env: str):
     }
     process = subprocess.Popen([binary], env=environment, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    with RankingClient(endpoint, retry=RetryPolicy(max_attempts=1)) as probe:
+    with RankingClient(endpoint, retry=RetryPolicy(max_attempts=1), root_certificates=root_certificates) as probe:
         while True:
             try:
                 probe.stub.GetAccess(pb.GetAccessRequest(), timeout=1)
@@ -90,4 +102,13 @@ def one_call_server(tmp_path: Path):
     """A server that takes one call at a time and sheds the rest."""
     process, s = start(tmp_path, RANKING_MAX_CONCURRENT_CALLS="1")
     yield s
+    stop(process)
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path):
+    """A server on TLS with a certificate made for the test; yields it and the certificate."""
+    cert, key = self_signed(tmp_path)
+    process, s = start(tmp_path, cert.read_bytes(), RANKING_TLS_CERT=str(cert), RANKING_TLS_KEY=str(key))
+    yield s, cert.read_bytes()
     stop(process)

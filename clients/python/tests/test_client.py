@@ -91,3 +91,15 @@ def test_a_wrong_token_is_refused_and_not_retried(server):
             client.stub.GetTopN(pb.GetTopNRequest())
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert retries == []
+
+
+def test_tls_trusting_the_services_certificate(tls_server):
+    server, certificate = tls_server
+    with RankingClient(server.endpoint, ADMIN_TOKEN, root_certificates=certificate) as client:
+        access = client.stub.GetAccess(pb.GetAccessRequest())
+        assert (access.admin, access.read, access.write) == (True, True, False)
+    # Plaintext against the TLS port fails, and is not taken for a shed call.
+    with RankingClient(server.endpoint, ADMIN_TOKEN, retry=RetryPolicy(max_attempts=1)) as plain:
+        with pytest.raises(grpc.RpcError) as refused:
+            plain.stub.GetAccess(pb.GetAccessRequest())
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

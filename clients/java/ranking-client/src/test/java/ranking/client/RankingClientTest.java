@@ -110,4 +110,24 @@ class RankingClientTest {
             assertEquals(0, retries.get());
         }
     }
+
+    @Test
+    void tlsTrustingTheServicesCertificate() throws Exception {
+        try (TestServer server = TestServer.startTls();
+                RankingClient client = RankingClient.builder(server.endpoint)
+                        .token(TestServer.ADMIN_TOKEN)
+                        .trustCertificates(server.certificate)
+                        .build();
+                RankingClient plain = RankingClient.builder(server.endpoint)
+                        .retry(new RankingClient.RetryPolicy(1, Duration.ZERO, Duration.ZERO))
+                        .build()) {
+            var access = client.getAccess(ranking.v1.Ranking.GetAccessRequest.getDefaultInstance());
+            assertEquals(List.of(true, true, false), List.of(access.getAdmin(), access.getRead(), access.getWrite()));
+            // Plaintext against the TLS port fails (grpc-java says INTERNAL: the peer's bytes are
+            // not HTTP/2), and is not taken for a shed call.
+            StatusRuntimeException refused = assertThrows(StatusRuntimeException.class,
+                    () -> plain.getAccess(ranking.v1.Ranking.GetAccessRequest.getDefaultInstance()));
+            assertTrue(refused.getStatus().getCode() != Status.Code.RESOURCE_EXHAUSTED, refused.toString());
+        }
+    }
 }

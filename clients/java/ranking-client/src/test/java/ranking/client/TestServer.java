@@ -20,16 +20,28 @@ public final class TestServer implements AutoCloseable {
     public static final String ADMIN_TOKEN = "java-client-admin";
 
     public final String endpoint;
+    /** The server's certificate (PEM) when it serves TLS, else null. */
+    public final java.io.File certificate;
     private final Process process;
     private final Path dir;
 
-    private TestServer(String endpoint, Process process, Path dir) {
+    private TestServer(String endpoint, java.io.File certificate, Process process, Path dir) {
         this.endpoint = endpoint;
+        this.certificate = certificate;
         this.process = process;
         this.dir = dir;
     }
 
     public static TestServer start(Map<String, String> env) throws IOException, InterruptedException {
+        return start(env, false);
+    }
+
+    /** A server on TLS with a certificate for 127.0.0.1 made by openssl for the test. */
+    public static TestServer startTls() throws IOException, InterruptedException {
+        return start(Map.of(), true);
+    }
+
+    private static TestServer start(Map<String, String> env, boolean tls) throws IOException, InterruptedException {
         String bin = System.getenv("RANKING_SERVER_BIN");
         if (bin == null || bin.isEmpty()) {
             throw new IllegalStateException("RANKING_SERVER_BIN names the ranking server binary the client is tested against");
@@ -40,6 +52,24 @@ public final class TestServer implements AutoCloseable {
             port = s.getLocalPort();
         }
         String endpoint = "127.0.0.1:" + port;
+        java.io.File certificate = null;
+        if (tls) {
+            Path cert = dir.resolve("cert.pem");
+            Path key = dir.resolve("key.pem");
+            Process openssl = new ProcessBuilder("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key.toString(), "-out", cert.toString(),
+                            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1")
+                    .redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                    .start();
+            if (openssl.waitFor() != 0) {
+                throw new IllegalStateException("openssl could not make the test's certificate");
+            }
+            certificate = cert.toFile();
+            env = new java.util.HashMap<>(env);
+            env.put("RANKING_TLS_CERT", cert.toString());
+            env.put("RANKING_TLS_KEY", key.toString());
+        }
         ProcessBuilder pb = new ProcessBuilder(bin);
         Map<String, String> e = pb.environment();
         e.clear();
@@ -54,12 +84,15 @@ public final class TestServer implements AutoCloseable {
         e.put("RUST_LOG", "warn");
         e.putAll(env);
         pb.redirectOutput(ProcessBuilder.Redirect.DISCARD).redirectError(ProcessBuilder.Redirect.INHERIT);
-        TestServer server = new TestServer(endpoint, pb.start(), dir);
+        TestServer server = new TestServer(endpoint, certificate, pb.start(), dir);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        try (RankingClient probe = RankingClient.builder(endpoint)
+        RankingClient.Builder probing = RankingClient.builder(endpoint)
                 .deadline(Duration.ofSeconds(1))
-                .retry(new RankingClient.RetryPolicy(1, Duration.ZERO, Duration.ZERO))
-                .build()) {
+                .retry(new RankingClient.RetryPolicy(1, Duration.ZERO, Duration.ZERO));
+        if (certificate != null) {
+            probing.trustCertificates(certificate);
+        }
+        try (RankingClient probe = probing.build()) {
             while (true) {
                 try {
                     probe.getAccess(GetAccessRequest.getDefaultInstance());

@@ -1,5 +1,6 @@
 //! Versions written as deltas (layout 2) on Redis: a live pass after one event writes a
-//! handful of entries (the store's own counters say so), not the board; a replica holding
+//! handful of entries of the board and of its segments (the store's own counters say so),
+//! not the boards; a replica holding
 //! copies applies the deltas to them, a replica reading Redis builds the versions from their
 //! chains, and both serve, entry for entry, what the holder serves, through chains longer
 //! than one chain holds (a whole version written again); and the board is what a recompute
@@ -19,7 +20,17 @@ const PRODUCTS: i64 = 2_000;
 
 /// Entries of the daily board written to Redis in `form`.
 fn written(metrics: &str, form: &str) -> f64 {
-    sample(metrics, &format!("ranking_published_entries_total{{form=\"{form}\",board=\"daily\"}}"))
+    written_of(metrics, form, "daily")
+}
+
+/// Entries of `board`'s kind (daily, weekly, trending, segment) written to Redis in `form`.
+fn written_of(metrics: &str, form: &str, board: &str) -> f64 {
+    sample(metrics, &format!("ranking_published_entries_total{{form=\"{form}\",board=\"{board}\"}}"))
+}
+
+/// The segment every product of parity `p % 2` belongs to.
+fn segment_of(p: i64) -> String {
+    format!("parity:{}", p % 2)
 }
 
 fn live_passes(metrics: &str) -> f64 {
@@ -37,7 +48,12 @@ async fn settled(app: &TestApp) {
 
 /// Today's daily board as `app` serves it, page by page: (version, [(product, score bits)]).
 async fn board(app: &mut TestApp) -> (u64, Vec<(i64, u64)>) {
-    let first = v1::GetTopNRequest { limit: 250, ..Default::default() };
+    board_of(app, "").await
+}
+
+/// [`board`] of a segment (`""`: the whole board).
+async fn board_of(app: &mut TestApp, segment: &str) -> (u64, Vec<(i64, u64)>) {
+    let first = v1::GetTopNRequest { limit: 250, segment: segment.to_string(), ..Default::default() };
     let mut page = app.client.get_top_n(first).await.expect("GetTopN").into_inner();
     let version = page.version;
     let mut entries = Vec::new();
@@ -70,6 +86,11 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
     for batch in events.chunks(5_000) {
         holder.record(batch.to_vec()).await;
     }
+    // Two segments, half the products each.
+    let products = (1..=PRODUCTS)
+        .map(|p| v1::CatalogEntry { product_id: p, segments: vec![segment_of(p)], ..Default::default() })
+        .collect();
+    holder.client.update_catalog(v1::UpdateCatalogRequest { products }).await.expect("UpdateCatalog");
     holder.recompute("").await;
     settled(&holder).await;
 
@@ -88,6 +109,13 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
         after.lines().filter(|l| l.contains("published") || l.contains("layout_in")).collect::<Vec<_>>().join("\n")
     );
     assert_eq!(written(&after, "whole"), written(&before, "whole"), "nothing written whole");
+    // The product's segment is written the same way: what changed of it, not its members.
+    let segment_changed = written_of(&after, "delta", "segment") - written_of(&before, "delta", "segment");
+    assert!(
+        segment_changed >= 1.0 && segment_changed <= PRODUCTS as f64 / 20.0,
+        "a pass after one event wrote {segment_changed} entries of segments as deltas"
+    );
+    assert_eq!(written_of(&after, "whole", "segment"), written_of(&before, "whole", "segment"), "no segment whole");
     let bytes = sample(&after, "ranking_published_bytes_total{form=\"delta\",board=\"daily\"}");
     assert!(bytes > 0.0, "{after}");
 
@@ -138,5 +166,13 @@ async fn same_board_everywhere(
         board(copies).await == served && board(reader).await == served
     })
     .await;
+    // And each segment, built from the same chain of deltas.
+    for segment in [segment_of(0), segment_of(1)] {
+        let held = board_of(holder, &segment).await;
+        eventually("every replica serves the holder's segment", async || {
+            board_of(copies, &segment).await == held && board_of(reader, &segment).await == held
+        })
+        .await;
+    }
     served
 }

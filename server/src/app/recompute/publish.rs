@@ -66,11 +66,6 @@ const CHANGED_SHARE: usize = 8;
 
 /// This replica's copy of a published segment ranking: its positions in the whole ranking's
 /// organic copy, or a served board of its own when controls act on it.
-enum SegmentCopy {
-    Within(Vec<u32>),
-    Served(Arc<Snapshot>),
-}
-
 /// Segment rankings being published at once by one recompute.
 const SEGMENT_PUBLICATIONS: usize = 32;
 
@@ -278,35 +273,36 @@ impl Publisher {
         self.snapshots.know_segments(whole_key, &lists.iter().map(|(s, _)| *s).collect::<Vec<_>>());
         let controls = self.controls.fresh().await?;
         let at = served_at(&self.policy, whole_key.date());
-        // A few publications in flight at once, each its own script on its own keys; a
-        // segment's entries exist only while it is written (the lists are positions), unless
-        // controls act on it: its served board is then a copy of its own.
+        // A few publications in flight at once, each its own script on its own keys. A
+        // segment's copy is positions in its whole board, unless controls act on it: its
+        // served board is then a copy of its own. Each goes through the one publication path,
+        // so a segment that barely moved is written as what changed against the copy held.
         let mut publications = futures_util::stream::iter(lists.into_iter().filter_map(|(segment, positions)| {
             let key = whole_key.restricted(Some(segment))?;
             let controls = &controls;
             Some(async move {
-                let entries = whole.entries_at(&positions);
-                if controls.acting(key, at).is_empty() {
-                    let version = self.rankings.publish(key, &entries, life, fence).await?;
-                    return Ok::<_, StoreError>((key, version, SegmentCopy::Within(positions)));
-                }
-                let organic = Arc::new(Snapshot::from_ranked(entries).map_err(StoreError::ranking)?);
-                let served = controls.served(key, &organic, at, self.policy.profile.layout())?;
-                let publishing = Publishing::copy(&served);
+                let organic = Snapshot::at_positions(whole, positions).map_err(StoreError::ranking)?;
+                let copy = match controls.acting(key, at).is_empty() {
+                    true => Arc::new(organic),
+                    false => {
+                        let organic = Arc::new(
+                            Snapshot::from_ranked(organic.page(0, u64::MAX).into_owned())
+                                .map_err(StoreError::ranking)?,
+                        );
+                        controls.served(key, &organic, at, self.policy.profile.layout())?
+                    }
+                };
+                let held = self.snapshots.get(key);
+                let previous = held.as_ref().map(|held| (held.version, &held.ranking));
+                let publishing = Publishing { copy: &copy, previous, stats: None };
                 let version = self.rankings.publish_copy(key, publishing, life, Form::Full, fence).await?;
-                Ok((key, version, SegmentCopy::Served(served)))
+                Ok::<_, StoreError>((key, version, copy))
             })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);
         let mut copies = Vec::new();
-        while let Some((key, version, copy)) = publications.try_next().await? {
-            match copy {
-                SegmentCopy::Served(served) => copies.push((key, version, served)),
-                SegmentCopy::Within(positions) => match Snapshot::at_positions(whole, positions) {
-                    Ok(copy) => copies.push((key, version, Arc::new(copy))),
-                    Err(e) => tracing::error!(?key, version, error = %e, "segment ranking cannot be held"),
-                },
-            }
+        while let Some(published) = publications.try_next().await? {
+            copies.push(published);
         }
         self.history.keep_all(&copies).await?;
         for (key, version, served) in &copies {

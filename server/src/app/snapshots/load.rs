@@ -123,6 +123,19 @@ impl Snapshots {
         Snapshot::from_ranked(entries)
     }
 
+    /// A segment's copy built from a delta (entries of its own) held again as positions in
+    /// the held copy of its whole board, as a segment read whole is, when it lies within it.
+    fn within_whole(&self, key: RankingKey, copy: Arc<Snapshot>) -> Arc<Snapshot> {
+        if key.segment().is_none() || !copy.pinned().is_empty() {
+            return copy;
+        }
+        let Some(whole) = self.get(key.whole()) else { return copy };
+        match Snapshot::within(&whole.ranking, &copy.page(0, u64::MAX)) {
+            Some(within) => Arc::new(within),
+            None => copy,
+        }
+    }
+
     /// Loads `version` of `key` from the store unless it or a newer one is held.
     pub async fn load(&self, key: RankingKey, version: u64) -> Result<(), StoreError> {
         let _one = self.installing.lock().await;
@@ -134,7 +147,7 @@ impl Snapshots {
         let held = held.as_ref().map(|h| (h.version, &h.ranking));
         if let Some(copy) = self.rankings.version_copy(key, version, held, self.room(key)).await? {
             let copy = match copy {
-                VersionCopy::Copy(copy) => Ok(copy),
+                VersionCopy::Copy(copy) => Ok(self.within_whole(key, copy)),
                 VersionCopy::TooLarge(total) => Err(total),
             };
             self.swap(vec![(key, version, copy)]);

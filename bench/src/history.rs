@@ -8,9 +8,10 @@ use std::time::Instant;
 use chrono::{Days, Utc};
 use ranking_client::v1;
 use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions, partitions};
+use ranking_server::domain::board::{Board, Window};
 use ranking_server::domain::catalog::Segment;
 use ranking_server::domain::history::{KeptEntry, pack};
-use ranking_server::ports::{HistoryBoard, HistoryRows};
+use ranking_server::ports::HistoryRows;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
 use crate::helpers::pg;
@@ -31,7 +32,7 @@ pub async fn bench_history(top: usize) {
     let first = today - Days::new(400);
     let conn = Database::connect(&pg.url()).await.expect("connect");
     partitions::ensure_months(&conn, first, today).await.expect("month partitions");
-    let whole = |weekly| HistoryBoard { weekly, segment: None, profile: "" };
+    let whole = |window| Board { window, segment: None, profile: None };
     let segments: Vec<Segment> =
         (0..100).map(|i| Segment::parse(&format!("category:c{i}")).expect("segment")).collect();
     let mut entries = 0u64;
@@ -51,12 +52,12 @@ pub async fn bench_history(top: usize) {
                     .collect::<Vec<_>>(),
             )
         };
-        for weekly in [false, true] {
-            store.keep_day(whole(weekly), day, d, &board(top), 0).await.expect("keep");
+        for window in [Window::Daily, Window::Weekly] {
+            store.keep_day(whole(window), day, d, &board(top), 0).await.expect("keep");
             entries += top as u64;
         }
         for segment in &segments {
-            let kept = HistoryBoard { weekly: false, segment: Some(*segment), profile: "" };
+            let kept = Board { window: Window::Daily, segment: Some(*segment), profile: None };
             store.keep_day(kept, day, d, &board(100), 0).await.expect("keep");
             entries += 100;
         }

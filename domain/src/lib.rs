@@ -25,6 +25,7 @@
 //! - [`experiment`]: sticky experiments, shoppers hashed into buckets and variants.
 //! - [`trending`]: the trending board's arithmetic, hours of points decayed by a half-life.
 
+pub mod board;
 pub mod calendar;
 pub mod cap;
 pub mod catalog;

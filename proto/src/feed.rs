@@ -3,12 +3,11 @@
 
 use crate::v1::{BoardKey, Window};
 
-/// The window as the names spell it.
+/// The window as the names spell it (an unset or unknown one is the daily board's).
 fn window(board: &BoardKey) -> &'static str {
     match Window::try_from(board.window) {
-        Ok(Window::Weekly) => "weekly",
-        Ok(Window::Trending) => "trending",
-        _ => "daily",
+        Ok(Window::Unspecified) | Err(_) => Window::Daily.name(),
+        Ok(w) => w.name(),
     }
 }
 

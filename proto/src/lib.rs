@@ -6,6 +6,7 @@
 mod conversions;
 mod encoded;
 pub mod feed;
+mod window;
 
 pub use encoded::Encoded;
 

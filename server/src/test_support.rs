@@ -83,7 +83,7 @@ impl EventLedger for NoEvents {
 impl crate::ports::HistoryRows for NoEvents {
     async fn keep_day(
         &self,
-        _: crate::ports::HistoryBoard<'_>,
+        _: crate::domain::board::Board<'_>,
         _: NaiveDate,
         _: u64,
         _: &[u8],
@@ -94,7 +94,7 @@ impl crate::ports::HistoryRows for NoEvents {
 
     async fn kept_days(
         &self,
-        _: crate::ports::HistoryBoard<'_>,
+        _: crate::domain::board::Board<'_>,
     ) -> Result<Vec<crate::domain::history::KeptDay>, crate::ports::StoreError> {
         Ok(Vec::new())
     }

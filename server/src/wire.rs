@@ -1,13 +1,41 @@
-//! The wire event of `ranking.v1` read into the domain's [`RawEvent`]: the one conversion
-//! the gRPC service and the event-bus decoders share. Only the shape of a value is checked
-//! here (a timestamp in range); every rule of an event is ingest's.
+//! The wire types of `ranking.v1` that several edges of the service share, each converted in
+//! one place: an event read into the domain's [`RawEvent`] (the gRPC service and the
+//! event-bus decoders), and a window to and from the domain's [`Window`] (the gRPC service
+//! and the ranking feed). Only the shape of a value is checked here (a timestamp in range, an
+//! enum value the service knows); every rule is the application's.
 
 use chrono::{DateTime, Utc};
 use ranking_proto::v1 as pb;
 
 use crate::app::invalid::Invalid;
+use crate::domain::board::Window;
 use crate::domain::event::{RawEvent, RawKind};
 use crate::domain::vocabulary::EventKind;
+
+/// The window of `field`; `None` for UNSPECIFIED (which each rule reads as it says).
+pub fn window(field: &'static str, value: i32) -> Result<Option<Window>, Invalid> {
+    match pb::Window::try_from(value) {
+        Ok(pb::Window::Unspecified) => Ok(None),
+        Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
+        Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
+        Ok(pb::Window::Weekly) => Ok(Some(Window::Weekly)),
+        Ok(pb::Window::Trending) => Ok(Some(Window::Trending)),
+        Err(_) => Err(Invalid::field(
+            field,
+            format!("unknown value {value}; use WINDOW_DAILY, WINDOW_HOURLY, WINDOW_WEEKLY or WINDOW_TRENDING"),
+        )),
+    }
+}
+
+/// A window on the wire.
+pub fn wire_window(window: Window) -> pb::Window {
+    match window {
+        Window::Daily => pb::Window::Daily,
+        Window::Hourly => pb::Window::Hourly,
+        Window::Weekly => pb::Window::Weekly,
+        Window::Trending => pb::Window::Trending,
+    }
+}
 
 /// The wire event as a raw domain event (its rules are checked by ingest).
 pub fn raw_event(e: pb::Event) -> Result<RawEvent, Invalid> {
@@ -64,5 +92,17 @@ mod tests {
         let e = raw_events(vec![at(1, 0), at(1, -1)]).expect_err("second is bad");
         assert_eq!(e.path.0[1], crate::app::invalid::PathSegment::Index(1));
         assert_eq!(raw_event(pb::Event::default()).expect("absent is for ingest to judge").occurred_at, None);
+    }
+
+    #[test]
+    fn every_window_goes_to_the_wire_and_back_under_its_one_name() {
+        for w in Window::ALL {
+            let wire = wire_window(w);
+            assert_eq!(window("window", wire as i32).expect("known"), Some(w));
+            assert_eq!(wire.name(), w.name(), "the command line and the feed spell it as the server does");
+        }
+        assert_eq!(window("window", 0).expect("unset"), None);
+        let unknown = window("windows", 9).expect_err("unknown");
+        assert!(unknown.to_string().contains("windows"), "{unknown}");
     }
 }

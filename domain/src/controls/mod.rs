@@ -5,6 +5,7 @@
 
 pub mod served;
 
+pub use crate::board::{Board, Window, Windows};
 use crate::catalog::{Segment, name_problem, segment_problem};
 
 pub use served::{Served, ServedEntry, boosted, pinned_positions, serve, tied_ranks};
@@ -50,38 +51,6 @@ impl Action {
     }
 }
 
-/// The windows a control acts on, as a set; empty means all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Windows(u8);
-
-impl Windows {
-    /// Every window (also those added later).
-    pub const ALL: Windows = Windows(0);
-    pub const DAILY: u8 = 1;
-    pub const WEEKLY: u8 = 2;
-    pub const TRENDING: u8 = 4;
-
-    /// The set of the given window bits.
-    pub fn of(bits: u8) -> Self {
-        Self(bits)
-    }
-
-    /// The stored bits (0: all).
-    pub fn bits(self) -> u8 {
-        self.0
-    }
-
-    /// Whether the set holds `window` (one of the bits).
-    pub fn holds(self, window: u8) -> bool {
-        self.0 == 0 || self.0 & window != 0
-    }
-
-    /// Whether the two sets share a window.
-    pub fn meets(self, other: Windows) -> bool {
-        self.0 == 0 || other.0 == 0 || self.0 & other.0 != 0
-    }
-}
-
 /// A merchandising control, as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Control {
@@ -107,16 +76,6 @@ pub struct Control {
     pub updated_at_us: i64,
 }
 
-/// One board, as controls select it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BoardOf<'a> {
-    pub segment: Option<Segment>,
-    /// One of the [`Windows`] bits.
-    pub window: u8,
-    /// The profile serving it; `None` when the service has only one.
-    pub profile: Option<&'a str>,
-}
-
 impl Control {
     /// Whether it is active at `at_us`: from its start (inclusive) to its end (exclusive).
     pub fn active_at(&self, at_us: i64) -> bool {
@@ -124,7 +83,7 @@ impl Control {
     }
 
     /// Whether it acts on `board`.
-    pub fn acts_on(&self, board: &BoardOf<'_>) -> bool {
+    pub fn acts_on(&self, board: &Board<'_>) -> bool {
         self.segment == board.segment
             && self.windows.holds(board.window)
             && match (&self.profile, board.profile) {
@@ -243,7 +202,7 @@ pub struct Scheduled {
 impl Scheduled {
     /// Whether it and `other` may act on one board in `window` (the same segment, the window
     /// and a profile in common).
-    fn meets(&self, other: &Scheduled, window: u8) -> bool {
+    fn meets(&self, other: &Scheduled, window: Window) -> bool {
         self.segment == other.segment
             && self.windows.holds(window)
             && other.windows.holds(window)
@@ -278,7 +237,7 @@ pub fn exceeded(stored: &[Scheduled], control: &Scheduled) -> Option<Exceeded> {
         return Some(Exceeded { bound: format!("at most {MAX_STORED} stored controls") });
     }
     // Each window apart: a daily-only and a weekly-only control never meet on one board.
-    for window in [Windows::DAILY, Windows::WEEKLY, Windows::TRENDING] {
+    for window in Window::ALL.into_iter().filter(|w| w.is_versioned()) {
         let sharing: Vec<&Scheduled> = others.iter().copied().filter(|c| c.meets(control, window)).collect();
         if control.windows.holds(window) && most_at_once(&sharing, control) + 1 > MAX_ACTIVE_PER_BOARD {
             return Some(Exceeded { bound: format!("at most {MAX_ACTIVE_PER_BOARD} active controls per board") });

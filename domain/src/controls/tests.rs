@@ -78,15 +78,15 @@ fn a_control_is_active_from_its_start_to_before_its_end_on_its_boards() {
     let shoes = Segment::parse("category:shoes").expect("segment");
     let mut daily_shoes = boost("a", 0, None);
     daily_shoes.segment = Some(shoes);
-    daily_shoes.windows = Windows::of(Windows::DAILY);
-    let board = |segment, window, profile| BoardOf { segment, window, profile };
-    assert!(daily_shoes.acts_on(&board(Some(shoes), Windows::DAILY, None)));
-    assert!(!daily_shoes.acts_on(&board(Some(shoes), Windows::WEEKLY, None)));
-    assert!(!daily_shoes.acts_on(&board(None, Windows::DAILY, None)), "the whole ranking is another board");
-    assert!(daily_shoes.acts_on(&board(Some(shoes), Windows::DAILY, Some("cart-rate"))), "every profile");
+    daily_shoes.windows = Windows::of([Window::Daily]).expect("versioned");
+    let board = |segment, window, profile| Board { window, segment, profile };
+    assert!(daily_shoes.acts_on(&board(Some(shoes), Window::Daily, None)));
+    assert!(!daily_shoes.acts_on(&board(Some(shoes), Window::Weekly, None)));
+    assert!(!daily_shoes.acts_on(&board(None, Window::Daily, None)), "the whole ranking is another board");
+    assert!(daily_shoes.acts_on(&board(Some(shoes), Window::Daily, Some("cart-rate"))), "every profile");
     daily_shoes.profile = Some("cart-rate".into());
-    assert!(daily_shoes.acts_on(&board(Some(shoes), Windows::DAILY, Some("cart-rate"))));
-    assert!(!daily_shoes.acts_on(&board(Some(shoes), Windows::DAILY, Some("default"))));
+    assert!(daily_shoes.acts_on(&board(Some(shoes), Window::Daily, Some("cart-rate"))));
+    assert!(!daily_shoes.acts_on(&board(Some(shoes), Window::Daily, Some("default"))));
 }
 
 #[test]
@@ -116,12 +116,12 @@ fn the_active_bound_counts_controls_active_at_one_instant_of_the_schedule() {
         .iter()
         .cloned()
         .map(|mut c| {
-            c.windows = Windows::of(Windows::DAILY);
+            c.windows = Windows::of([Window::Daily]).expect("versioned");
             c
         })
         .collect();
     let mut weekly = boost("x", 0, None);
-    weekly.windows = Windows::of(Windows::WEEKLY);
+    weekly.windows = Windows::of([Window::Weekly]).expect("versioned");
     assert_eq!(bound(&daily, &weekly), None);
     daily.truncate(10);
     assert_eq!(bound(&daily, &boost("x", 0, None)), None);

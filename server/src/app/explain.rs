@@ -132,16 +132,15 @@ impl Explainer {
 
     /// Explains one product's entry in the daily ranking of the query's day.
     pub async fn explain(&self, query: ExplainQuery) -> Result<ExplainAnswer, QueryError> {
-        let trending = match query.window {
-            None | Some(Window::Daily) => false,
-            Some(Window::Trending) => true,
-            Some(_) => {
+        let window = match query.window.unwrap_or_default() {
+            window @ (Window::Daily | Window::Trending) => window,
+            Window::Hourly | Window::Weekly => {
                 let reason = "must be WINDOW_DAILY (or unset) or WINDOW_TRENDING: the scores explained";
                 return Err(crate::app::invalid::Invalid::field("window", reason).into());
             }
         };
+        let trending = window == Window::Trending;
         let date = query.date.unwrap_or_else(|| self.policy.today(self.policy.now()));
-        let window = if trending { Window::Trending } else { Window::Daily };
         let selector = Selector { window: Some(window), date: Some(date), hour: None, segment: query.segment };
         let run_name =
             if trending { self.policy.trending_run_name() } else { self.policy.stored_profile_name().into() };
@@ -161,7 +160,7 @@ impl Explainer {
                 }
             }
             .unwrap_or_default();
-            let board = if trending { RankingKey::Trending(date) } else { RankingKey::Daily(date) };
+            let board = RankingKey::of(window, date, None).expect("a versioned window");
             let run = self.stats_of(board, version, &run_name).await?;
             match run {
                 Some(run) if trending => {

@@ -8,9 +8,10 @@ use chrono::{Days, NaiveDate};
 use super::invalid::Invalid;
 use super::policy::Policy;
 use super::queries::Window;
+use crate::domain::board::Board;
 use crate::domain::catalog::Segment;
 use crate::domain::history::{Summary, summarize};
-use crate::ports::{HistoryBoard, HistoryRows, StoreError};
+use crate::ports::{HistoryRows, StoreError};
 
 /// Days of one range at most.
 pub const MAX_DAYS: u64 = 400;
@@ -62,10 +63,11 @@ impl History {
         if query.product_id < 1 {
             return Err(Invalid::field("product_id", format!("must be >= 1, got {}", query.product_id)).into());
         }
-        let weekly = match query.window {
-            None | Some(Window::Daily) => false,
-            Some(Window::Weekly) => true,
-            Some(_) => return Err(Invalid::field("window", "has no history; use WINDOW_DAILY or WINDOW_WEEKLY").into()),
+        let window = match query.window.unwrap_or_default() {
+            window @ (Window::Daily | Window::Weekly) => window,
+            Window::Hourly | Window::Trending => {
+                return Err(Invalid::field("window", "has no history; use WINDOW_DAILY or WINDOW_WEEKLY").into());
+            }
         };
         // Each profile's history answers for its own boards (the service's own are kept under
         // the empty name); the caller picked it by the name.
@@ -88,7 +90,7 @@ impl History {
         if days > MAX_DAYS {
             return Err(Invalid::field("from", format!("the range holds {days} days; at most {MAX_DAYS}")).into());
         }
-        let board = HistoryBoard { weekly, segment: query.segment, profile: self.policy.stored_profile_name() };
+        let board = Board { window, segment: query.segment, profile: Some(self.policy.stored_profile_name()) };
         let kept = self.rows.kept_days(board).await?;
         Ok((from, to, summarize(query.product_id, &kept, from, to)))
     }

@@ -207,7 +207,7 @@ impl Policy {
     /// The name the runs of this profile's trending boards are recorded under: the profile's
     /// name after `trending:` (a profile's name has no `:`).
     pub fn trending_run_name(&self) -> String {
-        format!("trending:{}", self.profile_name)
+        format!("{}:{}", crate::domain::board::Window::Trending.name(), self.profile_name)
     }
 
     /// The trending half-life in microseconds (at least one).

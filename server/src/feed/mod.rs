@@ -20,13 +20,8 @@ pub mod kafka;
 
 /// The board of `key` in the contract: its window, date, segment and profile.
 pub fn board_key(key: RankingKey, profile: &str) -> pb::BoardKey {
-    let window = match key {
-        RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => pb::Window::Weekly,
-        RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => pb::Window::Trending,
-        _ => pb::Window::Daily,
-    };
     pb::BoardKey {
-        window: window as i32,
+        window: crate::wire::wire_window(key.window()) as i32,
         date: key.date().format("%Y-%m-%d").to_string(),
         segment: key.segment().map(|s| s.as_str().to_string()).unwrap_or_default(),
         profile: profile.to_string(),

@@ -28,15 +28,14 @@ pub fn segment(field: &'static str, name: &str) -> Result<Option<Segment>, Inval
 /// A control as a caller put it (`now_us`: an unset start), within the message it came in.
 /// Its revision and update time are the store's to set.
 pub fn control(c: pb::Control, now_us: i64) -> Result<Control, Invalid> {
-    let mut bits = 0u8;
+    let mut named = Vec::with_capacity(c.windows.len());
     for (i, w) in c.windows.iter().enumerate() {
-        bits |= match pb::Window::try_from(*w) {
-            Ok(pb::Window::Daily) => Windows::DAILY,
-            Ok(pb::Window::Weekly) => Windows::WEEKLY,
-            Ok(pb::Window::Trending) => Windows::TRENDING,
+        match crate::wire::window("windows", *w) {
+            Ok(Some(window)) if window.is_versioned() => named.push(window),
             _ => return Err(Invalid::element("windows", i, "must be WINDOW_DAILY, WINDOW_WEEKLY or WINDOW_TRENDING")),
-        };
+        }
     }
+    let windows = Windows::of(named).expect("versioned windows only");
     let active_from_us = c.active_from.as_ref().map(|t| instant_us("active_from", t)).transpose()?.unwrap_or(now_us);
     let active_until_us = c.active_until.as_ref().map(|t| instant_us("active_until", t)).transpose()?;
     let action = match c.action {
@@ -48,7 +47,7 @@ pub fn control(c: pb::Control, now_us: i64) -> Result<Control, Invalid> {
     Ok(Control {
         id: c.control_id,
         segment: segment("segment", &c.segment)?,
-        windows: Windows::of(bits),
+        windows,
         profile: Some(c.profile).filter(|p| !p.is_empty()),
         active_from_us,
         active_until_us,
@@ -61,17 +60,7 @@ pub fn control(c: pb::Control, now_us: i64) -> Result<Control, Invalid> {
 
 /// A stored control on the wire.
 pub fn wire_control(c: &Control) -> pb::Control {
-    let mut windows = Vec::new();
-    let windows_of = [
-        (Windows::DAILY, pb::Window::Daily),
-        (Windows::WEEKLY, pb::Window::Weekly),
-        (Windows::TRENDING, pb::Window::Trending),
-    ];
-    for (bit, window) in windows_of {
-        if c.windows.bits() & bit != 0 {
-            windows.push(window.into());
-        }
-    }
+    let windows = c.windows.named().map(|w| crate::wire::wire_window(w).into()).collect();
     let action = match &c.action {
         Action::Pin { product_id, position } => {
             pb::control::Action::Pin(pb::Pin { product_id: *product_id, position: *position })

@@ -31,17 +31,7 @@ pub fn outcome(o: Outcome) -> pb::RecordOutcome {
 
 /// The window; `None` for UNSPECIFIED (which the read rules take as DAILY).
 pub fn window(value: i32) -> Result<Option<Window>, Invalid> {
-    match pb::Window::try_from(value) {
-        Ok(pb::Window::Unspecified) => Ok(None),
-        Ok(pb::Window::Daily) => Ok(Some(Window::Daily)),
-        Ok(pb::Window::Hourly) => Ok(Some(Window::Hourly)),
-        Ok(pb::Window::Weekly) => Ok(Some(Window::Weekly)),
-        Ok(pb::Window::Trending) => Ok(Some(Window::Trending)),
-        Err(_) => Err(Invalid::field(
-            "window",
-            format!("unknown value {value}; use WINDOW_DAILY, WINDOW_HOURLY, WINDOW_WEEKLY or WINDOW_TRENDING"),
-        )),
-    }
+    crate::wire::window("window", value)
 }
 
 /// The mover direction; UNSPECIFIED means RISING.

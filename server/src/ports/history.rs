@@ -5,19 +5,8 @@ use async_trait::async_trait;
 use chrono::NaiveDate;
 
 use super::StoreError;
-use crate::domain::catalog::Segment;
+use crate::domain::board::Board;
 use crate::domain::history::KeptDay;
-
-/// A board whose days are kept: its window, segment and scoring profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryBoard<'a> {
-    /// The weekly board (the 7 days ending each date) rather than the daily one.
-    pub weekly: bool,
-    /// A segment's board; `None`: the whole ranking.
-    pub segment: Option<Segment>,
-    /// The scoring profile's name; empty: the service's.
-    pub profile: &'a str,
-}
 
 /// What keeping a day did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +30,7 @@ pub trait HistoryRows: Send + Sync + 'static {
     /// `date` from its `version`, unless a version at least as new is kept.
     async fn keep_day(
         &self,
-        board: HistoryBoard<'_>,
+        board: Board<'_>,
         date: NaiveDate,
         version: u64,
         top: &[u8],
@@ -49,7 +38,7 @@ pub trait HistoryRows: Send + Sync + 'static {
     ) -> Result<Kept, StoreError>;
 
     /// Every kept day of `board`, oldest first: one range read of its rows.
-    async fn kept_days(&self, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError>;
+    async fn kept_days(&self, board: Board<'_>) -> Result<Vec<KeptDay>, StoreError>;
 
     /// Forgets the days before `day`; returns the rows deleted (PostgreSQL drops whole months'
     /// partitions first).

@@ -3,6 +3,7 @@
 
 use chrono::NaiveDate;
 
+use crate::domain::board::Window;
 use crate::domain::calendar::RankingHour;
 use crate::domain::catalog::Segment;
 
@@ -62,6 +63,28 @@ impl RankingKey {
             (Self::Trending(d), Some(s)) => Some(Self::TrendingSegment(d, s)),
             _ => None,
         }
+    }
+
+    /// Its window.
+    pub fn window(&self) -> Window {
+        match self {
+            Self::Daily(_) | Self::DailySegment(..) => Window::Daily,
+            Self::Weekly(_) | Self::WeeklySegment(..) => Window::Weekly,
+            Self::Trending(_) | Self::TrendingSegment(..) => Window::Trending,
+            Self::Hourly(_) => Window::Hourly,
+        }
+    }
+
+    /// The ranking of a versioned window on `date`, of `segment` or the whole one; `None` for
+    /// the hourly window, whose rankings are named by their hour.
+    pub fn of(window: Window, date: NaiveDate, segment: Option<Segment>) -> Option<RankingKey> {
+        let whole = match window {
+            Window::Daily => Self::Daily(date),
+            Window::Weekly => Self::Weekly(date),
+            Window::Trending => Self::Trending(date),
+            Window::Hourly => return None,
+        };
+        whole.restricted(segment)
     }
 
     /// The ranking day.

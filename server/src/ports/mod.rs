@@ -34,7 +34,7 @@ mod rankings;
 pub use controls::{ControlRows, DeleteOutcome, PutOutcome};
 pub use error::{Cause, StoreError};
 pub use feed::{FeedBatch, FeedCause, FeedCursor, FeedCursors, FeedSink, pack_top, unpack_top};
-pub use history::{HistoryBoard, HistoryRows, Kept};
+pub use history::{HistoryRows, Kept};
 pub use key::RankingKey;
 pub use layout::{Announced, InForce, Layout, READS, ReplicaRows, WRITES};
 pub use lease::{Fence, Lease, LeaseLock, day_lease, day_of_lease};

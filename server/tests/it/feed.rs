@@ -161,6 +161,25 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
     app.client.update_catalog(v1::UpdateCatalogRequest { products: entries }).await.expect("catalog");
     app.record((1..=60).flat_map(|p| views(&format!("a{p}"), p, (p as usize % 13) + 1, now)).collect()).await;
     app.recompute("").await;
+    // The feeder sends the latest version of a board each round: a step is awaited until both
+    // buses fed it, so that each kind of publication is fed, however busy the machine.
+    let today = app.top("", 1).await.date;
+    let whole = |b: &v1::BoardKey| b.window == v1::Window::Daily as i32 && b.segment.is_empty() && b.date == today;
+    let last_fed = |records: &[v1::FeedRecord]| {
+        records.iter().rev().find_map(|r| match &r.record {
+            Some(Record::Version(v)) if whole(v.board.as_ref().expect("board")) => Some(v.version),
+            _ => None,
+        })
+    };
+    let fed = async |app: &mut TestApp, what: &str| {
+        let served = app.top("", 1).await.version;
+        eventually(&format!("{what}: version {served} fed on both buses"), async || {
+            last_fed(&kafka_records(&brokers, &topic).await) >= Some(served)
+                && last_fed(&nats_records(&nats, &subject).await) >= Some(served)
+        })
+        .await;
+    };
+    fed(&mut app, "the recompute").await;
     // Live passes move the board.
     for round in 0..3 {
         let climbers: Vec<v1::Event> = (0..5)
@@ -169,6 +188,7 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
         app.record(climbers).await;
         let before = app.top("", 1).await.version;
         eventually("a live pass published", async || app.top("", 1).await.version > before).await;
+        fed(&mut app, "a live pass").await;
     }
     // A hidden product leaves; a pin places a product.
     let first = app.top("", 1).await.products[0].product_id;
@@ -178,6 +198,8 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
         })
         .await
         .expect("hide");
+    eventually("the hidden product withdrawn", async || app.top("", 1).await.products[0].product_id != first).await;
+    fed(&mut app, "the withdrawal").await;
     let pin = v1::Control {
         control_id: "feed-pin".into(),
         action: Some(v1::control::Action::Pin(v1::Pin { product_id: 3, position: 1 })),
@@ -186,18 +208,10 @@ async fn a_consumer_of_either_bus_holds_each_fed_version_exactly() {
     app.client.put_control(v1::PutControlRequest { control: Some(pin), expected_revision: 0 }).await.expect("pin");
     eventually("the pin served", async || app.top("", 1).await.products[0].product_id == 3).await;
 
-    let today = app.top("", 1).await.date;
-    let whole = |b: &v1::BoardKey| b.window == v1::Window::Daily as i32 && b.segment.is_empty() && b.date == today;
     for bus in ["kafka", "jetstream"] {
         let read = async || match bus {
             "kafka" => kafka_records(&brokers, &topic).await,
             _ => nats_records(&nats, &subject).await,
-        };
-        let last_fed = |records: &[v1::FeedRecord]| {
-            records.iter().rev().find_map(|r| match &r.record {
-                Some(Record::Version(v)) if whole(v.board.as_ref().expect("board")) => Some(v.version),
-                _ => None,
-            })
         };
         // The feed catches up with the served version (a later one may be published meanwhile:
         // read both again), then the consumer holds exactly its top.

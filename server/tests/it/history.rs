@@ -8,8 +8,9 @@ use chrono::{Days, NaiveDate, NaiveTime, Utc};
 use ranking_client::tonic::Code;
 use ranking_client::v1;
 use ranking_server::adapters::sql::{SqlMetricsStore, SqlOptions, partitions};
+use ranking_server::domain::board::{Board as HistoryBoard, Window};
 use ranking_server::domain::history::{KeptEntry, pack};
-use ranking_server::ports::{HistoryBoard, HistoryRows, Kept};
+use ranking_server::ports::{HistoryRows, Kept};
 use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 
 use crate::helpers::{TestApp, TestDb, event, retract};
@@ -224,7 +225,7 @@ async fn a_kept_day_is_replaced_only_by_a_newer_version_and_retention_prunes() {
     let db = TestDb::create().await;
     let store = SqlMetricsStore::connect(&SqlOptions::new(db.url.clone())).await.expect("connect");
     let date = |m: u32, d: u32| NaiveDate::from_ymd_opt(2026, m, d).expect("a date");
-    let board = HistoryBoard { weekly: false, segment: None, profile: "" };
+    let board = HistoryBoard { window: Window::Daily, segment: None, profile: None };
     let top = |ids: &[i64]| {
         pack(
             &ids.iter().map(|&product_id| KeptEntry { product_id, organic_rank: 1, main_floor: 5 }).collect::<Vec<_>>(),
@@ -242,7 +243,7 @@ async fn a_kept_day_is_replaced_only_by_a_newer_version_and_retention_prunes() {
     for (m, d) in [(1, 15), (2, 15), (3, 20)] {
         assert_eq!(store.keep_day(board, date(m, d), 1, &top(&[9]), 0).await.expect("keep"), Kept::First);
     }
-    let weekly = HistoryBoard { weekly: true, ..board };
+    let weekly = HistoryBoard { window: Window::Weekly, ..board };
     store.keep_day(weekly, date(3, 15), 1, &top(&[3]), 0).await.expect("keep");
 
     let kept = store.kept_days(board).await.expect("read");

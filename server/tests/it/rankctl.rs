@@ -240,6 +240,49 @@ async fn rankctl_history_shows_an_ended_days_rank() {
     app.stop().await;
 }
 
+/// Every command that selects a board names it with `--window` (or a board's first part), the
+/// same four names for each; the older flags stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankctl_names_every_window_the_server_serves() {
+    let mut app = crate::helpers::TestApp::spawn(&[]).await;
+    let at = chrono::Utc::now() - chrono::Duration::seconds(30);
+    let events = (1..=3).flat_map(|p| crate::helpers::views(&format!("w{p}"), p, p as usize, at)).collect();
+    app.record(events).await;
+    app.recompute("").await;
+    let ep = format!("http://{}", app.addr);
+    let ran = tokio::task::spawn_blocking(move || {
+        [
+            run(&ep, &["top", "--window", "trending"]),
+            run(&ep, &["top", "--window", "hourly"]),
+            run(&ep, &["compare", "daily", "trending"]),
+            run(&ep, &["controls", "put", "rising", "--pin", "1@1", "--window", "trending"]),
+            run(&ep, &["--json", "controls", "list"]),
+            run(&ep, &["--json", "controls", "preview", "--window", "trending"]),
+            run(&ep, &["history", "1", "--window", "weekly"]),
+            run(&ep, &["history", "1", "--weekly"]),
+            run(&ep, &["history", "1", "--window", "trending"]),
+            run(&ep, &["top", "--window", "monthly"]),
+        ]
+    })
+    .await
+    .expect("rankctl runs");
+    let [trending, hourly, compare, put, listed, preview, weekly, weekly_flag, no_history, unknown] = ran;
+    for (what, (ok, out)) in [("top trending", &trending), ("top hourly", &hourly), ("compare", &compare)] {
+        assert!(ok, "{what}: {out}");
+    }
+    assert!(put.0 && listed.0, "{} {}", put.1, listed.1);
+    assert!(listed.1.contains(r#""windows":["WINDOW_TRENDING"]"#), "{}", listed.1);
+    // The pin acts on the trending board: product 1 first there.
+    assert!(preview.0 && preview.1.contains(r#""product_id":1"#), "{}", preview.1);
+    let first = preview.1.find(r#""product_id":"#).map(|i| &preview.1[i + 13..i + 14]);
+    assert_eq!(first, Some("1"), "{}", preview.1);
+    assert!(weekly.0 && weekly_flag.0 && weekly.1 == weekly_flag.1, "{} / {}", weekly.1, weekly_flag.1);
+    // The server keeps no trending history, and says which field.
+    assert!(!no_history.0 && no_history.1.contains("window"), "{}", no_history.1);
+    assert!(!unknown.0 && unknown.1.contains("not a window"), "{}", unknown.1);
+    app.stop().await;
+}
+
 /// Every `--json` output is JSON, whatever the strings it echoes hold: an event id with a
 /// quote and a backslash, a control's note and a title with control characters, quotes,
 /// backslashes and non-ASCII text, and every read command; its keys are the ones scripts read.

@@ -25,11 +25,8 @@ pub struct CompareArgs {
 fn board(text: &str, depth: u32) -> Result<v1::GetTopNRequest, String> {
     let mut parts = text.splitn(3, '/');
     let window = match parts.next().unwrap_or_default() {
-        "daily" | "" => v1::Window::Daily,
-        "weekly" => v1::Window::Weekly,
-        "hourly" => v1::Window::Hourly,
-        "trending" => v1::Window::Trending,
-        other => return Err(format!("{other:?} is not a window (daily, weekly, hourly, trending)")),
+        "" => v1::Window::Daily,
+        name => crate::window_arg(name)?,
     };
     Ok(v1::GetTopNRequest {
         window: window as i32,

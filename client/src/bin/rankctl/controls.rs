@@ -40,8 +40,8 @@ pub enum ControlsAction {
         #[arg(long, default_value = "")]
         segment: String,
         /// Only these windows (daily, weekly, trending; repeat for several; default: all).
-        #[arg(long = "window")]
-        windows: Vec<String>,
+        #[arg(long = "window", value_parser = crate::window_arg)]
+        windows: Vec<v1::Window>,
         /// Start, RFC 3339 (default: now).
         #[arg(long)]
         from: Option<DateTime<Utc>>,
@@ -71,8 +71,8 @@ pub enum ControlsAction {
         #[arg(long, conflicts_with = "window")]
         weekly: bool,
         /// The board's window: daily (the default), weekly or trending.
-        #[arg(long)]
-        window: Option<String>,
+        #[arg(long, value_parser = crate::window_arg)]
+        window: Option<v1::Window>,
         /// The instant, RFC 3339.
         #[arg(long)]
         at: Option<DateTime<Utc>>,
@@ -94,15 +94,6 @@ fn parse_pin(text: &str) -> Result<(i64, u32), String> {
 
 fn timestamp(t: DateTime<Utc>) -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: t.timestamp(), nanos: t.timestamp_subsec_nanos() as i32 }
-}
-
-fn window(name: &str) -> Result<i32, String> {
-    match name {
-        "daily" => Ok(v1::Window::Daily as i32),
-        "weekly" => Ok(v1::Window::Weekly as i32),
-        "trending" => Ok(v1::Window::Trending as i32),
-        other => Err(format!("--window {other}: daily, weekly or trending")),
-    }
 }
 
 /// What a control does, in a few words.
@@ -190,7 +181,7 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
             let control = v1::Control {
                 control_id,
                 segment,
-                windows: windows.iter().map(|w| window(w)).collect::<Result<_, _>>()?,
+                windows: windows.iter().map(|w| *w as i32).collect(),
                 active_from: from.map(timestamp),
                 active_until: until.map(timestamp),
                 action: Some(action),
@@ -215,7 +206,7 @@ pub async fn run(client: &RankingClient, action: ControlsAction, json: bool) -> 
         ControlsAction::Preview { segment, weekly, window: named, at, without, organic, limit } => {
             let window = match (weekly, named) {
                 (true, _) => v1::Window::Weekly as i32,
-                (false, Some(name)) => window(&name)?,
+                (false, Some(named)) => named as i32,
                 (false, None) => v1::Window::Daily as i32,
             };
             let selector = v1::GetTopNRequest { window, segment, limit, ..Default::default() };

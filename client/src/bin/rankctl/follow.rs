@@ -28,12 +28,15 @@ pub struct FollowArgs {
     /// The feed's JetStream subject prefix.
     #[arg(long)]
     subject: Option<String>,
-    /// The weekly board instead of the daily one.
-    #[arg(long, conflicts_with = "trending")]
+    /// The weekly board instead of the daily one (`--window weekly`).
+    #[arg(long, conflicts_with_all = ["trending", "window"])]
     weekly: bool,
-    /// Today's trending board instead of the daily one.
-    #[arg(long)]
+    /// Today's trending board instead of the daily one (`--window trending`).
+    #[arg(long, conflicts_with = "window")]
     trending: bool,
+    /// The board's window: daily (the default), weekly or trending.
+    #[arg(long, value_parser = crate::window_arg)]
+    window: Option<v1::Window>,
     /// A segment's board; the whole ranking by default.
     #[arg(long, default_value = "")]
     segment: String,
@@ -55,9 +58,10 @@ pub struct FollowArgs {
 impl FollowArgs {
     /// The window followed.
     fn window(&self) -> v1::Window {
-        match (self.weekly, self.trending) {
-            (true, _) => v1::Window::Weekly,
-            (_, true) => v1::Window::Trending,
+        match (self.weekly, self.trending, self.window) {
+            (true, ..) => v1::Window::Weekly,
+            (_, true, _) => v1::Window::Trending,
+            (.., Some(named)) => named,
             _ => v1::Window::Daily,
         }
     }

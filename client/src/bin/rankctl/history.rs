@@ -12,9 +12,12 @@ pub struct HistoryArgs {
     /// A segment's board (its top 100 is kept); the whole ranking by default.
     #[arg(long, default_value = "")]
     segment: String,
-    /// The weekly board instead of the daily one.
-    #[arg(long)]
+    /// The weekly board instead of the daily one (`--window weekly`).
+    #[arg(long, conflicts_with = "window")]
     weekly: bool,
+    /// The board's window: daily (the default) or weekly (the others keep no history).
+    #[arg(long, value_parser = crate::window_arg)]
+    window: Option<v1::Window>,
     /// First day, YYYY-MM-DD (default: 89 days before --to).
     #[arg(long, default_value = "")]
     from: String,
@@ -24,7 +27,10 @@ pub struct HistoryArgs {
 }
 
 pub async fn run(client: &RankingClient, args: HistoryArgs, json: bool) -> Result<(), Box<dyn std::error::Error>> {
-    let window = if args.weekly { v1::Window::Weekly } else { v1::Window::Daily };
+    let window = match (args.weekly, args.window) {
+        (true, _) => v1::Window::Weekly,
+        (false, named) => named.unwrap_or(v1::Window::Daily),
+    };
     let request = v1::GetRankHistoryRequest {
         product_id: args.product_id,
         segment: args.segment,

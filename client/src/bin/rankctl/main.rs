@@ -51,13 +51,10 @@ enum Kind {
     Retract,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Window {
-    Daily,
-    Hourly,
-    Weekly,
-    /// What rises now: hours of the last 7 days, decayed by a half-life.
-    Trending,
+/// A `--window` value: a window by its name (`daily`, `hourly`, `weekly`, `trending`), as the
+/// contract's enum names it; every command that selects a board takes it this way.
+pub fn window_arg(name: &str) -> Result<v1::Window, String> {
+    v1::Window::named(name).ok_or_else(|| format!("{name:?} is not a window: daily, hourly, weekly or trending"))
 }
 
 #[derive(Subcommand)]
@@ -131,8 +128,8 @@ enum Command {
     Explain {
         product_id: i64,
         /// `daily` or `trending`.
-        #[arg(long, value_enum, default_value_t = Window::Daily)]
-        window: Window,
+        #[arg(long, value_parser = window_arg, default_value = "daily")]
+        window: v1::Window,
         /// YYYY-MM-DD (default today).
         #[arg(long, default_value = "")]
         date: String,
@@ -200,8 +197,10 @@ enum CatalogAction {
 /// Which ranking a read addresses: `--window`, `--date`, `--hour`.
 #[derive(clap::Args)]
 struct Ranking {
-    #[arg(long, value_enum, default_value_t = Window::Daily)]
-    window: Window,
+    /// daily, hourly, weekly or trending (what rises now: hours of the last 7 days, decayed
+    /// by a half-life).
+    #[arg(long, value_parser = window_arg, default_value = "daily")]
+    window: v1::Window,
     /// YYYY-MM-DD (default today).
     #[arg(long, default_value = "")]
     date: String,
@@ -220,13 +219,8 @@ struct Ranking {
     actor_id: String,
 }
 
-fn window(w: Window) -> i32 {
-    match w {
-        Window::Daily => v1::Window::Daily as i32,
-        Window::Hourly => v1::Window::Hourly as i32,
-        Window::Weekly => v1::Window::Weekly as i32,
-        Window::Trending => v1::Window::Trending as i32,
-    }
+fn window(w: v1::Window) -> i32 {
+    w as i32
 }
 
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {

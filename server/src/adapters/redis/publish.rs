@@ -161,12 +161,7 @@ impl RedisRankingStore {
         if published.is_err() && (!entries.is_empty() || has_served || stats.is_some() || delta.is_some()) {
             let _ = redis::cmd("UNLINK").arg(&staged.keys()).query_async::<()>(&mut self.conn.clone()).await;
         }
-        let board = match key {
-            RankingKey::Daily(_) => "daily",
-            RankingKey::Weekly(_) => "weekly",
-            RankingKey::Trending(_) => "trending",
-            _ => "segment",
-        };
+        let board = if key.segment().is_some() { "segment" } else { key.window().name() };
         match (&published, delta) {
             (Ok(_), Some((_, changes))) => {
                 self.written.count(("delta", board), changes.len(), super::delta::size(changes));

@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, Q
 use serde::{Deserialize, Serialize};
 
 use crate::domain::catalog::Segment;
-use crate::domain::controls::{Action, Control, Scheduled, Windows, exceeded};
+use crate::domain::controls::{Action, Control, Scheduled, exceeded};
 use crate::ports::{DeleteOutcome, PutOutcome, StoreError};
 
 fn table() -> Alias {
@@ -109,7 +109,7 @@ fn scheduled_of(row: &QueryResult) -> Result<Scheduled, DbErr> {
         } else {
             Some(Segment::parse(&segment).map_err(|e| DbErr::Custom(format!("segment {segment:?}: {e}")))?)
         },
-        windows: Windows::of(u8::try_from(windows).unwrap_or(0)),
+        windows: super::codes::windows_of_code(windows),
         profile: (!profile.is_empty()).then_some(profile),
         active_from_us: row.try_get_by_index(4)?,
         active_until_us: row.try_get_by_index(5)?,
@@ -181,7 +181,7 @@ pub async fn put(
         .values_panic([
             control.id.clone().into(),
             control.segment.map(|s| s.as_str().to_string()).unwrap_or_default().into(),
-            i16::from(control.windows.bits()).into(),
+            super::codes::windows_code(control.windows).into(),
             control.profile.clone().unwrap_or_default().into(),
             control.active_from_us.into(),
             control.active_until_us.into(),

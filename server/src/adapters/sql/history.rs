@@ -11,8 +11,9 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 
 use super::dialect::Dialect;
 use super::partitions;
+use crate::domain::board::Board;
 use crate::domain::history::KeptDay;
-use crate::ports::{HistoryBoard, Kept, StoreError};
+use crate::ports::{Kept, StoreError};
 
 fn table() -> Alias {
     Alias::new("rank_history")
@@ -22,27 +23,32 @@ fn col(name: &str) -> Expr {
     Expr::col(Alias::new(name))
 }
 
-/// The window's code in `board_window`: as the API numbers it (1 daily, 3 weekly).
-fn window_code(board: &HistoryBoard<'_>) -> i16 {
-    if board.weekly { 3 } else { 1 }
+/// The window's code in `board_window`.
+fn window_code(board: &Board<'_>) -> i16 {
+    super::codes::window_code(board.window)
+}
+
+/// The profile's name as stored (empty: the service's).
+fn profile_name<'a>(board: &Board<'a>) -> &'a str {
+    board.profile.unwrap_or("")
 }
 
 /// The segment's name as stored (empty: the whole ranking).
-fn segment_name<'a>(board: &'a HistoryBoard<'_>) -> &'a str {
+fn segment_name<'a>(board: &'a Board<'_>) -> &'a str {
     board.segment.as_ref().map_or("", |s| s.as_str())
 }
 
 /// The rows of `board`: the primary key's prefix.
-fn of_board(board: &HistoryBoard<'_>) -> Condition {
+fn of_board(board: &Board<'_>) -> Condition {
     Cond::all()
         .add(col("board_window").eq(window_code(board)))
         .add(col("segment").eq(segment_name(board)))
-        .add(col("profile").eq(board.profile))
+        .add(col("profile").eq(profile_name(board)))
 }
 
 /// A day to keep.
 struct Day<'a> {
-    board: HistoryBoard<'a>,
+    board: Board<'a>,
     date: NaiveDate,
     version: i64,
     top: &'a [u8],
@@ -54,7 +60,7 @@ struct Day<'a> {
 /// and decides again.
 pub async fn keep_day(
     db: &DatabaseConnection,
-    board: HistoryBoard<'_>,
+    board: Board<'_>,
     date: NaiveDate,
     version: u64,
     top: &[u8],
@@ -95,7 +101,7 @@ async fn keep_in_one_transaction(db: &DatabaseConnection, day: &Day<'_>) -> Resu
                 .values_panic([
                     window_code(&board).into(),
                     segment_name(&board).into(),
-                    board.profile.into(),
+                    profile_name(&board).into(),
                     date.into(),
                     version.into(),
                     top.to_vec().into(),
@@ -133,7 +139,7 @@ async fn keep_in_one_transaction(db: &DatabaseConnection, day: &Day<'_>) -> Resu
 }
 
 /// Every kept day of `board`, oldest first.
-pub async fn kept_days(db: &DatabaseConnection, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError> {
+pub async fn kept_days(db: &DatabaseConnection, board: Board<'_>) -> Result<Vec<KeptDay>, StoreError> {
     let select = Query::select()
         .columns([Alias::new("day"), Alias::new("top_entries"), Alias::new("restated")])
         .from(table())

@@ -20,6 +20,7 @@
 
 pub mod catalog;
 pub mod changes;
+mod codes;
 pub mod controls;
 pub mod dialect;
 pub mod history;
@@ -48,14 +49,15 @@ use sea_orm::{
 use tokio::sync::Mutex;
 
 use self::dialect::{Dialect, Read};
+use crate::domain::board::Board;
 use crate::domain::catalog::CatalogEntry;
 use crate::domain::controls::Control;
 use crate::domain::history::KeptDay;
 use crate::domain::vocabulary::MAX_CUSTOM_SIGNALS;
 use crate::metrics::SqlLimitLabels;
 use crate::ports::{
-    CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, HistoryBoard, HistoryRows,
-    Kept, ProductDay, PutOutcome, RankingRun, RunLog, StoreError,
+    CatalogRows, ChangeFeed, ChangedRow, ControlRows, DailyRow, DayScans, DeleteOutcome, HistoryRows, Kept, ProductDay,
+    PutOutcome, RankingRun, RunLog, StoreError,
 };
 
 /// Connection settings of the SQL store.
@@ -362,7 +364,7 @@ impl ControlRows for SqlMetricsStore {
 impl HistoryRows for SqlMetricsStore {
     async fn keep_day(
         &self,
-        board: HistoryBoard<'_>,
+        board: Board<'_>,
         date: NaiveDate,
         version: u64,
         top: &[u8],
@@ -372,7 +374,7 @@ impl HistoryRows for SqlMetricsStore {
         history::keep_day(&self.db, board, date, version, top, kept_at_us).await
     }
 
-    async fn kept_days(&self, board: HistoryBoard<'_>) -> Result<Vec<KeptDay>, StoreError> {
+    async fn kept_days(&self, board: Board<'_>) -> Result<Vec<KeptDay>, StoreError> {
         history::kept_days(&self.db, board).await
     }
 

@@ -2,9 +2,9 @@
 //! current organic version as a publication derives it, writing nothing.
 
 use super::Queries;
-use super::types::{EntryControls, QueryError, RankedEntry, Selector, TopAnswer, Window, page_limit};
+use super::types::{EntryControls, QueryError, RankedEntry, Selector, TopAnswer, page_limit};
 use crate::app::invalid::Invalid;
-use crate::domain::controls::{BoardOf, Control, Windows, boosted, serve, tied_ranks};
+use crate::domain::controls::{Board, Control, boosted, serve, tied_ranks};
 
 /// A page of a board served under `controls` at `at_us`.
 #[derive(Debug, Clone)]
@@ -31,19 +31,14 @@ impl Queries {
     pub async fn preview(&self, query: PreviewQuery) -> Result<PreviewAnswer, QueryError> {
         let limit = page_limit(query.limit).map_err(|e| e.within("selector"))?;
         let resolved = self.resolve(query.selector, self.policy.now()).map_err(|e| e.within("selector"))?;
-        let window = match resolved.window {
-            Window::Daily => Windows::DAILY,
-            Window::Weekly => Windows::WEEKLY,
-            Window::Trending => Windows::TRENDING,
-            Window::Hourly => {
-                return Err(Invalid::field(
-                    "window",
-                    "must be WINDOW_DAILY, WINDOW_WEEKLY or WINDOW_TRENDING: hourly rankings have no controls",
-                )
-                .within("selector")
-                .into());
-            }
-        };
+        if !resolved.window.is_versioned() {
+            return Err(Invalid::field(
+                "window",
+                "must be WINDOW_DAILY, WINDOW_WEEKLY or WINDOW_TRENDING: hourly rankings have no controls",
+            )
+            .within("selector")
+            .into());
+        }
         let current = self.current_page(&resolved, 0, u64::MAX).await?;
         // The current version may be served under controls already: its organic board.
         let held = self.snapshots.get(resolved.key).filter(|h| Some(h.version) == current.version);
@@ -55,7 +50,11 @@ impl Queries {
             },
             (None, None) => current.entries,
         };
-        let board = BoardOf { segment: resolved.key.segment(), window, profile: Some(&self.policy.profile_name) };
+        let board = Board {
+            window: resolved.window,
+            segment: resolved.key.segment(),
+            profile: Some(&self.policy.profile_name),
+        };
         let acting = query.controls.iter().filter(|c| c.active_at(query.at_us) && c.acts_on(&board));
         let layout = self.policy.profile.layout();
         let served = serve(&organic, acting, |score, points| boosted(layout, score, points)).entries;

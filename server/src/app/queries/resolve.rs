@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Queries;
-use super::types::{Resolved, Selector, TopQuery, Window};
+use super::types::{Resolved, Selector, TopQuery};
 use crate::app::invalid::Invalid;
 use crate::app::page_token::PageToken;
 use crate::domain::calendar::RankingHour;
@@ -21,11 +21,9 @@ impl Queries {
             return Err(Invalid::field("hour", format!("must be 0-23, got {hour}")));
         }
         let window = selector.window.unwrap_or_default();
-        let key = match window {
-            Window::Daily => RankingKey::Daily(date),
-            Window::Weekly => RankingKey::Weekly(date),
-            Window::Trending => RankingKey::Trending(date),
-            Window::Hourly => {
+        let key = match RankingKey::of(window, date, None) {
+            Some(key) => key,
+            None => {
                 let hour = match selector.hour {
                     Some(h) => h,
                     None if date == current.date => current.hour,
@@ -53,11 +51,10 @@ impl Queries {
             return Err(Invalid::field("offset", "must be 0 with page_token (the token holds the position)"));
         }
         let s = query.selector;
-        let (window, hour) = match token.key {
-            RankingKey::Daily(_) | RankingKey::DailySegment(..) => (Window::Daily, None),
-            RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => (Window::Weekly, None),
-            RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => (Window::Trending, None),
-            RankingKey::Hourly(h) => (Window::Hourly, Some(h.hour)),
+        let window = token.key.window();
+        let hour = match token.key {
+            RankingKey::Hourly(h) => Some(h.hour),
+            _ => None,
         };
         let differs = s.window.is_some_and(|w| w != window)
             || s.segment.is_some_and(|seg| Some(seg) != token.key.segment())

@@ -17,19 +17,7 @@ pub const MAX_NEIGHBORS: u32 = 50;
 /// Most products of one GetRanks.
 pub const MAX_PRODUCT_IDS: usize = 1_000;
 
-/// Which ranking a read asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Window {
-    /// The exact daily ranking (also what an unspecified window means).
-    #[default]
-    Daily,
-    /// The approximate hourly ranking.
-    Hourly,
-    /// The exact rolling ranking of the 7 days ending with the date.
-    Weekly,
-    /// The exact trending board: hours of counts decayed by a half-life.
-    Trending,
-}
+pub use crate::domain::board::Window;
 
 /// A ranking as a request names it; empty parts are filled in by [`Queries`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

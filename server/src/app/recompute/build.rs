@@ -13,6 +13,7 @@ use super::publish::{Publisher, RankedCopy};
 use super::{Computed, RecomputeReport};
 use crate::app::policy::Policy;
 use crate::app::snapshots::Snapshots;
+use crate::domain::board::Window;
 use crate::domain::explain::RecencyClock;
 use crate::domain::ranking::{Contender, rank_population};
 use crate::domain::score::{CarryLedger, ClosingDay, DayStanding};
@@ -100,7 +101,7 @@ impl Rebuild {
         let (published, weeks) = tokio::join!(publish_daily, self.gather_weekly(&lanes, date, buffers));
         let (version, catalog, daily, in_segments) = published?;
         let mut phases = Phases::start();
-        phases.add("daily", daily);
+        phases.add(Window::Daily.name(), daily);
         phases.add("segments", in_segments);
 
         let weekly = RankingKey::Weekly(date);
@@ -110,7 +111,7 @@ impl Rebuild {
             drop(population);
             let life = lane.publisher.life(date);
             lane.publisher.publish_whole(weekly, (&week, clamped), None, life, false, fence).await?;
-            phases.lap("weekly");
+            phases.lap(Window::Weekly.name());
             lane.publisher.publish_segments(weekly, &week, &catalog, life, fence, FeedCause::Recompute).await?;
             phases.lap("segments");
         }
@@ -123,7 +124,7 @@ impl Rebuild {
                 let held = Arc::new(TrendingHours::of_scored(scored));
                 let ranked = super::trending::rank_apart(&lane.policy, held, t_us, &hidden, None).await?;
                 lane.publisher.publish_trending(date, ranked, &catalog, false, fence).await?;
-                phases.lap("trending");
+                phases.lap(Window::Trending.name());
             }
         }
         self.publisher.metrics.recompute.phases(&phases.seconds());

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use chrono::NaiveDate;
 
 use crate::app::policy::Policy;
-use crate::domain::controls::{BoardOf, Control, Windows, boosted, serve};
+use crate::domain::controls::{Board, Control, boosted, serve};
 use crate::domain::layout::Layout;
 use crate::domain::snapshot::Snapshot;
 use crate::ports::{ControlRows, RankingKey, StoreError};
@@ -36,14 +36,9 @@ pub struct ControlSet {
 
 /// The board of a versioned ranking of `profile`, as controls select it; `None` for an
 /// hourly one (no controls act on it).
-pub fn board_of(key: RankingKey, profile: &str) -> Option<BoardOf<'_>> {
-    let window = match key {
-        RankingKey::Daily(_) | RankingKey::DailySegment(..) => Windows::DAILY,
-        RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => Windows::WEEKLY,
-        RankingKey::Trending(_) | RankingKey::TrendingSegment(..) => Windows::TRENDING,
-        RankingKey::Hourly(_) => return None,
-    };
-    Some(BoardOf { segment: key.segment(), window, profile: Some(profile) })
+pub fn board_of(key: RankingKey, profile: &str) -> Option<Board<'_>> {
+    let window = key.window();
+    window.is_versioned().then_some(Board { window, segment: key.segment(), profile: Some(profile) })
 }
 
 impl ControlSet {

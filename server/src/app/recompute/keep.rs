@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use crate::app::policy::{Policy, SEGMENT_HISTORY_TOP};
+use crate::domain::board::{Board, Window};
 use crate::domain::history::{KeptEntry, pack};
 use crate::domain::snapshot::Snapshot;
-use crate::ports::{HistoryBoard, HistoryRows, Kept, RankingKey, StoreError};
+use crate::ports::{HistoryRows, Kept, RankingKey, StoreError};
 
 /// Kept days written at once by one publication of many segments.
 const KEPT_AT_ONCE: usize = 8;
@@ -22,11 +23,10 @@ pub(super) struct HistoryKeeper {
 impl HistoryKeeper {
     /// Keeps `served`, published as `version` of `key`, when `key`'s day has ended.
     pub(super) async fn keep(&self, key: RankingKey, version: u64, served: &Snapshot) -> Result<(), StoreError> {
-        let weekly = match key {
-            RankingKey::Daily(_) | RankingKey::DailySegment(..) => false,
-            RankingKey::Weekly(_) | RankingKey::WeeklySegment(..) => true,
+        let window = match key.window() {
+            window @ (Window::Daily | Window::Weekly) => window,
             // What rises now has no history of its own.
-            RankingKey::Trending(_) | RankingKey::TrendingSegment(..) | RankingKey::Hourly(_) => return Ok(()),
+            Window::Trending | Window::Hourly => return Ok(()),
         };
         let date = key.date();
         if date >= self.policy.today(self.policy.now()) {
@@ -36,7 +36,7 @@ impl HistoryKeeper {
             Some(_) => self.policy.history_top.min(SEGMENT_HISTORY_TOP),
             None => self.policy.history_top,
         };
-        let board = HistoryBoard { weekly, segment: key.segment(), profile: self.policy.stored_profile_name() };
+        let board = Board { window, segment: key.segment(), profile: Some(self.policy.stored_profile_name()) };
         let kept_at_us = self.policy.now().timestamp_micros();
         let kept = self.rows.keep_day(board, date, version, &pack(&self.top(served, top)), kept_at_us).await?;
         if kept == Kept::Restated {

@@ -172,9 +172,9 @@ impl Snapshots {
     /// Exports the version of today's copies.
     fn report(&self, now: DateTime<Utc>) {
         let today = self.policy.today(now);
-        self.metrics.stores.snapshot_serving("daily", self.get(RankingKey::Daily(today)).map(|h| h.version));
-        self.metrics.stores.snapshot_serving("weekly", self.get(RankingKey::Weekly(today)).map(|h| h.version));
-        self.metrics.stores.snapshot_serving("trending", self.get(RankingKey::Trending(today)).map(|h| h.version));
+        for key in [RankingKey::Daily(today), RankingKey::Weekly(today), RankingKey::Trending(today)] {
+            self.metrics.stores.snapshot_serving(key.window().name(), self.get(key).map(|h| h.version));
+        }
     }
 }
 

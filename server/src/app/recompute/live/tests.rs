@@ -178,7 +178,7 @@ impl crate::ports::ControlRows for EpochRows {
 impl crate::ports::HistoryRows for EpochRows {
     async fn keep_day(
         &self,
-        board: crate::ports::HistoryBoard<'_>,
+        board: crate::domain::board::Board<'_>,
         date: NaiveDate,
         version: u64,
         top: &[u8],
@@ -189,7 +189,7 @@ impl crate::ports::HistoryRows for EpochRows {
 
     async fn kept_days(
         &self,
-        board: crate::ports::HistoryBoard<'_>,
+        board: crate::domain::board::Board<'_>,
     ) -> Result<Vec<crate::domain::history::KeptDay>, StoreError> {
         crate::test_support::NoEvents.kept_days(board).await
     }

@@ -118,4 +118,19 @@ proptest! {
         prop_assert_eq!(ranks, served.entries.iter().map(|e| e.organic_rank).collect::<Vec<_>>());
         prop_assert_eq!(copy.organic_board(), organic);
     }
+
+    #[test]
+    fn a_served_board_is_put_back_in_its_order_from_its_entries_and_parts(case in arbitrary_case()) {
+        let (organic, controls) = case;
+        let served = serve(&organic, &controls, boost);
+        let acting = controls.iter().map(|c| (c.id.clone(), 1)).collect();
+        let copy = served.snapshot(acting).expect("a served board");
+        let Some(parts) = copy.served_parts() else { return Ok(()) };
+        // The entries in another order (by product, descending), as a reader of changes has them.
+        let mut entries = copy.page(0, u64::MAX).into_owned();
+        entries.sort_by_key(|e| std::cmp::Reverse(e.product_id));
+        let rebuilt = crate::snapshot::Snapshot::served_from(entries, parts.clone()).expect("rebuilt");
+        prop_assert_eq!(rebuilt.page(0, u64::MAX).into_owned(), copy.page(0, u64::MAX).into_owned());
+        prop_assert_eq!(rebuilt.served_parts(), Some(parts));
+    }
 }

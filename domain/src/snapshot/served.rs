@@ -2,7 +2,7 @@
 //! it was served under, and its annex, from which its organic board and ranks are read back.
 
 use super::annex::Annex;
-use super::{Scored, ServedParts, Snapshot, SnapshotError};
+use super::{Scored, ServedParts, Snapshot, SnapshotError, ranking_order};
 
 impl Snapshot {
     /// Positions (ascending) of the entries a pin placed.
@@ -18,6 +18,35 @@ impl Snapshot {
                 Ok(Self::from_served(entries, pinned)?.with_annex(annex).served_under(acting))
             }
         }
+    }
+
+    /// A served board from its entries in any order and its served parts: each pinned
+    /// position holds the product the parts' annex says was served there, the other entries
+    /// follow the ranking order around them. How a board stored as its changes against an
+    /// earlier version is put back in its served order.
+    pub fn served_from(mut entries: Vec<Scored>, parts: ServedParts) -> Result<Self, SnapshotError> {
+        let mut placed: Vec<(u32, i64)> = Vec::with_capacity(parts.pinned.len());
+        for &at in &parts.pinned {
+            let touched = parts.annex.touched().iter().find(|t| t.served_at == Some(at));
+            placed.push((at, touched.ok_or(SnapshotError::Pinned(at))?.product_id));
+        }
+        let mut ids: Vec<i64> = placed.iter().map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        let (mut pinned, mut others): (Vec<Scored>, Vec<Scored>) =
+            entries.drain(..).partition(|e| ids.binary_search(&e.product_id).is_ok());
+        others.sort_unstable_by(ranking_order);
+        pinned.sort_unstable_by_key(|e| e.product_id);
+        let mut served = Vec::with_capacity(others.len() + pinned.len());
+        let mut rest = others.into_iter();
+        for (at, id) in placed {
+            let entry = pinned.binary_search_by_key(&id, |e| e.product_id).map_err(|_| SnapshotError::Pinned(at))?;
+            while served.len() < at as usize {
+                served.push(rest.next().ok_or(SnapshotError::Pinned(at))?);
+            }
+            served.push(pinned[entry]);
+        }
+        served.extend(rest);
+        Self::from_parts(served, Some(parts))
     }
 
     /// Its served parts; `None` for a board no control acted on.

@@ -21,12 +21,15 @@ pub type Layout = u16;
 
 /// The layouts this release reads: a version written in any other is refused, never served.
 /// Layout 2: a version may be stored as the changes after the one before it (a delta).
-pub const READS: RangeInclusive<Layout> = 1..=2;
+/// Layout 3: a delta may be of a board with pins (a control pass's), put back in its served
+/// order from the version's served parts; a replica reading only 2 refuses such a delta.
+pub const READS: RangeInclusive<Layout> = 1..=3;
 
 /// The newest layout this release writes by default (`RANKING_STORE_LAYOUT`), once every
 /// live replica reads it. A new layout is read by one release before it is written by
 /// default, so that a rollback to the release before reads everything written: layout 2 is
-/// read since the release of PREVIOUS_RELEASE, which wrote 1.
+/// read since the release of PREVIOUS_RELEASE, which wrote 1; layout 3 is read since this
+/// release and written only where `RANKING_STORE_LAYOUT=3` says so, until the next.
 pub const WRITES: Layout = 2;
 
 /// The layout in force: set by this replica's side of the agreement, read by its ranking

@@ -55,12 +55,13 @@ pub(super) fn delta_refusal(e: &RedisError) -> Option<u64> {
     (e.code() == Some("DELTA")).then(|| e.detail()?.trim().parse().ok()).flatten()
 }
 
-/// `copy` with the served parts of its version (a delta version's board has no pins).
+/// `copy` with the served parts of its version; a board with pins (layout 3) put back in
+/// its served order first.
 fn served_as(copy: Snapshot, parts: Option<ServedParts>) -> Result<Snapshot, StoreError> {
     match parts {
         None => Ok(copy),
         Some(parts) if parts.pinned.is_empty() => Ok(copy.with_annex(parts.annex).served_under(parts.acting)),
-        Some(_) => Err(StoreError::Corrupt("a version written as a delta has pins".into())),
+        Some(parts) => Snapshot::served_from(copy.page(0, u64::MAX).into_owned(), parts).map_err(StoreError::ranking),
     }
 }
 

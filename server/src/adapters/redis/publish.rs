@@ -201,7 +201,10 @@ impl RedisRankingStore {
         let Some((version, before)) = previous.filter(|_| self.layout.get() >= 2 && !sorted_set) else {
             return Ok(None);
         };
-        if copy.is_empty() || !copy.pinned().is_empty() || !before.pinned().is_empty() {
+        // A board with pins is put back in its served order from its served parts, which
+        // replicas reading only layout 2 cannot do.
+        let pins = !copy.pinned().is_empty() || !before.pinned().is_empty();
+        if copy.is_empty() || (pins && self.layout.get() < 3) {
             return Ok(None);
         }
         let (before, after) = (Arc::clone(before), Arc::clone(copy));

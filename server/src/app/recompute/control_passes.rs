@@ -172,7 +172,10 @@ impl ControlPasses {
                             .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
                             .map_err(StoreError::ranking)?;
                     let served = served_apart(set, key, Arc::new(organic), at, layout).await?;
-                    let version = self.publisher.publish_derived(key, base, &served, life, fence).await?;
+                    let version = self
+                        .publisher
+                        .publish_derived(key, base, &served, (life, crate::ports::Form::Loadable), fence)
+                        .await?;
                     self.publisher.feeder.note(key, version, &served, FeedCause::Controls);
                     self.snapshots.install_copy(key, version, served).await;
                     Ok::<_, StoreError>(())

@@ -154,20 +154,22 @@ impl Publisher {
 
     /// Publishes `served`, a board served again from the organic board of version `base`
     /// of `key` (a control pass's or a withdrawal's), with `base`'s statistics: it ranks the
-    /// same organic scores, so it explains with the same norms.
+    /// same organic scores, so it explains with the same norms. `form`: a withdrawal's is
+    /// [`Form::Full`] (hidden products leave the daily ranking's sorted set at once); a control
+    /// pass's is [`Form::Loadable`], written as what changed where the layout allows.
     pub(super) async fn publish_derived(
         &self,
         key: RankingKey,
         base: u64,
         served: &Arc<Snapshot>,
-        life: VersionLife,
+        (life, form): (VersionLife, Form),
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let stats = self.rankings.version_stats(key, base).await?;
         let previous = self.snapshots.get(key).filter(|held| held.version == base);
         let previous = previous.as_ref().map(|held| (held.version, &held.ranking));
         let publishing = Publishing { copy: served, previous, stats: stats.as_ref() };
-        let version = self.rankings.publish_copy(key, publishing, life, Form::Full, fence).await?;
+        let version = self.rankings.publish_copy(key, publishing, life, form, fence).await?;
         self.record_derived(key, base, version).await?;
         Ok(version)
     }

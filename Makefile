@@ -153,6 +153,7 @@ bench:
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
 	$(BENCH) controls 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
+	$(BENCH) controls 1000000 $(REDIS_URL_TEST) --layout 3 | tee -a target/bench-report.md
 	$(BENCH) served-parts 1000000 | tee -a target/bench-report.md
 	$(BENCH) changes 1000000 | tee -a target/bench-report.md
 	$(BENCH) changes 10000000 | tee -a target/bench-report.md

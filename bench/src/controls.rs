@@ -11,7 +11,7 @@ use ranking_client::v1;
 
 use crate::helpers::metric_value;
 use crate::reads::{Shape, h2load};
-use crate::recompute::seeded_server;
+use crate::recompute::seeded_server_with;
 
 /// Runs of each measured case; the median is reported.
 const RUNS: usize = 3;
@@ -49,8 +49,41 @@ pub(crate) fn thousand(products: i64) -> Vec<v1::Control> {
     controls
 }
 
-pub async fn bench_controls(products: i64, redis: &str) {
-    let (_pg, mut app) = seeded_server(products, redis).await;
+/// Bytes written to Redis by publications so far (every form and board).
+fn published_bytes(metrics: &str) -> f64 {
+    ["whole", "delta"]
+        .iter()
+        .flat_map(|form| ["daily", "weekly", "trending", "segment"].map(|board| (*form, board)))
+        .map(|(form, board)| {
+            metric_value(metrics, &format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}"))
+        })
+        .sum()
+}
+
+/// A put, and the time until this replica serves a version of the daily board other than
+/// `before`'s: (seconds, bytes written to Redis meanwhile).
+async fn put_until_served(app: &mut crate::Running, control: v1::Control) -> (f64, f64) {
+    let before = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner().version;
+    let bytes = published_bytes(&app.app.scrape_metrics().await);
+    let started = Instant::now();
+    let put = v1::PutControlRequest { control: Some(control), expected_revision: 0 };
+    app.clients[0].put_control(put).await.expect("put");
+    loop {
+        let top = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner();
+        if top.version != before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let served = started.elapsed().as_secs_f64();
+    // The weekly board is served again by the same pass: its bytes counted once it is written.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    (served, published_bytes(&app.app.scrape_metrics().await) - bytes)
+}
+
+pub async fn bench_controls(products: i64, redis: &str, layout: u16) {
+    let flags = [format!("--store-layout={layout}")];
+    let (_pg, mut app) = seeded_server_with(products, redis, &flags).await;
     // Server-side elapsed ms of a recompute, and its daily phase (ranking and publication of
     // the daily ranking), in seconds.
     let recompute = async |app: &mut crate::Running| {
@@ -72,31 +105,25 @@ pub async fn bench_controls(products: i64, redis: &str) {
         controlled.push(recompute(&mut app).await);
     }
     // A put serves the board again: from the call to the new version served by this replica.
-    let mut republications = Vec::new();
+    let (mut boosts, mut pins) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
-        let before = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner().version;
-        let changed = control(
+        let boost = control(
             "boost-0".into(),
             v1::control::Action::Boost(v1::Boost { product_ids: vec![1, 2, 3], points: 10.0 + run as f64 }),
         );
-        let started = Instant::now();
-        let put = v1::PutControlRequest { control: Some(changed), expected_revision: 0 };
-        app.clients[0].put_control(put).await.expect("put");
-        loop {
-            let top = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner();
-            if top.version != before {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        republications.push(started.elapsed().as_secs_f64());
+        boosts.push(put_until_served(&mut app, boost).await);
+        let middle = products / 2 + run as i64;
+        let pin = control(format!("moved-{run}"), v1::control::Action::Pin(v1::Pin { product_id: middle, position: 1 }));
+        pins.push(put_until_served(&mut app, pin).await);
     }
+    let republication = median(boosts.iter().map(|r| r.0).collect());
+    let boost_bytes = median(boosts.iter().map(|r| r.1).collect());
+    let (pin_served, pin_bytes) = (median(pins.iter().map(|r| r.0).collect()), median(pins.iter().map(|r| r.1).collect()));
     let (plain_ms, plain_daily) =
         (median(plain.iter().map(|r| r.0).collect()), median(plain.iter().map(|r| r.1).collect()));
     let (with_ms, with_daily) =
         (median(controlled.iter().map(|r| r.0).collect()), median(controlled.iter().map(|r| r.1).collect()));
-    let republication = median(republications);
-    println!("\n## Merchandising controls ({products} products, throwaway PostgreSQL, Redis)\n");
+    println!("\n## Merchandising controls ({products} products, throwaway PostgreSQL, Redis, layout {layout})\n");
     println!("| measure | without controls | with 1,000 controls | ratio | target |");
     println!("|---|---:|---:|---:|---:|");
     println!(
@@ -108,8 +135,22 @@ pub async fn bench_controls(products: i64, redis: &str) {
         with_daily / plain_daily
     );
     println!(
-        "| a put → its version served (daily and weekly served again), s | | {republication:.3} | {:.2} of the daily phase | ≤ 0.25 |",
+        "| a boost put → its version served (daily and weekly served again), s | | {republication:.3} | {:.2} of the daily phase | ≤ 0.25 |",
         republication / with_daily
+    );
+    println!(
+        "| a pin of a product from the middle to 1 → served, s | | {pin_served:.3} | {:.2} of the daily phase | ≤ 0.25 |",
+        pin_served / with_daily
+    );
+    // One board's packed copy and product index: 16 + 4 bytes an entry.
+    let board_bytes = products as f64 * 20.0;
+    println!(
+        "| bytes written to Redis by a put: boost / pin (one board whole: {:.1} MB) | | {:.2} MB / {:.2} MB | {:.3} / {:.3} of a board | |",
+        board_bytes / 1e6,
+        boost_bytes / 1e6,
+        pin_bytes / 1e6,
+        boost_bytes / board_bytes,
+        pin_bytes / board_bytes
     );
 
     let (health, served) = top_against_health(&mut app).await;

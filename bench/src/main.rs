@@ -207,12 +207,17 @@ enum Scenario {
         redis: String,
     },
     /// Merchandising controls: a recompute with 1,000 controls against none, the
-    /// republication after a put, GetTopN(20) of the controlled board.
+    /// republication after a put (a boost, a pin) and the bytes it wrote to Redis,
+    /// GetTopN(20) of the controlled board.
     Controls {
         #[arg(default_value_t = 1_000_000)]
         products: i64,
         #[arg(default_value = REDIS)]
         redis: String,
+        /// The ranking store's layout written (RANKING_STORE_LAYOUT; 3: boards with pins as
+        /// what changed too).
+        #[arg(long, default_value_t = ranking_server::ports::WRITES)]
+        layout: u16,
     },
     /// The ranking feed during live passes, off then on (Kafka at `brokers`).
     Feed {
@@ -352,7 +357,7 @@ async fn run(scenario: Scenario) {
         Scenario::Explain { products, redis } => recompute::bench_explain(products, &redis).await,
         Scenario::Watch { redis } => watch::bench_watch(&redis).await,
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
-        Scenario::Controls { products, redis } => controls::bench_controls(products, &redis).await,
+        Scenario::Controls { products, redis, layout } => controls::bench_controls(products, &redis, layout).await,
         Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
         Scenario::Changes { products } => changes::bench_changes(products),
         Scenario::History { top } => history::bench_history(top).await,

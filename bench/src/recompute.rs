@@ -14,13 +14,23 @@ use crate::serve;
 /// A server in this process on a throwaway PostgreSQL seeded with today's `products` rows,
 /// its rankings in `redis` under a prefix of its own.
 pub(crate) async fn seeded_server(products: i64, redis: &str) -> (pg::ThrowawayPostgres, crate::Running) {
+    seeded_server_with(products, redis, &[]).await
+}
+
+/// [`seeded_server`] with `flags` added to the server's.
+pub(crate) async fn seeded_server_with(
+    products: i64,
+    redis: &str,
+    flags: &[String],
+) -> (pg::ThrowawayPostgres, crate::Running) {
     let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
-    let app = serve(&[
+    let mut all = vec![
         format!("--database-url={}", pg.url()),
         format!("--redis-url={redis}"),
         format!("--redis-prefix=bench-{:x}", Utc::now().timestamp_micros()),
-    ])
-    .await;
+    ];
+    all.extend_from_slice(flags);
+    let app = serve(&all).await;
     seed_day(&pg.url(), Utc::now().date_naive(), products).await;
     (pg, app)
 }

@@ -113,12 +113,14 @@ pub async fn bench_controls(products: i64, redis: &str, layout: u16) {
         );
         boosts.push(put_until_served(&mut app, boost).await);
         let middle = products / 2 + run as i64;
-        let pin = control(format!("moved-{run}"), v1::control::Action::Pin(v1::Pin { product_id: middle, position: 1 }));
+        let pin =
+            control(format!("moved-{run}"), v1::control::Action::Pin(v1::Pin { product_id: middle, position: 1 }));
         pins.push(put_until_served(&mut app, pin).await);
     }
     let republication = median(boosts.iter().map(|r| r.0).collect());
     let boost_bytes = median(boosts.iter().map(|r| r.1).collect());
-    let (pin_served, pin_bytes) = (median(pins.iter().map(|r| r.0).collect()), median(pins.iter().map(|r| r.1).collect()));
+    let (pin_served, pin_bytes) =
+        (median(pins.iter().map(|r| r.0).collect()), median(pins.iter().map(|r| r.1).collect()));
     let (plain_ms, plain_daily) =
         (median(plain.iter().map(|r| r.0).collect()), median(plain.iter().map(|r| r.1).collect()));
     let (with_ms, with_daily) =

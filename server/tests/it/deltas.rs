@@ -40,6 +40,23 @@ fn live_passes(metrics: &str) -> f64 {
         .sum()
 }
 
+/// When product `p`'s latest seeded event happened: each a second apart, so recency spreads
+/// as on a real day.
+fn at(p: i64) -> chrono::DateTime<Utc> {
+    Utc::now() - Age::seconds(30 + p)
+}
+
+/// Records the board's events: product `p` gets `p % 37 + 1` views at [`at`]`(p)`.
+async fn seed(app: &mut TestApp) {
+    let mut events = Vec::new();
+    for p in 1..=PRODUCTS {
+        events.extend(views(&format!("seed-{p}"), p, (p % 37 + 1) as usize, at(p)));
+    }
+    for batch in events.chunks(5_000) {
+        app.record(batch.to_vec()).await;
+    }
+}
+
 /// Waits until two more live passes of `app` have ended (the second began after this call).
 async fn settled(app: &TestApp) {
     let before = live_passes(&app.scrape_metrics().await);
@@ -77,15 +94,7 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
     // Layout 2 written (every replica of this release reads it).
     let delta = "--store-layout=2";
     let mut holder = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=50ms", delta])).await;
-    // Each product's latest event a second apart: recency spreads as on a real day.
-    let at = |p: i64| Utc::now() - Age::seconds(30 + p);
-    let mut events = Vec::new();
-    for p in 1..=PRODUCTS {
-        events.extend(views(&format!("seed-{p}"), p, (p % 37 + 1) as usize, at(p)));
-    }
-    for batch in events.chunks(5_000) {
-        holder.record(batch.to_vec()).await;
-    }
+    seed(&mut holder).await;
     // Two segments, half the products each.
     let products = (1..=PRODUCTS)
         .map(|p| v1::CatalogEntry { product_id: p, segments: vec![segment_of(p)], ..Default::default() })
@@ -94,7 +103,7 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
     holder.recompute("").await;
     settled(&holder).await;
 
-    // One more view of one product (at its latest event's instant): the pass after it writes
+    // One more view of one product (at its latest event's instant, `at`): the pass after it writes
     // what changed of the daily board, a handful of entries (the product, and any whose
     // views' norm crossed a rounding step as the population's statistics moved), nothing
     // whole.
@@ -163,14 +172,7 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
     let prefix = format!("t{:x}", rand_u64());
     let layout = "--store-layout=3";
     let mut holder = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=50ms", layout])).await;
-    let at = |p: i64| Utc::now() - Age::seconds(30 + p);
-    let mut events = Vec::new();
-    for p in 1..=PRODUCTS {
-        events.extend(views(&format!("seed-{p}"), p, (p % 37 + 1) as usize, at(p)));
-    }
-    for batch in events.chunks(5_000) {
-        holder.record(batch.to_vec()).await;
-    }
+    seed(&mut holder).await;
     holder.recompute("").await;
     settled(&holder).await;
     let mut copies = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=0", layout])).await;

@@ -122,7 +122,8 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
     let segment_changed = written_of(&after, "delta", "segment") - written_of(&before, "delta", "segment");
     assert!(
         segment_changed >= 1.0 && segment_changed <= PRODUCTS as f64 / 20.0,
-        "a pass after one event wrote {segment_changed} entries of segments as deltas"
+        "a pass after one event wrote {segment_changed} entries of segments as deltas: {}",
+        after.lines().filter(|l| l.contains("published")).collect::<Vec<_>>().join("\n")
     );
     assert_eq!(written_of(&after, "whole", "segment"), written_of(&before, "whole", "segment"), "no segment whole");
     let bytes = sample(&after, "ranking_published_bytes_total{form=\"delta\",board=\"daily\"}");

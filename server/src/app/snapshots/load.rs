@@ -2,7 +2,6 @@
 //! announcement or at the poll (the changes after the copy held applied to it, or the
 //! version read in chunks), and the loop that keeps them current.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,12 +179,11 @@ impl Snapshots {
         let wholes = self.wholes(now);
         let whole_versions = self.rankings.versions(&wholes).await?;
         let due = self.segments_due(&wholes, &whole_versions);
-        let mut known = HashMap::clone(&self.wanted.segments());
-        known.retain(|k, _| wholes.contains(k));
+        let mut found = Vec::with_capacity(due.len());
         for whole in &due {
-            known.insert(*whole, self.rankings.published_segments(*whole).await?);
+            found.push((*whole, self.rankings.published_segments(*whole).await?));
         }
-        self.wanted.set_segments(known);
+        self.wanted.found_segments(&wholes, &found);
         self.forget_unwanted(now);
         self.report(now);
 

@@ -167,3 +167,26 @@ async fn copies_installed_together_follow_the_rules_of_one_at_a_time() {
             && !snapshots.is_wanted(key(unknown), snapshots.policy.now())
     );
 }
+
+#[tokio::test]
+async fn a_poll_reading_an_older_list_of_segments_drops_no_copy_a_publication_just_noted() {
+    let (snapshots, _, date) = snapshots(1_000);
+    let today = RankingKey::Daily(date);
+    let segment = |name: &str| crate::domain::catalog::Segment::parse(name).expect("segment");
+    let (a, b) = (segment("a"), segment("b"));
+    // A publication notes its segments and installs their copies …
+    snapshots.know_segments(today, &[a, b]);
+    let whole = Arc::new(Snapshot::from_ranked(ranking(40)).expect("valid"));
+    snapshots.install_copy(today, 7, whole.clone()).await;
+    let copy = Arc::new(Snapshot::at_positions(&whole, vec![0, 1]).expect("ascending"));
+    snapshots.install_copy(RankingKey::DailySegment(date, b), 7, copy).await;
+    // … while a poll read the store's list from before it: `b` is not in it.
+    let yesterday = RankingKey::Daily(date.pred_opt().expect("a day before"));
+    snapshots.wanted.found_segments(&snapshots.wholes(snapshots.policy.now()), &[(today, vec![a])]);
+    snapshots.forget_unwanted(snapshots.policy.now());
+    assert!(snapshots.get(RankingKey::DailySegment(date, b)).is_some(), "the copy just published is kept");
+    assert_eq!(snapshots.wanted.segments().get(&today), Some(&vec![a, b]));
+    // A whole ranking no longer wanted takes its segments with it.
+    snapshots.wanted.found_segments(&[yesterday], &[]);
+    assert!(snapshots.wanted.segments().get(&today).is_none());
+}

@@ -81,9 +81,23 @@ impl Wanted {
         self.segments.load_full()
     }
 
-    /// Replaces what is known of the segments.
-    pub fn set_segments(&self, known: HashMap<RankingKey, Vec<Segment>>) {
-        self.segments.store(Arc::new(known));
+    /// What a poll found of the segments: only the whole rankings in `wholes` are known
+    /// any more, and each of `found` (read from the store) has its segments added to those
+    /// known. Merged into what is known now rather than stored over it: a publication of this
+    /// replica may have noted its segments ([`Snapshots::know_segments`]) while the poll read
+    /// the store's older list, and its copies must not be dropped for that.
+    pub fn found_segments(&self, wholes: &[RankingKey], found: &[(RankingKey, Vec<Segment>)]) {
+        self.segments.rcu(|known| {
+            let mut known = HashMap::clone(known);
+            known.retain(|k, _| wholes.contains(k));
+            for (whole, segments) in found {
+                let list = known.entry(*whole).or_default();
+                list.extend_from_slice(segments);
+                list.sort_unstable();
+                list.dedup();
+            }
+            known
+        });
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use ranking_client::v1;
 
-use crate::helpers::metric_value;
+use crate::helpers::{metric_or_zero, metric_value};
 use crate::reads::{Shape, h2load};
 use crate::recompute::seeded_server_with;
 
@@ -55,16 +55,25 @@ fn published_bytes(metrics: &str) -> f64 {
         .iter()
         .flat_map(|form| ["daily", "weekly", "trending", "segment"].map(|board| (*form, board)))
         .map(|(form, board)| {
-            metric_value(metrics, &format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}"))
+            metric_or_zero(metrics, &format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}"))
         })
         .sum()
 }
 
+/// The phases of a control pass's boards (`ranking_control_pass_seconds_total`).
+const PHASES: [&str; 5] = ["read", "organic", "serve", "publish", "install"];
+
+/// Seconds control passes spent so far in each of [`PHASES`].
+fn phase_seconds(metrics: &str) -> [f64; 5] {
+    PHASES.map(|phase| metric_or_zero(metrics, &format!("ranking_control_pass_seconds_total{{phase=\"{phase}\"}}")))
+}
+
 /// A put, and the time until this replica serves a version of the daily board other than
-/// `before`'s: (seconds, bytes written to Redis meanwhile).
-async fn put_until_served(app: &mut crate::Running, control: v1::Control) -> (f64, f64) {
+/// `before`'s: (seconds, bytes written to Redis meanwhile, seconds of each control-pass phase).
+async fn put_until_served(app: &mut crate::Running, control: v1::Control) -> (f64, f64, [f64; 5]) {
     let before = app.clients[0].get_top_n(v1::GetTopNRequest::default()).await.expect("top").into_inner().version;
-    let bytes = published_bytes(&app.app.scrape_metrics().await);
+    let metrics = app.app.scrape_metrics().await;
+    let (bytes, phases) = (published_bytes(&metrics), phase_seconds(&metrics));
     let started = Instant::now();
     let put = v1::PutControlRequest { control: Some(control), expected_revision: 0 };
     app.clients[0].put_control(put).await.expect("put");
@@ -78,7 +87,9 @@ async fn put_until_served(app: &mut crate::Running, control: v1::Control) -> (f6
     let served = started.elapsed().as_secs_f64();
     // The weekly board is served again by the same pass: its bytes counted once it is written.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    (served, published_bytes(&app.app.scrape_metrics().await) - bytes)
+    let metrics = app.app.scrape_metrics().await;
+    let spent = phase_seconds(&metrics);
+    (served, published_bytes(&metrics) - bytes, std::array::from_fn(|i| spent[i] - phases[i]))
 }
 
 pub async fn bench_controls(products: i64, redis: &str, layout: u16) {
@@ -112,15 +123,16 @@ pub async fn bench_controls(products: i64, redis: &str, layout: u16) {
             v1::control::Action::Boost(v1::Boost { product_ids: vec![1, 2, 3], points: 10.0 + run as f64 }),
         );
         boosts.push(put_until_served(&mut app, boost).await);
+        // The first of the 1,000 (at most 1,000 per board) pins another product to 1.
         let middle = products / 2 + run as i64;
-        let pin =
-            control(format!("moved-{run}"), v1::control::Action::Pin(v1::Pin { product_id: middle, position: 1 }));
+        let pin = control("pin-0".into(), v1::control::Action::Pin(v1::Pin { product_id: middle, position: 1 }));
         pins.push(put_until_served(&mut app, pin).await);
     }
     let republication = median(boosts.iter().map(|r| r.0).collect());
     let boost_bytes = median(boosts.iter().map(|r| r.1).collect());
     let (pin_served, pin_bytes) =
         (median(pins.iter().map(|r| r.0).collect()), median(pins.iter().map(|r| r.1).collect()));
+    let pin_phases: Vec<f64> = (0..PHASES.len()).map(|i| median(pins.iter().map(|r| r.2[i]).collect())).collect();
     let (plain_ms, plain_daily) =
         (median(plain.iter().map(|r| r.0).collect()), median(plain.iter().map(|r| r.1).collect()));
     let (with_ms, with_daily) =
@@ -153,6 +165,12 @@ pub async fn bench_controls(products: i64, redis: &str, layout: u16) {
         pin_bytes / 1e6,
         boost_bytes / board_bytes,
         pin_bytes / board_bytes
+    );
+
+    let phases: Vec<String> = PHASES.iter().zip(&pin_phases).map(|(p, s)| format!("{p} {s:.3}")).collect();
+    println!(
+        "| a pin's control pass by phase, s summed over the daily, weekly and trending boards (2 cores) | | {} | | |",
+        phases.join(", ")
     );
 
     let (health, served) = top_against_health(&mut app).await;

@@ -13,6 +13,7 @@
 //! same change do not serve the same boards twice.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::NaiveDate;
 use tokio::sync::Notify;
@@ -163,21 +164,29 @@ impl ControlPasses {
             let boards = futures_util::stream::iter(due.into_iter().map(|key| {
                 let (set, layout, fence) = (set.clone(), self.policy.profile.layout().clone(), &fence);
                 async move {
+                    let metrics = &self.metrics.controls;
+                    let mut mark = Instant::now();
+                    let mut lap = |phase| metrics.phase(phase, std::mem::replace(&mut mark, Instant::now()).elapsed());
                     // The whole current version, held or read for this pass whatever its size.
                     let Some(current) = self.snapshots.current_whole(key).await? else { return Ok(()) };
                     let base = current.version;
+                    lap("read");
                     let organic =
                         tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.ranking.organic_board()))
                             .await
                             .map_err(|e| StoreError::Corrupt(format!("the organic board of {key:?}: {e}")))?
                             .map_err(StoreError::ranking)?;
+                    lap("organic");
                     let served = served_apart(set, key, Arc::new(organic), at, layout).await?;
+                    lap("serve");
                     let version = self
                         .publisher
                         .publish_derived(key, base, &served, (life, crate::ports::Form::Loadable), fence)
                         .await?;
+                    lap("publish");
                     self.publisher.feeder.note(key, version, &served, FeedCause::Controls);
                     self.snapshots.install_copy(key, version, served).await;
+                    lap("install");
                     Ok::<_, StoreError>(())
                 }
             }));

@@ -201,6 +201,11 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
     eventually("the second pin served", async || board(&mut holder).await.1[2].0 == 7).await;
     let pinned = same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
     assert_eq!((pinned.1[0].0, pinned.1[2].0), (middle, 7), "both pins served everywhere");
+    // Its pointer names layout 3: a release reading only layout 2 refuses it, never serves it
+    // without its pins.
+    let pointer = format!("{prefix}:{{daily:{}}}:version", Utc::now().date_naive());
+    let current: String = redis().await.get(&pointer).await.expect("GET");
+    assert!(current.starts_with(&format!("{}:3:", pinned.0)), "{current}");
     let after = holder.scrape_metrics().await;
     assert_eq!(written(&after, "whole"), written(&before, "whole"), "no control pass wrote the daily board whole");
     assert!(written(&after, "delta") - written(&before, "delta") <= 4.0, "a pin changes no score");

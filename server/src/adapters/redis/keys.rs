@@ -194,8 +194,11 @@ mod tests {
         assert_eq!(parse_version(Some("1796000000123:1".into())).expect("read"), Some(1_796_000_000_123));
         let delta = parse_version(Some("1796000000123:2:1796000000001".into())).expect("a delta version");
         assert_eq!(delta, Some(1_796_000_000_123));
-        let newer = parse_version(Some("1796000000123:3:1796000000001".into())).expect_err("refused");
-        assert!(matches!(newer, StoreError::Layout { found: 3 }), "{newer}");
+        // Layout 3: a delta of a board with pins.
+        let pinned = parse_version(Some("1796000000123:3:1796000000001".into())).expect("a delta with pins");
+        assert_eq!(pinned, Some(1_796_000_000_123));
+        let newer = parse_version(Some("1796000000123:4:1796000000001".into())).expect_err("refused");
+        assert!(matches!(newer, StoreError::Layout { found: 4 }), "{newer}");
         for garbage in ["", "x", "12:x", ":2"] {
             assert!(matches!(parse_version(Some(garbage.into())), Err(StoreError::Corrupt(_))), "{garbage:?}");
         }

@@ -155,6 +155,7 @@ impl RedisRankingStore {
             has_stats: stats.is_some(),
             delta_of: delta.map(|(previous, _)| previous),
             chain_max: super::delta::CHAIN,
+            delta_layout: if has_pins { 3 } else { 2 },
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())
         .await;

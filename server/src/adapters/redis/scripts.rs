@@ -103,6 +103,9 @@ pub(super) struct Publication<'a> {
     pub delta_of: Option<u64>,
     /// The deltas a chain may hold.
     pub chain_max: usize,
+    /// The layout a delta's pointer names: 3 for a board with pins (read by releases that
+    /// read layout 3 only), else 2.
+    pub delta_layout: u16,
 }
 
 impl Publication<'_> {
@@ -132,6 +135,7 @@ impl Publication<'_> {
             .arg(flag(self.has_stats))
             .arg(self.delta_of.map(|v| v.to_string()).unwrap_or_default())
             .arg(self.chain_max)
+            .arg(self.delta_layout)
             .invoke_async(conn)
             .await
     }

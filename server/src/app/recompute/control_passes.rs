@@ -169,6 +169,7 @@ impl ControlPasses {
                     let mut lap = |phase| metrics.phase(phase, std::mem::replace(&mut mark, Instant::now()).elapsed());
                     // The whole current version, held or read for this pass whatever its size.
                     let Some(current) = self.snapshots.current_whole(key).await? else { return Ok(()) };
+                    let _own = self.snapshots.publishing(key);
                     let base = current.version;
                     lap("read");
                     let organic =

@@ -110,6 +110,7 @@ impl Publisher {
         fence: &Fence,
     ) -> Result<u64, StoreError> {
         let form = if live { Form::Loadable } else { Form::Full };
+        let _own = self.snapshots.publishing(key);
         let served = served_now(&self.controls, &self.policy, key, whole).await?;
         self.faults.before_publish().await;
         let previous = self.snapshots.get(key);
@@ -283,6 +284,7 @@ impl Publisher {
             let key = whole_key.restricted(Some(segment))?;
             let controls = &controls;
             Some(async move {
+                let own = self.snapshots.publishing(key);
                 let organic = Snapshot::at_positions(whole, positions).map_err(StoreError::ranking)?;
                 let copy = match controls.acting(key, at).is_empty() {
                     true => Arc::new(organic),
@@ -298,13 +300,14 @@ impl Publisher {
                 let previous = held.as_ref().map(|held| (held.version, &held.ranking));
                 let publishing = Publishing { copy: &copy, previous, stats: None };
                 let version = self.rankings.publish_copy(key, publishing, life, Form::Full, fence).await?;
-                Ok::<_, StoreError>((key, version, copy))
+                Ok::<_, StoreError>((key, version, copy, own))
             })
         }))
         .buffer_unordered(SEGMENT_PUBLICATIONS);
-        let mut copies = Vec::new();
-        while let Some(published) = publications.try_next().await? {
-            copies.push(published);
+        let (mut copies, mut own) = (Vec::new(), Vec::new());
+        while let Some((key, version, copy, publishing)) = publications.try_next().await? {
+            copies.push((key, version, copy));
+            own.push(publishing);
         }
         self.history.keep_all(&copies).await?;
         for (key, version, served) in &copies {
@@ -312,6 +315,7 @@ impl Publisher {
         }
         // Installed together: one swap of this replica's copies rather than one per segment.
         self.snapshots.install_copies(copies).await;
+        drop(own);
         self.rankings.record_segments(whole_key, &published, life.expire_at).await
     }
 }

@@ -138,6 +138,7 @@ impl Withdrawals {
             .map_err(StoreError::ranking)?;
             let Some(organic) = organic.map(Arc::new) else { continue };
             let served = served_now(&self.controls, &self.policy, key, &organic).await?;
+            let _own = self.snapshots.publishing(key);
             let version =
                 self.publisher.publish_derived(key, base, &served, (life, crate::ports::Form::Full), fence).await?;
             self.publisher.feeder.note(key, version, &served, FeedCause::Withdrawal);

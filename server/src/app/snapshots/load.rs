@@ -135,8 +135,12 @@ impl Snapshots {
         }
     }
 
-    /// Loads `version` of `key` from the store unless it or a newer one is held.
+    /// Loads `version` of `key` from the store unless it or a newer one is held, or this
+    /// replica is publishing `key` (it installs its own copy).
     pub async fn load(&self, key: RankingKey, version: u64) -> Result<(), StoreError> {
+        if self.own.contains(key) {
+            return Ok(());
+        }
         let _one = self.installing.lock().await;
         if self.holds(key, version) || self.known_too_large(key, version) {
             return Ok(());

@@ -26,6 +26,7 @@
 //!   versions are polled.
 //! - [`load`]: installing, loading, the poll and the announcement loop.
 //! - [`whole`]: whole rankings read for single callers (movers, withdrawals).
+//! - [`own`]: this replica's own publications in flight, which no announcement loads.
 
 use std::sync::Arc;
 
@@ -39,10 +40,12 @@ use crate::ports::{RankingKey, RankingStore};
 
 mod held;
 mod load;
+mod own;
 mod wanted;
 mod whole;
 
 pub use load::LOAD_CHUNK;
+pub use own::Publishing;
 
 /// One held version.
 #[derive(Debug)]
@@ -74,6 +77,8 @@ pub struct Snapshots {
     /// Copies read for a single caller ([`Snapshots::whole`]) being built at once: however
     /// many callers ask, they hold at most this many rankings' worth of memory.
     passing: tokio::sync::Semaphore,
+    /// This replica's own publications in flight.
+    own: own::Own,
 }
 
 /// Rankings read whole for single callers at the same time.
@@ -95,6 +100,7 @@ impl Snapshots {
             installing: tokio::sync::Mutex::new(()),
             wanted: wanted::Wanted::default(),
             passing: tokio::sync::Semaphore::new(PASSING_COPIES),
+            own: own::Own::default(),
         }
     }
 

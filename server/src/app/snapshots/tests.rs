@@ -190,3 +190,19 @@ async fn a_poll_reading_an_older_list_of_segments_drops_no_copy_a_publication_ju
     snapshots.wanted.found_segments(&[yesterday], &[]);
     assert!(snapshots.wanted.segments().get(&today).is_none());
 }
+
+#[tokio::test]
+async fn a_ranking_this_replica_is_publishing_is_not_loaded_until_it_is_done() {
+    let (snapshots, store, date) = snapshots(1_000);
+    let today = RankingKey::Daily(date);
+    let own = snapshots.publishing(today);
+    let v = store.publish(today, &ranking(10), life(), &Fence::unchecked()).await.expect("publish");
+    // The announcement and the poll while the publisher has not installed its copy yet.
+    snapshots.load(today, v).await.expect("load");
+    snapshots.refresh().await.expect("refresh");
+    assert!(snapshots.get(today).is_none(), "left to the publisher");
+    // A publication given up after the store took it: the next poll loads it.
+    drop(own);
+    snapshots.refresh().await.expect("refresh");
+    assert_eq!(snapshots.get(today).map(|h| h.version), Some(v));
+}

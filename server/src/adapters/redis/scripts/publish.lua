@@ -24,7 +24,9 @@ local has_pins, has_served, has_stats = ARGV[11] == '1', ARGV[12] == '1', ARGV[1
 -- its chain's base still has its packed copy and the chain holds fewer than `chain_max`
 -- deltas; otherwise nothing is written and the error is `REBASE <why>` (the writer publishes
 -- the version whole).
-local delta_of, chain_max = ARGV[14], tonumber(ARGV[15])
+-- Layout 3: a delta of a board with pins says so in its pointer (`N:3:<base>`), so that a
+-- release reading only layout 2 refuses it (`LAYOUT 3`) rather than read it without its pins.
+local delta_of, chain_max, delta_layout = ARGV[14], tonumber(ARGV[15]), ARGV[16]
 local parts = {':packed', ':index', ':pins', ':served', ':stats', ':delta'}
 local function each_part(base, f) for _, p in ipairs(parts) do f(base .. p) end end
 local function unlink(k) redis.call('UNLINK', k) end
@@ -37,10 +39,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- A pointer written in a newer layout still orders versions by its number; one of a delta
--- version (`N:2:<base>`) names its chain's base.
+-- version (`N:<layout>:<base>`, layout 2 or 3) names its chain's base.
 local current = redis.call('GET', pointer)
 local old = tonumber((pointed(current)) or '0')
-local old_base = current and string.match(current, '^%d+:2:(%d+)')
+local old_base = current and string.match(current, '^%d+:%d+:(%d+)')
 local os = string.format('%.0f', old)
 local base = nil
 if delta_of ~= '' then
@@ -126,7 +128,7 @@ for suffix, present in pairs({[':pins'] = has_pins, [':served'] = has_served, ['
   end
 end
 if base then
-  redis.call('SET', pointer, vs .. ':2:' .. base, 'EXAT', expire_at)
+  redis.call('SET', pointer, vs .. ':' .. delta_layout .. ':' .. base, 'EXAT', expire_at)
 else
   redis.call('SET', pointer, vs, 'EXAT', expire_at)
 end

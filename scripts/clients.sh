@@ -29,21 +29,10 @@ PROTOC_GEN_GO_GRPC=v1.6.0
 
 # clients/node's packages (buf included, which generates for Go too), installed once per
 # machine keyed by the lock's hash and linked as clients/node/node_modules.
+# shellcheck source=npm-cache.sh
+. "$ROOT/scripts/npm-cache.sh"
 node_modules() {
-  local key dir tmp
-  key=$(sha256sum "$CLIENTS/node/package-lock.json" | cut -c1-16)
-  dir=$CACHE/node-client-$key
-  if [ ! -d "$dir/node_modules" ]; then
-    mkdir -p "$CACHE"
-    tmp=$(mktemp -d "$CACHE/node-client-install.XXXXXX")
-    cp "$CLIENTS/node/package.json" "$CLIENTS/node/package-lock.json" "$tmp/"
-    (cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error >&2)
-    mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp" # another run got there first
-  fi
-  if [ "$(readlink "$CLIENTS/node/node_modules" 2>/dev/null)" != "$dir/node_modules" ]; then
-    rm -rf "$CLIENTS/node/node_modules"
-    ln -s "$dir/node_modules" "$CLIENTS/node/node_modules"
-  fi
+  npm_modules "$CLIENTS/node" node-client
 }
 
 BUF=$CLIENTS/node/node_modules/.bin/buf
@@ -67,10 +56,9 @@ go_generate() {
 check_go() {
   local tmp status=0
   tmp=$(mktemp -d)
-  cp "$CLIENTS/go/buf.gen.yaml" "$tmp/"
   # buf.gen.yaml names ../../proto: the copy sits two levels below a link to it.
   mkdir -p "$tmp/a/b"
-  mv "$tmp/buf.gen.yaml" "$tmp/a/b/"
+  cp "$CLIENTS/go/buf.gen.yaml" "$tmp/a/b/"
   ln -s "$ROOT/proto" "$tmp/proto"
   go_generate "$tmp/a/b"
   if ! diff -r "$CLIENTS/go/rankingv1" "$tmp/a/b/rankingv1" >/dev/null; then

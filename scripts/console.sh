@@ -19,21 +19,10 @@ export PATH="$CONSOLE/node_modules/.bin:$PATH"
 # A server binary named relative to where the script was called from.
 if [ -n "${RANKING_SERVER_BIN:-}" ]; then RANKING_SERVER_BIN=$(realpath "$RANKING_SERVER_BIN"); fi
 
+# shellcheck source=npm-cache.sh
+. "$ROOT/scripts/npm-cache.sh"
 modules() {
-  local key dir tmp
-  key=$(sha256sum "$CONSOLE/package-lock.json" | cut -c1-16)
-  dir=$CACHE/console-$key
-  if [ ! -d "$dir/node_modules" ]; then
-    mkdir -p "$CACHE"
-    tmp=$(mktemp -d "$CACHE/console-install.XXXXXX")
-    cp "$CONSOLE/package.json" "$CONSOLE/package-lock.json" "$tmp/"
-    (cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error >&2)
-    mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp" # another build got there first
-  fi
-  if [ "$(readlink "$CONSOLE/node_modules" 2>/dev/null)" != "$dir/node_modules" ]; then
-    rm -rf "$CONSOLE/node_modules"
-    ln -s "$dir/node_modules" "$CONSOLE/node_modules"
-  fi
+  npm_modules "$CONSOLE" console
 }
 
 # A hash of everything the bundle is made from.

@@ -4,8 +4,6 @@
 //! board with these; the API's enum, the stored codes and the Redis vocabulary are each
 //! converted in one place.
 
-use std::fmt;
-
 use crate::catalog::Segment;
 
 /// The window of a ranking.
@@ -37,21 +35,10 @@ impl Window {
         }
     }
 
-    /// The window of a [`Window::name`].
-    pub fn from_name(name: &str) -> Option<Window> {
-        Window::ALL.into_iter().find(|w| w.name() == name)
-    }
-
     /// Whether its rankings are exact and replaced whole by each publication, so that they
     /// have versions, controls, segments, history and a feed (every window but hourly).
     pub fn is_versioned(self) -> bool {
         self != Window::Hourly
-    }
-}
-
-impl fmt::Display for Window {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -95,11 +82,6 @@ impl Windows {
         self.0 == 0 || other.0 == 0 || self.0 & other.0 != 0
     }
 
-    /// Whether it is every window.
-    pub fn is_all(self) -> bool {
-        self.0 == 0
-    }
-
     /// The windows named (none for [`Windows::ALL`]), in the API's order.
     pub fn named(self) -> impl Iterator<Item = Window> {
         Window::ALL.into_iter().filter(move |w| Self::bit(*w).is_some_and(|bit| self.0 & bit != 0))
@@ -122,12 +104,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip_and_are_distinct() {
-        for w in Window::ALL {
-            assert_eq!(Window::from_name(w.name()), Some(w));
-            assert_eq!(w.to_string(), w.name());
-        }
-        assert_eq!(Window::from_name("monthly"), None);
+    fn names_are_distinct() {
+        let mut names: Vec<&str> = Window::ALL.iter().map(|w| w.name()).collect();
+        names.dedup();
+        assert_eq!(names, ["daily", "hourly", "weekly", "trending"]);
     }
 
     #[test]
@@ -135,7 +115,7 @@ mod tests {
         let daily = Windows::of([Window::Daily]).expect("versioned");
         assert!(daily.holds(Window::Daily) && !daily.holds(Window::Weekly) && !daily.holds(Window::Trending));
         assert!(!daily.holds(Window::Hourly), "no control acts on the hourly ranking");
-        assert!(Windows::ALL.holds(Window::Trending) && Windows::ALL.is_all());
+        assert!(Windows::ALL.holds(Window::Trending) && Windows::ALL.named().count() == 0);
         assert_eq!(Windows::of([Window::Hourly]), None);
         let both = Windows::of([Window::Weekly, Window::Trending]).expect("versioned");
         assert_eq!(both.named().collect::<Vec<_>>(), vec![Window::Weekly, Window::Trending]);

@@ -24,7 +24,7 @@ impl Snapshot {
     /// position holds the product the parts' annex says was served there, the other entries
     /// follow the ranking order around them. How a board stored as its changes against an
     /// earlier version is put back in its served order.
-    pub fn served_from(mut entries: Vec<Scored>, parts: ServedParts) -> Result<Self, SnapshotError> {
+    pub fn served_from(entries: Vec<Scored>, parts: ServedParts) -> Result<Self, SnapshotError> {
         let mut placed: Vec<(u32, i64)> = Vec::with_capacity(parts.pinned.len());
         for &at in &parts.pinned {
             let touched = parts.annex.touched().iter().find(|t| t.served_at == Some(at));
@@ -33,7 +33,7 @@ impl Snapshot {
         let mut ids: Vec<i64> = placed.iter().map(|(_, id)| *id).collect();
         ids.sort_unstable();
         let (mut pinned, mut others): (Vec<Scored>, Vec<Scored>) =
-            entries.drain(..).partition(|e| ids.binary_search(&e.product_id).is_ok());
+            entries.into_iter().partition(|e| ids.binary_search(&e.product_id).is_ok());
         others.sort_unstable_by(ranking_order);
         pinned.sort_unstable_by_key(|e| e.product_id);
         let mut served = Vec::with_capacity(others.len() + pinned.len());

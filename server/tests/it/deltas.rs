@@ -57,6 +57,15 @@ async fn seed(app: &mut TestApp) {
     }
 }
 
+/// Two replicas beside the holder, without live passes, writing `layout`: one holding copies
+/// (it applies the deltas to them) and one reading Redis (it holds no copy of a board this
+/// size: it builds each version from its chain).
+async fn readers(db_url: &str, prefix: &str, layout: &str) -> (TestApp, TestApp) {
+    let copies = TestApp::spawn_on(redis_settings(db_url, prefix, &["--live-interval=0", layout])).await;
+    let reader_settings = redis_settings(db_url, prefix, &["--live-interval=0", "--snapshot-max-entries=1", layout]);
+    (copies, TestApp::spawn_on(reader_settings).await)
+}
+
 /// Waits until two more live passes of `app` have ended (the second began after this call).
 async fn settled(app: &TestApp) {
     let before = live_passes(&app.scrape_metrics().await);
@@ -137,11 +146,7 @@ async fn live_passes_write_deltas_that_every_replica_serves_exactly() {
     let bytes = sample(&after, "ranking_published_bytes_total{form=\"delta\",board=\"daily\"}");
     assert!(bytes > 0.0, "{after}");
 
-    // A replica holding copies (it applies the deltas to them) and one reading Redis (it
-    // holds no copy of a board this size: it builds each version from its chain).
-    let mut copies = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=0", delta])).await;
-    let reader_settings = redis_settings(&db.url, &prefix, &["--live-interval=0", "--snapshot-max-entries=1", delta]);
-    let mut reader = TestApp::spawn_on(reader_settings).await;
+    let (mut copies, mut reader) = readers(&db.url, &prefix, delta).await;
     // Past a chain's 32 deltas: one event, then its pass, forty times, over three products
     // (each rescored by many deltas of a chain, so that only their order gives its score).
     for n in 0..40i64 {
@@ -184,9 +189,7 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
     seed(&mut holder).await;
     holder.recompute("").await;
     settled(&holder).await;
-    let mut copies = TestApp::spawn_on(redis_settings(&db.url, &prefix, &["--live-interval=0", layout])).await;
-    let reader_settings = redis_settings(&db.url, &prefix, &["--live-interval=0", "--snapshot-max-entries=1", layout]);
-    let mut reader = TestApp::spawn_on(reader_settings).await;
+    let (mut copies, mut reader) = readers(&db.url, &prefix, layout).await;
     same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
 
     // A product from the middle of the board pinned first, then a second pin, then both gone.

@@ -219,10 +219,6 @@ struct Ranking {
     actor_id: String,
 }
 
-fn window(w: v1::Window) -> i32 {
-    w as i32
-}
-
 async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     // The feed is read from its bus: no call to the service.
     if let Command::Follow(args) = cli.command {
@@ -265,7 +261,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             page_token,
         } => {
             let request = v1::GetTopNRequest {
-                window: window(w),
+                window: w as i32,
                 date,
                 hour,
                 segment,
@@ -302,7 +298,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             let r = client
                 .rank(v1::GetRankRequest {
                     product_id,
-                    window: window(w),
+                    window: w as i32,
                     date,
                     hour,
                     neighbors,
@@ -338,7 +334,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => {
             let direction = if falling { v1::MoverDirection::Falling } else { v1::MoverDirection::Rising };
             let request = v1::ListMoversRequest {
-                window: window(w),
+                window: w as i32,
                 date,
                 hour,
                 direction: direction.into(),
@@ -359,7 +355,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Ranks { product_ids, ranking: Ranking { window: w, date, hour, segment, profile, actor_id } } => {
             let r = client
-                .ranks(v1::GetRanksRequest { product_ids, window: window(w), date, hour, segment, profile, actor_id })
+                .ranks(v1::GetRanksRequest { product_ids, window: w as i32, date, hour, segment, profile, actor_id })
                 .await?;
             if cli.json {
                 let ranks = json!({
@@ -379,7 +375,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Explain { product_id, window: w, date, segment, profile } => {
-            let request = v1::ExplainRankRequest { product_id, date, segment, profile, window: window(w) };
+            let request = v1::ExplainRankRequest { product_id, date, segment, profile, window: w as i32 };
             let r = client.explain_rank(request).await?;
             if cli.json {
                 println!("{}", explain_json(&r));

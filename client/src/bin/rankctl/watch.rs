@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 
 use ranking_client::{RankingClient, v1};
 
+use super::Ranking;
 use super::output::{entries_json, json, table};
-use super::{Ranking, window};
 
 /// Watches the top `limit` of `ranking`.
 pub async fn run(
@@ -16,7 +16,7 @@ pub async fn run(
     json: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let Ranking { window: w, date, hour, segment, profile, actor_id } = ranking;
-    let request = v1::WatchTopNRequest { window: window(w), date, hour, segment, limit, profile, actor_id };
+    let request = v1::WatchTopNRequest { window: w as i32, date, hour, segment, limit, profile, actor_id };
     let mut changes = client.watch_top_n(request);
     let terminal = std::io::stdout().is_terminal();
     while let Some(change) = futures_util::StreamExt::next(&mut changes).await {

@@ -45,7 +45,7 @@ mod wanted;
 mod whole;
 
 pub use load::LOAD_CHUNK;
-pub use own::Publishing;
+pub use own::OwnPublication;
 
 /// One held version.
 #[derive(Debug)]

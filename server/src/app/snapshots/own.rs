@@ -18,7 +18,7 @@ pub(super) struct Own(Mutex<HashMap<RankingKey, usize>>);
 
 /// A publication of one ranking in flight, until it is dropped (its copy installed or the
 /// publication given up).
-pub struct Publishing {
+pub struct OwnPublication {
     own: Arc<Snapshots>,
     key: RankingKey,
 }
@@ -44,13 +44,13 @@ impl Own {
 
 impl Snapshots {
     /// Notes that this replica publishes `key` now, until the returned guard is dropped.
-    pub fn publishing(self: &Arc<Self>, key: RankingKey) -> Publishing {
+    pub fn publishing(self: &Arc<Self>, key: RankingKey) -> OwnPublication {
         self.own.change(key, true);
-        Publishing { own: Arc::clone(self), key }
+        OwnPublication { own: Arc::clone(self), key }
     }
 }
 
-impl Drop for Publishing {
+impl Drop for OwnPublication {
     fn drop(&mut self) {
         self.own.own.change(self.key, false);
     }

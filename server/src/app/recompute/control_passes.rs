@@ -170,8 +170,8 @@ impl ControlPasses {
                     // The whole current version, held or read for this pass whatever its size.
                     let Some(current) = self.snapshots.current_whole(key).await? else { return Ok(()) };
                     let _own = self.snapshots.publishing(key);
-                    let base = current.version;
                     lap("read");
+                    let base = Arc::clone(&current);
                     let organic =
                         tokio::task::spawn_blocking(move || Snapshot::from_ranked(current.ranking.organic_board()))
                             .await
@@ -182,7 +182,7 @@ impl ControlPasses {
                     lap("serve");
                     let version = self
                         .publisher
-                        .publish_derived(key, base, &served, (life, crate::ports::Form::Loadable), fence)
+                        .publish_derived(key, &base, &served, (life, crate::ports::Form::Loadable), fence)
                         .await?;
                     lap("publish");
                     self.publisher.feeder.note(key, version, &served, FeedCause::Controls);

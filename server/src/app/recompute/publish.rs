@@ -15,7 +15,7 @@ use super::faults::FaultPoints;
 use super::keep::HistoryKeeper;
 use crate::app::feed::Feeder;
 use crate::app::policy::Policy;
-use crate::app::snapshots::Snapshots;
+use crate::app::snapshots::{Held, Snapshots};
 use crate::domain::catalog::{Membership, Segment};
 use crate::domain::snapshot::{Changes, Snapshot};
 use crate::metrics::Metrics;
@@ -153,25 +153,27 @@ impl Publisher {
         }
     }
 
-    /// Publishes `served`, a board served again from the organic board of version `base`
-    /// of `key` (a control pass's or a withdrawal's), with `base`'s statistics: it ranks the
-    /// same organic scores, so it explains with the same norms. `form`: a withdrawal's is
+    /// Publishes `served`, a board served again from the organic board of `base`, the
+    /// current version of `key` (a control pass's or a withdrawal's), with `base`'s
+    /// statistics: it ranks the same organic scores, so it explains with the same norms. The
+    /// changes are taken against `base` itself, held or read whole for the pass, so a replica
+    /// that holds no copy of the board (one reading the store) writes only what changed too.
+    /// `form`: a withdrawal's is
     /// [`Form::Full`] (hidden products leave the daily ranking's sorted set at once); a control
     /// pass's is [`Form::Loadable`], written as what changed where the layout allows.
     pub(super) async fn publish_derived(
         &self,
         key: RankingKey,
-        base: u64,
+        base: &Held,
         served: &Arc<Snapshot>,
         (life, form): (VersionLife, Form),
         fence: &Fence,
     ) -> Result<u64, StoreError> {
-        let stats = self.rankings.version_stats(key, base).await?;
-        let previous = self.snapshots.get(key).filter(|held| held.version == base);
-        let previous = previous.as_ref().map(|held| (held.version, &held.ranking));
+        let stats = self.rankings.version_stats(key, base.version).await?;
+        let previous = Some((base.version, &base.ranking));
         let publishing = Publishing { copy: served, previous, stats: stats.as_ref() };
         let version = self.rankings.publish_copy(key, publishing, life, form, fence).await?;
-        self.record_derived(key, base, version).await?;
+        self.record_derived(key, base.version, version).await?;
         Ok(version)
     }
 

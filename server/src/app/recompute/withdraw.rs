@@ -122,7 +122,7 @@ impl Withdrawals {
             // The organic board is what loses them; the served one follows from it.
             // Whole, whatever its size (a board larger than this replica holds included).
             let Some(held) = self.snapshots.current_whole(key).await? else { continue };
-            let base = held.version;
+            let base = Arc::clone(&held);
             // A board of a million entries: rebuilt on a blocking thread, as a control pass's.
             let hidden = ids.clone();
             let organic = tokio::task::spawn_blocking(move || {
@@ -140,7 +140,7 @@ impl Withdrawals {
             let served = served_now(&self.controls, &self.policy, key, &organic).await?;
             let _own = self.snapshots.publishing(key);
             let version =
-                self.publisher.publish_derived(key, base, &served, (life, crate::ports::Form::Full), fence).await?;
+                self.publisher.publish_derived(key, &base, &served, (life, crate::ports::Form::Full), fence).await?;
             self.publisher.feeder.note(key, version, &served, FeedCause::Withdrawal);
             self.snapshots.install_copy(key, version, served).await;
         }

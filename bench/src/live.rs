@@ -8,7 +8,8 @@
 //! against the rows the load changed (distinct products written per second, each pass taking
 //! about a second's changes), and the holder's CPU; a full Recompute of the same day beside
 //! them. Then GetRank on the second replica next to its health check (h2load, interleaved
-//! rounds) while live passes keep running. Uniform and Zipf product popularity.
+//! rounds) while live passes keep running. Uniform and Zipf product popularity, each on a day
+//! seeded as 20 M views of that popularity left it (see [`seeded`]).
 //! `RANKING_BENCH_PROFILES` (`name=path,…`) runs the replicas with those variants beside the
 //! service's profile: the same table, every pass ranking and publishing each profile.
 
@@ -26,6 +27,7 @@ use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
+use crate::recompute::Popularity;
 use crate::reads::{Shape, cpu_seconds, h2load};
 
 /// Offered load of the live bench: batches per second × events per batch.
@@ -116,16 +118,22 @@ struct Figures {
     feed: (f64, f64, f64),
 }
 
-/// A throwaway PostgreSQL migrated (by a server then stopped) and seeded with today and
-/// yesterday of `products` products (a carry-over chain and a week to sum) and three hours of
-/// each in the last day (the trending board's population), vacuumed, analysed and written
-/// out now rather than by autovacuum and a checkpoint inside a measured window.
-async fn seeded(products: i64) -> pg::ThrowawayPostgres {
+/// Views of today before the load starts: the day the load continues.
+const VIEWS_SO_FAR: i64 = 20_000_000;
+
+/// A throwaway PostgreSQL migrated (by a server then stopped) and seeded with yesterday of
+/// `products` products (a carry-over chain and a week to sum), today as a stream of
+/// [`VIEWS_SO_FAR`] views at the load's own rate and `popularity` leaves it (so the load
+/// continues the day rather than reshaping it), and three hours of each in the last day (the
+/// trending board's population); vacuumed, analysed and written out now rather than by
+/// autovacuum and a checkpoint inside a measured window.
+async fn seeded(products: i64, popularity: Popularity) -> pg::ThrowawayPostgres {
     let pg = pg::ThrowawayPostgres::start().expect("PostgreSQL server binaries");
     let today = Utc::now().date_naive();
     crate::serve(&[format!("--database-url={}", pg.url())]).await.stop().await;
     crate::recompute::seed_day(&pg.url(), today.pred_opt().expect("yesterday"), products).await;
-    crate::recompute::seed_day(&pg.url(), today, products).await;
+    let rate = (BATCHES_PER_SECOND * BATCH) as i64;
+    crate::recompute::seed_streamed_day(&pg.url(), today, products, popularity, (VIEWS_SO_FAR, rate)).await;
     crate::recompute::seed_hours(&pg.url(), products).await;
     let db = Database::connect(pg.url()).await.expect("connect");
     db.execute_unprepared("VACUUM ANALYZE").await.expect("vacuum");
@@ -137,12 +145,14 @@ async fn seeded(products: i64) -> pg::ThrowawayPostgres {
 pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     let mut all = Vec::new();
     for &products in sizes {
-        let pg = seeded(products).await;
-        for interval in ["1s", "500ms"] {
-            for distribution in ["uniform", "zipf"] {
-                if !cases.is_empty() && !cases.contains(&format!("{interval}:{distribution}").as_str()) {
-                    continue;
-                }
+        for popularity in [Popularity::Uniform, Popularity::Zipf] {
+            let distribution = popularity.name();
+            let wanted = |interval: &str| cases.is_empty() || cases.contains(&format!("{interval}:{distribution}").as_str());
+            if !["1s", "500ms"].iter().any(|interval| wanted(interval)) {
+                continue;
+            }
+            let pg = seeded(products, popularity).await;
+            for interval in ["1s", "500ms"].into_iter().filter(|interval| wanted(interval)) {
                 all.push(run(&pg, redis, products, distribution, interval, None, BATCHES_PER_SECOND).await);
             }
         }
@@ -470,7 +480,7 @@ pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
 
-    let pg = seeded(products).await;
+    let pg = seeded(products, Popularity::Zipf).await;
     let topic = format!("bench-feed-{:x}", Utc::now().timestamp_micros());
     let admin: AdminClient<DefaultClientContext> =
         rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin");

@@ -69,6 +69,69 @@ pub(crate) async fn seed_day_with(url: &str, date: chrono::NaiveDate, products: 
     db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
 }
 
+/// The popularity of the live bench's load: which products its events name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Popularity {
+    Uniform,
+    /// Product `k` of `n` with probability ln(1 + 1/k) / ln n (`Rng::zipf`'s draw).
+    Zipf,
+}
+
+impl Popularity {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Popularity::Uniform => "uniform",
+            Popularity::Zipf => "zipf",
+        }
+    }
+
+    /// The share of events naming product `g` of `n`, as a SQL expression of `g`.
+    fn share_sql(self, n: i64) -> String {
+        match self {
+            Popularity::Uniform => format!("(1.0 / {n})"),
+            Popularity::Zipf => format!("(ln(1.0 + 1.0 / g) / ln({n}.0))"),
+        }
+    }
+}
+
+/// Writes `date`'s rows of `products` products inside PostgreSQL as a stream of `views`
+/// views at `per_second` events a second with `popularity` leaves them at this instant:
+/// product g's views are its share of `views` and its last view an exponential wait at its
+/// own rate before now; a product whose wait is longer than the stream (or the day so far)
+/// has no row yet. A load of the same popularity and rate then continues this day instead of
+/// reshaping it: the population's statistics (the recency axis's above all) move as a real
+/// day's do, not by the whole day's spread each second.
+pub(crate) async fn seed_streamed_day(
+    url: &str,
+    date: chrono::NaiveDate,
+    products: i64,
+    popularity: Popularity,
+    (views, per_second): (i64, i64),
+) {
+    let db = Database::connect(url).await.expect("connect");
+    let now = Utc::now();
+    let now_us = now.timestamp_micros();
+    let since_midnight = (now - date.and_hms_opt(0, 0, 0).expect("midnight").and_utc()).num_seconds().max(1);
+    let stream_seconds = (views / per_second.max(1)).clamp(1, since_midnight);
+    let share = popularity.share_sql(products);
+    // Two fixed uniform draws per product (the fraction of its expected views rounded up, its
+    // wait), from multiplicative hashes: the same day on every run.
+    db.execute_unprepared(&format!(
+        "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at) \
+         SELECT DATE '{date}', g, v, v / 20, 0, 0, {now_us} - (wait * 1000000)::bigint, {now_us} \
+         FROM generate_series(1::bigint, {products}::bigint) g \
+         CROSS JOIN LATERAL (SELECT {share} AS p, \
+                 ((g * 2654435761) % 1000003 + 1) / 1000004.0 AS u1, \
+                 ((g * 40503 + 12345) % 999983 + 1) / 999984.0 AS u2) draws \
+         CROSS JOIN LATERAL (SELECT -ln(u2) / ({per_second} * p) AS wait, \
+                 greatest(1, floor({views} * p + u1))::bigint AS v) stream \
+         WHERE wait < {stream_seconds}"
+    ))
+    .await
+    .expect("seed the streamed day");
+    db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
+}
+
 /// Three hourly rows of each of `products` products within the last 24 hours (UTC), spread
 /// over the hours by product: the trending board's population.
 pub(crate) async fn seed_hours(url: &str, products: i64) {

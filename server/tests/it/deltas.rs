@@ -8,7 +8,7 @@
 
 use chrono::{Duration as Age, Utc};
 use ranking_client::v1;
-use ranking_server::test_support::eventually;
+use ranking_server::test_support::{eventually, eventually_some};
 use redis::AsyncCommands;
 
 use crate::helpers::metric_or_zero as sample;
@@ -200,7 +200,7 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
     holder.recompute("").await;
     settled(&holder).await;
     let (mut copies, mut reader) = readers(&db.url, &prefix, layout).await;
-    same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
+    let unpinned = same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
 
     // A product from the middle of the board pinned first, then a second pin, then both gone.
     let middle = board(&mut holder).await.1[PRODUCTS as usize / 2].0;
@@ -236,8 +236,9 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
         let request = v1::DeleteControlRequest { control_id: id.into(), expected_revision: 0 };
         holder.client.delete_control(request).await.expect("delete");
     }
-    eventually("the pins gone", async || board(&mut holder).await.1[0].0 != middle).await;
+    eventually("the pins gone", async || board(&mut holder).await.1 == unpinned.1).await;
     let organic = same_board_everywhere(&mut holder, &mut copies, &mut reader).await;
+    assert_eq!(organic.1, unpinned.1, "every replica serves the board as it was before the pins");
     assert!(organic.1.iter().position(|(p, _)| *p == middle) > Some(2), "back in its organic place");
     let recomputed = holder.recompute("").await;
     assert!(recomputed.version > organic.0);
@@ -248,23 +249,24 @@ async fn control_passes_write_what_changed_and_every_replica_serves_the_pin() {
     db.drop_db().await;
 }
 
-/// Waits until the other two replicas serve the holder's current version of today's board,
-/// entry for entry (no event is recorded meanwhile, so the holder's passes publish nothing
-/// newer); returns it.
+/// Waits until the three replicas serve one version of today's board, entry for entry, and
+/// each segment of it (no event is recorded meanwhile, so they come to the last publication
+/// whichever replica made it; the holder is read again each time, as it may still be loading
+/// a pass another replica published); returns the whole board.
 async fn same_board_everywhere(
     holder: &mut TestApp,
     copies: &mut TestApp,
     reader: &mut TestApp,
 ) -> (u64, Vec<(i64, u64)>) {
-    let served = board(holder).await;
-    eventually("every replica serves the holder's version", async || {
-        board(copies).await == served && board(reader).await == served
+    let served = eventually_some("every replica serves one version", async || {
+        let served = board(holder).await;
+        (board(copies).await == served && board(reader).await == served).then_some(served)
     })
     .await;
     // And each segment, built from the same chain of deltas.
     for segment in [segment_of(0), segment_of(1)] {
-        let held = board_of(holder, &segment).await;
-        eventually("every replica serves the holder's segment", async || {
+        eventually("every replica serves one version of the segment", async || {
+            let held = board_of(holder, &segment).await;
             board_of(copies, &segment).await == held && board_of(reader, &segment).await == held
         })
         .await;

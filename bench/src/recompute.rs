@@ -56,11 +56,14 @@ pub(crate) async fn seed_day(url: &str, date: chrono::NaiveDate, products: i64) 
 pub(crate) async fn seed_day_with(url: &str, date: chrono::NaiveDate, products: i64, signals: bool) {
     let db = Database::connect(url).await.expect("connect");
     let now_us = Utc::now().timestamp_micros();
+    // Events within the day: its last instant is now for today, its end for a day before.
+    let day_end_us = date.succ_opt().expect("a day after").and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    let last_us = now_us.min(day_end_us.timestamp_micros() - 1);
     db.execute_unprepared(&format!(
         "INSERT INTO product_daily_metrics (metric_date, product_id, views, likes, orders, order_amount, last_event_at, updated_at, \
                 signal_1, signal_2) \
          SELECT DATE '{date}', g, (g * 7919) % 5000, (g * 104729) % 300, (g * 31) % 7, ((g * 7127) % 9) * 10000, \
-                {now_us} - (g % 86400) * 1000000, {now_us}, {} \
+                {last_us} - (g % 86400) * 1000000, {now_us}, {} \
          FROM generate_series(1::bigint, {products}::bigint) g",
         if signals { "(g * 6971) % 40, ((g * 3301) % 600) * 1000" } else { "NULL, NULL" }
     ))
@@ -98,9 +101,10 @@ impl Popularity {
 /// views at `per_second` events a second with `popularity` leaves them at this instant:
 /// product g's views are its share of `views` and its last view an exponential wait at its
 /// own rate before now; a product whose wait is longer than the stream (or the day so far)
-/// has no row yet. A load of the same popularity and rate then continues this day instead of
-/// reshaping it: the population's statistics (the recency axis's above all) move as a real
-/// day's do, not by the whole day's spread each second.
+/// has no row yet. A load of the same popularity and rate then continues this day as its
+/// steady state instead of reshaping it (a day's views spread over 24 hours and a load 30
+/// times its rate move most recency norms each second). Its hourly rows too (the trending
+/// board's population): each product's views in the hour of its last.
 pub(crate) async fn seed_streamed_day(
     url: &str,
     date: chrono::NaiveDate,
@@ -129,27 +133,18 @@ pub(crate) async fn seed_streamed_day(
     ))
     .await
     .expect("seed the streamed day");
-    db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
-}
-
-/// Three hourly rows of each of `products` products within the last 24 hours (UTC), spread
-/// over the hours by product: the trending board's population.
-pub(crate) async fn seed_hours(url: &str, products: i64) {
-    let db = Database::connect(url).await.expect("connect");
-    let now_us = Utc::now().timestamp_micros();
-    let hour_us: i64 = 3_600_000_000;
-    let this_hour = now_us - now_us.rem_euclid(hour_us);
+    // The trending board's hours as the same stream left them: each product's views in the
+    // hour of its last one.
     db.execute_unprepared(&format!(
         "INSERT INTO product_hourly_metrics (metric_date, product_id, hour_start, views, likes, orders, order_amount, \
                 last_event_at, updated_at) \
-         SELECT (to_timestamp(s / 1000000.0) AT TIME ZONE 'UTC')::date, g, s, (g * 7919 + h) % 200, (g * 104729) % 12, \
-                (g * 31 + h) % 2, ((g * 7127 + h) % 9) * 1000, s + 1000000, {now_us} \
-         FROM generate_series(1::bigint, {products}::bigint) g CROSS JOIN generate_series(0::bigint, 2::bigint) h \
-         CROSS JOIN LATERAL (SELECT {this_hour}::bigint - ((g * 7 + h * 5) % 24) * {hour_us}::bigint AS s) hours \
-         ON CONFLICT DO NOTHING"
+         SELECT metric_date, product_id, last_event_at - last_event_at % 3600000000, views, likes, 0, 0, last_event_at, \
+                updated_at \
+         FROM product_daily_metrics WHERE metric_date = DATE '{date}'"
     ))
     .await
-    .expect("seed hours");
+    .expect("seed the streamed hours");
+    db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
     db.execute_unprepared("ANALYZE product_hourly_metrics").await.expect("analyze");
 }
 

@@ -17,8 +17,18 @@ pub(super) const HEADER: usize = 20;
 pub(super) const CHAIN: usize = 32;
 
 /// A delta is written only when it is at most this share of the version's entries
-/// (1 / `DELTA_SHARE`); a larger change is written whole.
-pub(super) const DELTA_SHARE: usize = 8;
+/// (1 / `DELTA_SHARE`); a larger change is written whole. Half: a delta of half the entries
+/// (16 bytes each) is still less than the whole copy and its index (20 bytes an entry), and
+/// a board whose recency norms age every pass (a trending population whose latest events
+/// span minutes) changes a third of its entries a second.
+pub(super) const DELTA_SHARE: usize = 2;
+
+/// The deltas of `changes`' size a chain may hold: [`CHAIN`], and at most about one
+/// version's entries in all, so that a replica lacking the chain reads its base and at most
+/// about as much again.
+pub(super) fn chain_max(len: usize, changes: &Changes) -> usize {
+    CHAIN.min(len / changes.len().max(1)).max(1)
+}
 
 /// `changes` after version `previous`, making a version of `len` entries, as `v<N>:delta`
 /// holds them.

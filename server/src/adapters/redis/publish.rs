@@ -154,7 +154,7 @@ impl RedisRankingStore {
             has_served,
             has_stats: stats.is_some(),
             delta_of: delta.map(|(previous, _)| previous),
-            chain_max: super::delta::CHAIN,
+            chain_max: delta.map_or(super::delta::CHAIN, |(_, changes)| super::delta::chain_max(len, changes)),
             delta_layout: if has_pins { 3 } else { 2 },
         }
         .invoke(&self.scripts.publish, &mut self.conn.clone())

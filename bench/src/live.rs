@@ -27,8 +27,8 @@ use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
-use crate::recompute::Popularity;
 use crate::reads::{Shape, cpu_seconds, h2load};
+use crate::recompute::Popularity;
 
 /// Offered load of the live bench: batches per second × events per batch.
 const BATCHES_PER_SECOND: u64 = 20;
@@ -149,7 +149,8 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     for &products in sizes {
         for popularity in [Popularity::Uniform, Popularity::Zipf] {
             let distribution = popularity.name();
-            let wanted = |interval: &str| cases.is_empty() || cases.contains(&format!("{interval}:{distribution}").as_str());
+            let wanted =
+                |interval: &str| cases.is_empty() || cases.contains(&format!("{interval}:{distribution}").as_str());
             if !["1s", "500ms"].iter().any(|interval| wanted(interval)) {
                 continue;
             }
@@ -444,7 +445,8 @@ async fn run(
             .iter()
             .map(|board| {
                 let written = |form: &str| {
-                    delta(&format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}")) / passes.max(1.0)
+                    delta(&format!("ranking_published_bytes_total{{form=\"{form}\",board=\"{board}\"}}"))
+                        / passes.max(1.0)
                 };
                 (*board, written("whole"), written("delta"))
             })

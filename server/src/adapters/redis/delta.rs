@@ -101,4 +101,17 @@ mod tests {
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(&[0; 7]).is_err());
     }
+
+    /// A chain of deltas holds at most about one version's entries: many small deltas up to
+    /// [`CHAIN`], a delta of half the version once, and never none.
+    #[test]
+    fn a_chain_holds_about_one_version_of_deltas() {
+        let of = |n: i64| Changes { set: (0..n).map(|p| Scored { product_id: p, score: 1.0 }).collect(), gone: vec![] };
+        assert_eq!(chain_max(1_000_000, &of(5)), CHAIN);
+        assert_eq!(chain_max(1_000_000, &of(100_000)), 10);
+        assert_eq!(chain_max(1_000_000, &of(400_000)), 2);
+        assert_eq!(chain_max(1_000_000, &of(500_000)), 2);
+        assert_eq!(chain_max(1_000, &of(1_000)), 1);
+        assert_eq!(chain_max(0, &of(0)), 1);
+    }
 }

@@ -60,6 +60,15 @@ impl Popularity {
         }
     }
 
+    /// The share of events naming product `g` of `n`, as a SQL expression of `g` (for Zipf,
+    /// product k with probability ln(1 + 1/k) / ln n: `Rng::zipf`'s draw).
+    pub(crate) fn share_sql(self, n: i64) -> String {
+        match self {
+            Self::Uniform => format!("(1.0 / {n})"),
+            Self::Zipf => format!("(ln(1.0 + 1.0 / g) / ln({n}.0))"),
+        }
+    }
+
     /// `uniform` or `zipf`, as the command line gives it (its name in any case).
     pub(crate) fn parse(s: &str) -> Option<Self> {
         [Self::Uniform, Self::Zipf].into_iter().find(|p| p.name().eq_ignore_ascii_case(s))

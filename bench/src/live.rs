@@ -23,12 +23,12 @@ use prost::Message;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database, Statement};
 
+use crate::bus::Popularity;
 use crate::helpers::metric_or_zero as sample;
 use crate::helpers::pg;
 use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
 use crate::reads::{Shape, cpu_seconds, h2load};
-use crate::recompute::Popularity;
 
 /// Offered load of the live bench: batches per second × events per batch.
 const BATCHES_PER_SECOND: u64 = 20;
@@ -149,8 +149,8 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
     for &products in sizes {
         for popularity in [Popularity::Uniform, Popularity::Zipf] {
             let distribution = popularity.name();
-            let wanted =
-                |interval: &str| cases.is_empty() || cases.contains(&format!("{interval}:{distribution}").as_str());
+            let case = |interval: &str| format!("{interval}:{}", distribution.to_ascii_lowercase());
+            let wanted = |interval: &str| cases.is_empty() || cases.contains(&case(interval).as_str());
             if !["1s", "500ms"].iter().any(|interval| wanted(interval)) {
                 continue;
             }

@@ -7,6 +7,7 @@ use chrono::Utc;
 use ranking_client::v1;
 use sea_orm::{ConnectionTrait, Database};
 
+use crate::bus::Popularity;
 use crate::helpers::pg;
 use crate::peak_rss_mb;
 use crate::serve;
@@ -70,31 +71,6 @@ pub(crate) async fn seed_day_with(url: &str, date: chrono::NaiveDate, products: 
     .await
     .expect("seed");
     db.execute_unprepared("ANALYZE product_daily_metrics").await.expect("analyze");
-}
-
-/// The popularity of the live bench's load: which products its events name.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Popularity {
-    Uniform,
-    /// Product `k` of `n` with probability ln(1 + 1/k) / ln n (`Rng::zipf`'s draw).
-    Zipf,
-}
-
-impl Popularity {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Popularity::Uniform => "uniform",
-            Popularity::Zipf => "zipf",
-        }
-    }
-
-    /// The share of events naming product `g` of `n`, as a SQL expression of `g`.
-    fn share_sql(self, n: i64) -> String {
-        match self {
-            Popularity::Uniform => format!("(1.0 / {n})"),
-            Popularity::Zipf => format!("(ln(1.0 + 1.0 / g) / ln({n}.0))"),
-        }
-    }
 }
 
 /// Writes `date`'s rows of `products` products inside PostgreSQL as a stream of `views`

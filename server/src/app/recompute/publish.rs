@@ -158,9 +158,9 @@ impl Publisher {
     /// statistics: it ranks the same organic scores, so it explains with the same norms. The
     /// changes are taken against `base` itself, held or read whole for the pass, so a replica
     /// that holds no copy of the board (one reading the store) writes only what changed too.
-    /// `form`: a withdrawal's is
-    /// [`Form::Full`] (hidden products leave the daily ranking's sorted set at once); a control
-    /// pass's is [`Form::Loadable`], written as what changed where the layout allows.
+    /// `form`: a withdrawal's is [`Form::Full`] (hidden products leave the daily ranking's
+    /// sorted set at once); a control pass's is [`Form::Loadable`], written as what changed
+    /// where the layout allows.
     pub(super) async fn publish_derived(
         &self,
         key: RankingKey,

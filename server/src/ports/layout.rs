@@ -27,10 +27,9 @@ pub const READS: RangeInclusive<Layout> = 1..=3;
 
 /// The newest layout this release writes by default (`RANKING_STORE_LAYOUT`), once every
 /// live replica reads it. A new layout is read by one release before it is written by
-/// default, so that a rollback to the release before reads everything written: layout 2 is
-/// read since the release of PREVIOUS_RELEASE, which wrote 1; layout 3 is read since this
-/// release and written only where `RANKING_STORE_LAYOUT=3` says so, until the next.
-pub const WRITES: Layout = 2;
+/// default, so that a rollback to the release before reads everything written: layout 3 is
+/// read since the release of PREVIOUS_RELEASE, which wrote 2 by default.
+pub const WRITES: Layout = 3;
 
 /// The layout in force: set by this replica's side of the agreement, read by its ranking
 /// stores as they publish. A clone shares the value.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use chrono::{Duration as Age, Utc};
 use ranking_client::v1;
 use ranking_client::v1::ranking_service_client::RankingServiceClient;
+use ranking_server::ports::WRITES;
 use ranking_server::test_support::eventually;
 use redis::AsyncCommands;
 
@@ -84,12 +85,13 @@ async fn beside_a_replica_that_reads_only_layout_1_nothing_is_written_in_layout_
     }
     assert_eq!(deltas_written(&newer.scrape_metrics().await), before, "no delta written beside it");
 
-    // The older replica gone (its announcement withdrawn at its stop): layout 2 in force, and a
-    // pass after one view writes a delta.
+    // The older replica gone (its announcement withdrawn at its stop): this release's own
+    // layout in force, and a pass after one view writes a delta.
     old.terminate();
     old.wait().await;
-    eventually("layout 2 in force once the older replica is gone", async || {
-        newer.client.get_status(v1::GetStatusRequest {}).await.expect("GetStatus").into_inner().layout_in_force == 2
+    eventually("this release's layout in force once the older replica is gone", async || {
+        newer.client.get_status(v1::GetStatusRequest {}).await.expect("GetStatus").into_inner().layout_in_force
+            == u32::from(WRITES)
     })
     .await;
     let mut n = 100;

@@ -4,9 +4,12 @@
 //! ingest and reads: old A + old B → new B (its migrations run while old A serves) → new A →
 //! B back to the old release (Redis flushed while the releases are mixed) → B new again. A
 //! holds copies of the boards; B holds none (`RANKING_SNAPSHOT_MAX_ENTRIES` below the board)
-//! and reads Redis. At every step every read is answered by a running replica with a whole
-//! page, no replica serves a version older than one it served, every write lands once; at the
-//! end both replicas serve the same board, and a Recompute serves the same bits.
+//! and reads Redis. A pin holds a product at the top throughout, so the boards are written
+//! in the layouts of a board with pins too, and while B runs the previous release again it
+//! serves a pin published by this release's A as a delta (layout 3). At every step every read
+//! is answered by a running replica with a whole page topped by the pin, no replica serves a
+//! version older than one it served, every write lands once; at the end, the pins deleted,
+//! both replicas serve the same board, and a Recompute serves the same bits.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +31,10 @@ use crate::helpers::{
 /// Products seeded before the rollout; a page is this long or shorter only if it is short.
 const PRODUCTS: i64 = 60;
 const PAGE: u32 = 20;
+/// Pinned at position 1 before the rollout and until its end.
+const TOP: i64 = 13;
+/// Pinned at position 2 by this release while the previous one reads Redis beside it.
+const SECOND: i64 = 29;
 
 /// One replica slot (A or B) and what runs in it.
 struct Running {
@@ -46,6 +53,9 @@ struct Fleet {
     /// What went wrong, as it happened.
     anomalies: std::sync::Mutex<Vec<String>>,
     sent: AtomicU64,
+    /// Set: the writer holds its next batch (`idle` says it has).
+    quiet: AtomicBool,
+    idle: AtomicBool,
     /// Every event landed: the reference's input.
     landed: std::sync::Mutex<Vec<v1::Event>>,
 }
@@ -127,6 +137,12 @@ async fn stop(fleet: &Fleet, slot: usize) {
 async fn write(fleet: Arc<Fleet>, done: Arc<AtomicBool>) {
     let mut batch = 0u64;
     while !done.load(Ordering::SeqCst) {
+        if fleet.quiet.load(Ordering::SeqCst) {
+            fleet.idle.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        fleet.idle.store(false, Ordering::SeqCst);
         let at = whole_second(Utc::now()) - chrono::Duration::seconds(1);
         let events: Vec<v1::Event> = (0..10)
             .map(|i| {
@@ -179,6 +195,11 @@ async fn read(fleet: Arc<Fleet>, done: Arc<AtomicBool>) -> u64 {
                             page.products.len(),
                             page.version
                         ));
+                    } else if page.products[0].product_id != TOP {
+                        fleet.anomaly(format!(
+                            "the {release} replica in slot {slot} served version {} without its pin: {} first",
+                            page.version, page.products[0].product_id
+                        ));
                     }
                     let before = served.fetch_max(page.version, Ordering::SeqCst);
                     if page.version < before {
@@ -195,6 +216,52 @@ async fn read(fleet: Arc<Fleet>, done: Arc<AtomicBool>) -> u64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     reads
+}
+
+fn pin(id: &str, product_id: i64, position: u32) -> v1::Control {
+    v1::Control {
+        control_id: id.into(),
+        action: Some(v1::control::Action::Pin(v1::Pin { product_id, position })),
+        ..Default::default()
+    }
+}
+
+/// With B on the previous release and A on this one, writes held: a second pin put on A is
+/// served by A's control pass as a delta of a board with pins (layout 3, which the previous
+/// release reads and this one writes by default), and B, which holds no copy, serves it from
+/// Redis. B polls the controls too and may win the pass (writing the board whole, as its
+/// release does by default): then the pin moves to another product and A tries again.
+async fn previous_reads_a_pin_written_as_a_delta(fleet: &Fleet, redis: &str, prefix: &str) {
+    use redis::AsyncCommands;
+    fleet.quiet.store(true, Ordering::SeqCst);
+    eventually("the writer holds its batches", async || fleet.idle.load(Ordering::SeqCst)).await;
+    let (mut a, ..) = fleet.client(0).await.expect("A");
+    let (mut b, _, _, release) = fleet.client(1).await.expect("B");
+    assert_eq!(release, "previous");
+    let mut conn = crate::helpers::test_redis_connection(redis);
+    let pointer = format!("{prefix}:{{daily:{}}}:version", Utc::now().date_naive());
+    let mut layouts = Vec::new();
+    for product in [SECOND, SECOND + 1, SECOND + 2] {
+        let put = v1::PutControlRequest { control: Some(pin("second", product, 2)), expected_revision: 0 };
+        a.put_control(put).await.expect("the second pin put");
+        let mut version = 0;
+        eventually("the previous release serves the second pin", async || {
+            let Ok(page) = b.get_top_n(v1::GetTopNRequest { limit: 2, ..Default::default() }).await else {
+                return false;
+            };
+            let page = page.into_inner();
+            version = page.version;
+            page.products.get(1).map(|p| p.product_id) == Some(product)
+        })
+        .await;
+        let current: String = conn.get(&pointer).await.expect("GET the pointer");
+        if current.starts_with(&format!("{version}:3:")) {
+            fleet.quiet.store(false, Ordering::SeqCst);
+            return;
+        }
+        layouts.push(current);
+    }
+    panic!("no pin was written as a delta by this release in three tries: {layouts:?}");
 }
 
 /// Lets the traffic run through a step for a while.
@@ -234,6 +301,16 @@ async fn a_rolling_upgrade_and_a_rollback_serve_every_read_and_lose_nothing() {
     a.record_events(v1::RecordEventsRequest { events: seed.clone() }).await.expect("seeded");
     fleet.landed(&seed);
     a.recompute(v1::RecomputeRequest::default()).await.expect("Recompute");
+    a.put_control(v1::PutControlRequest { control: Some(pin("top", TOP, 1)), expected_revision: 0 })
+        .await
+        .expect("the pin put");
+    let (mut b, ..) = fleet.client(1).await.expect("B");
+    eventually("both replicas serve the pin", async || {
+        let request = || v1::GetTopNRequest { limit: 1, ..Default::default() };
+        let (Ok(x), Ok(y)) = (a.get_top_n(request()).await, b.get_top_n(request()).await) else { return false };
+        [x.into_inner(), y.into_inner()].iter().all(|page| page.products.first().map(|p| p.product_id) == Some(TOP))
+    })
+    .await;
 
     let done = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write(fleet.clone(), done.clone()));
@@ -250,6 +327,7 @@ async fn a_rolling_upgrade_and_a_rollback_serve_every_read_and_lose_nothing() {
     stop(&fleet, 1).await;
     start(&fleet, 1, &previous, "previous", &b_envs).await;
     traffic().await;
+    previous_reads_a_pin_written_as_a_delta(&fleet, &redis, &prefix).await;
     crate::helpers::delete_keys(&crate::helpers::test_redis_connection(&redis), &prefix).await;
     traffic().await;
     // And B new again.
@@ -274,6 +352,10 @@ async fn a_rolling_upgrade_and_a_rollback_serve_every_read_and_lose_nothing() {
     // Recompute serves the same bits.
     let (mut a, ..) = fleet.client(0).await.expect("A");
     let (mut b, ..) = fleet.client(1).await.expect("B");
+    for id in ["top", "second"] {
+        let request = v1::DeleteControlRequest { control_id: id.into(), expected_revision: 0 };
+        a.delete_control(request).await.expect("the pin deleted");
+    }
     let whole = || v1::GetTopNRequest { limit: PRODUCTS as u32, ..Default::default() };
     let board = |page: v1::GetTopNResponse| -> Vec<(i64, u64)> {
         page.products.iter().map(|p| (p.product_id, p.score.to_bits())).collect()

@@ -152,8 +152,8 @@ bench:
 	$(BENCH) retention 1000000 | tee -a target/bench-report.md
 	$(BENCH) recompute-header | tee -a target/bench-report.md
 	for n in 10000 100000 1000000; do $(BENCH) recompute $$n $(REDIS_URL_TEST) | tee -a target/bench-report.md; done
+	$(BENCH) controls 1000000 $(REDIS_URL_TEST) --layout 2 | tee -a target/bench-report.md
 	$(BENCH) controls 1000000 $(REDIS_URL_TEST) | tee -a target/bench-report.md
-	$(BENCH) controls 1000000 $(REDIS_URL_TEST) --layout 3 | tee -a target/bench-report.md
 	$(BENCH) served-parts 1000000 | tee -a target/bench-report.md
 	$(BENCH) changes 1000000 | tee -a target/bench-report.md
 	$(BENCH) changes 10000000 | tee -a target/bench-report.md
@@ -166,6 +166,7 @@ bench:
 	$(BENCH) profiles 1000000 $(REDIS_URL_TEST) --variants | tee -a target/bench-report.md
 	$(BENCH) reads $(REDIS_URL_TEST) | tee -a target/bench-report.md
 	$(BENCH) live $(REDIS_URL_TEST) 100000 1000000 | tee -a target/bench-report.md
+	$(BENCH) live $(REDIS_URL_TEST) 10000000 1s:zipf | tee -a target/bench-report.md
 	$(BENCH) read-path | tee -a target/bench-report.md
 	$(BENCH) grpc-web | tee -a target/bench-report.md
 	RANKING_SERVER_BIN=$(TARGET_DIR)/release/ranking-server ./scripts/console.sh bench | tee -a target/bench-report.md

@@ -74,7 +74,7 @@ async fn serve(args: &[String]) -> Running {
 
 /// A memory figure of `/proc/<process>/status` (`self` or a pid), by its field name
 /// (`VmRSS:`, `VmHWM:`), in MB; NaN when the process is gone.
-fn status_mb(process: &str, field: &str) -> f64 {
+pub(crate) fn status_mb(process: &str, field: &str) -> f64 {
     let process = match process {
         "self" => procfs::process::Process::myself(),
         pid => procfs::process::Process::new(pid.parse().unwrap_or(-1)),

@@ -30,6 +30,16 @@ use crate::helpers::process::ServerProcess;
 use crate::ingest::Rng;
 use crate::reads::{Shape, cpu_seconds, h2load};
 
+type Client = ranking_client::v1::ranking_service_client::RankingServiceClient<tonic::transport::Channel>;
+
+use scrape::{bucket_quantile, median, scrape, slowest};
+
+mod feed;
+mod report;
+mod scrape;
+
+pub use feed::bench_feed;
+
 /// Offered load of the live bench: batches per second × events per batch.
 const BATCHES_PER_SECOND: u64 = 20;
 /// The feed bench's: 20,000 events a second.
@@ -44,49 +54,7 @@ const RUN: Duration = Duration::from_secs(30);
 /// One probe every this long.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
-async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("metrics endpoint");
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").await.expect("write");
-    let mut body = String::new();
-    conn.read_to_string(&mut body).await.expect("read");
-    body
-}
-
-/// The smallest bucket bound of histogram `name` holding every observation made between the
-/// two scrapes: an upper bound of the slowest one (`NaN` when none was made).
-fn slowest(before: &str, after: &str, name: &str) -> f64 {
-    bucket_quantile(before, after, name, 1.0)
-}
-
-/// The smallest bucket bound of histogram `name` holding at least `q` of the observations
-/// made between the two scrapes (`NaN` when none was made).
-fn bucket_quantile(before: &str, after: &str, name: &str, q: f64) -> f64 {
-    let count = sample(after, &format!("{name}_count")) - sample(before, &format!("{name}_count"));
-    let bucket = format!("{name}_bucket{{le=\"");
-    let bounds = after.lines().filter_map(|l| l.strip_prefix(bucket.as_str())?.split('"').next());
-    bounds
-        .filter_map(|le| {
-            let series = format!("{bucket}{le}\"}}");
-            let within = sample(after, &series) - sample(before, &series);
-            (count > 0.0 && within >= q * count).then(|| le.parse::<f64>().unwrap_or(f64::INFINITY))
-        })
-        .fold(f64::NAN, f64::min)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-struct Figures {
+pub(crate) struct Figures {
     products: i64,
     interval: &'static str,
     distribution: &'static str,
@@ -117,6 +85,14 @@ struct Figures {
     recompute_cpu_ms: f64,
     recompute_rows: i64,
     rank_vs_health: f64,
+    /// GetTopN (a page of 20) on the other replica against its health check's rate.
+    top_vs_health: f64,
+    /// A pin put on the other replica while the load runs: the pinned product's rank before,
+    /// ms from PutControl's answer to that replica serving it first, and from DeleteControl's
+    /// answer to it serving the board without it.
+    control: (u64, f64, f64),
+    /// Resident memory (MB) of the holder and of the other replica after the load.
+    rss_mb: (f64, f64),
     /// The holder's feed: records acknowledged per second, and its lag p50 and p99 (bucket
     /// bounds, ms).
     feed: (f64, f64, f64),
@@ -160,75 +136,7 @@ pub async fn bench_live(redis: &str, sizes: &[i64], cases: &[&str]) {
             }
         }
     }
-    println!("\n## Live exact ranking under RecordEvents load (throwaway PostgreSQL, one Redis, 2 release replicas)\n");
-    println!(
-        "| products | RANKING_LIVE_INTERVAL | popularity | events/s | commit → other replica's GetRank p50 / p99 / max ms (probes) | commit → published p50 / p99 ≤ ms | passes (busy, failed) | SQL rows read / rows changed per pass | holder CPU ms per pass | pass wall ms (mean, slowest ≤) | phases ms: epoch / read / rank / publish / trending (trending ÷ rank + publish) | full Recompute: wall ms, CPU ms, rows read | GetRank / health rate while passes run |"
-    );
-    println!("|---:|---|---|---:|---|---|---:|---|---:|---:|---|---|---:|");
-    for f in &all {
-        let mut sorted = f.freshness_ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        println!(
-            "| {} | {} | {} | {:.0} | {:.0} / {:.0} / {:.0} ({}) | {:.0} / {:.0} | {:.0} ({:.0}, {:.0}) | {:.0} / {:.0} ({:.2}×) | {:.0} | {:.0}, {:.0} | {:.0} / {:.0} / {:.0} / {:.0} / {:.0} ({:.2}×) | {:.0}, {:.0}, {} | {:.2} |",
-            f.products,
-            f.interval,
-            f.distribution,
-            f.events_per_second,
-            percentile(&sorted, 0.5),
-            percentile(&sorted, 0.99),
-            sorted.last().copied().unwrap_or(f64::NAN),
-            sorted.len(),
-            f.published_ms.0,
-            f.published_ms.1,
-            f.passes,
-            f.busy_failed.0,
-            f.busy_failed.1,
-            f.rows_read_per_pass,
-            f.rows_changed_per_pass,
-            f.rows_read_per_pass / f.rows_changed_per_pass.max(1.0),
-            f.cpu_ms_per_pass,
-            f.pass_ms,
-            f.slowest_pass_ms,
-            f.phases_ms[0],
-            f.phases_ms[1],
-            f.phases_ms[2],
-            f.phases_ms[3],
-            f.phases_ms[4],
-            f.phases_ms[4] / (f.phases_ms[2] + f.phases_ms[3]).max(1e-9),
-            f.recompute_ms,
-            f.recompute_cpu_ms,
-            f.recompute_rows,
-            f.rank_vs_health,
-        );
-    }
-    println!(
-        "\nTargets: p99 ≤ 1,000 ms at 100,000 products, ≤ 2,500 ms at 1,000,000; rows read proportional to rows changed; GetRank within 10 % of the health check; the trending board ≤ 0.3 × the daily board's rank + publish."
-    );
-    println!(
-        "\n| products | RANKING_LIVE_INTERVAL | popularity | bytes to Redis per pass: whole / delta | by board: whole / delta | one board's packed copy | share of it |"
-    );
-    println!("|---:|---|---|---|---|---:|---:|");
-    for f in &all {
-        let board = f.products as f64 * 16.0;
-        let (whole, delta) = f.bytes_per_pass;
-        let by_board: Vec<String> = f
-            .bytes_by_board
-            .iter()
-            .filter(|(_, w, d)| w + d > 0.0)
-            .map(|(board, w, d)| format!("{board} {w:.0} / {d:.0}"))
-            .collect();
-        println!(
-            "| {} | {} | {} | {:.0} / {:.0} | {} | {:.0} | {:.1} % |",
-            f.products,
-            f.interval,
-            f.distribution,
-            whole,
-            delta,
-            by_board.join(", "),
-            board,
-            (whole + delta) / board * 100.0
-        );
-    }
+    report::print(&all);
 }
 
 async fn run(
@@ -254,6 +162,11 @@ async fn run(
             ("RANKING_REQUEST_TIMEOUT", "300s".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
         ];
+        // Past the default bound of a held copy (5,000,000 entries), each replica holds the
+        // boards' copies as an operator at that size would set it.
+        if products > 5_000_000 {
+            envs.push(("RANKING_SNAPSHOT_MAX_ENTRIES", (2 * products).to_string()));
+        }
         // `RANKING_BENCH_PROFILES=name=path,…`: the replicas serve these variants too (their
         // passes rank and publish every profile from one read).
         if let Ok(profiles) = std::env::var("RANKING_BENCH_PROFILES") {
@@ -368,6 +281,7 @@ async fn run(
     for p in probes {
         freshness_ms.push(p.await.expect("probe task"));
     }
+    let control = control_put(&mut client.clone(), products / 2).await;
     let load_seconds = load_started.elapsed().as_secs_f64();
     let sent_in_load = sent.load(Ordering::Relaxed);
     let after = scrape(holder_metrics).await;
@@ -381,7 +295,8 @@ async fn run(
     let rank_len = 0;
     let health_len = tonic_health::pb::HealthCheckResponse { status: 1 }.encoded_len();
     let shape = Shape { connections: 10, streams: 50 };
-    let mut ratios = Vec::new();
+    let top_body = v1::GetTopNRequest { limit: 20, ..Default::default() }.encode_to_vec();
+    let (mut ratios, mut top_ratios) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         let health =
             h2load(other.addr, "/grpc.health.v1.Health/Check", &[], health_len, shape, Duration::from_secs(3), None);
@@ -397,6 +312,14 @@ async fn run(
         match (health, rank) {
             (Ok(h), Ok(r)) => ratios.push(r.0 / h.0),
             (h, r) => eprintln!("h2load round left out: {:?} {:?}", h.err(), r.err()),
+        }
+        let health =
+            h2load(other.addr, "/grpc.health.v1.Health/Check", &[], health_len, shape, Duration::from_secs(3), None);
+        let top =
+            h2load(other.addr, "/ranking.v1.RankingService/GetTopN", &top_body, 0, shape, Duration::from_secs(3), None);
+        match (health, top) {
+            (Ok(h), Ok(t)) => top_ratios.push(t.0 / h.0),
+            (h, t) => eprintln!("h2load round left out: {:?} {:?}", h.err(), t.err()),
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -425,6 +348,8 @@ async fn run(
     // A recompute reads the chain's days, today, and the week again (grouped).
     let rows_in_days: i64 = counted.try_get_by_index(0).expect("count");
 
+    let rss_mb =
+        (crate::status_mb(&holder.pid().to_string(), "VmRSS:"), crate::status_mb(&other.pid().to_string(), "VmRSS:"));
     let delta = |name: &str| sample(&after, name) - sample(&before, name);
     let passes = delta("ranking_live_passes_total{outcome=\"published\"}");
     let changed = changed.lock().expect("changed").clone();
@@ -478,6 +403,9 @@ async fn run(
         recompute_cpu_ms,
         recompute_rows: rows_in_days * 2,
         rank_vs_health: median(ratios),
+        top_vs_health: median(top_ratios),
+        control,
+        rss_mb,
         feed: (
             (delta("ranking_feed_records_total{sink=\"kafka\",kind=\"change\"}")
                 + delta("ranking_feed_records_total{sink=\"kafka\",kind=\"version\"}"))
@@ -495,38 +423,40 @@ async fn run(
     figures
 }
 
-/// The feed during live passes: the same load with the feed off, then on (to a topic of
-/// `brokers`), on `products` products: the publication phase's time in both, the feed's records
-/// per second and its lag from publication to the closing record acknowledged.
-pub async fn bench_feed(redis: &str, brokers: &str, products: i64) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-
-    let pg = seeded(products, Popularity::Zipf).await;
-    let topic = format!("bench-feed-{:x}", Utc::now().timestamp_micros());
-    let admin: AdminClient<DefaultClientContext> =
-        rdkafka::ClientConfig::new().set("bootstrap.servers", brokers).create().expect("admin");
-    let topics = [NewTopic::new(&topic, 1, TopicReplication::Fixed(1))];
-    admin.create_topics(&topics, &AdminOptions::new()).await.expect("create topic");
-    let rate = FEED_BATCHES_PER_SECOND;
-    let off = run(&pg, redis, products, "zipf", "1s", None, rate).await;
-    let on = run(&pg, redis, products, "zipf", "1s", Some((brokers, &topic)), rate).await;
-    println!(
-        "\n## The ranking feed during live passes ({products} products, RANKING_LIVE_INTERVAL 1s, Zipf popularity)\n"
-    );
-    println!(
-        "| feed | events/s | passes | publish phase ms (mean) | pass wall ms (mean) | feed records/s | publication → version acknowledged p50 / p99 ≤ ms | target |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---|---|");
-    for (name, f) in [("off", &off), ("on (Kafka, top 1,000)", &on)] {
-        println!(
-            "| {name} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} / {:.0} | |",
-            f.events_per_second, f.passes, f.phases_ms[3], f.pass_ms, f.feed.0, f.feed.1, f.feed.2
-        );
+/// A pin of `product_id` at position 1 put on `replica` (which holds no lease: the pass runs
+/// where the day's lease is), then deleted: its rank before, and ms from each answer to the
+/// replica serving the change.
+async fn control_put(replica: &mut Client, product_id: i64) -> (u64, f64, f64) {
+    let rank = v1::GetRankRequest { product_id, ..Default::default() };
+    let before = replica.get_rank(rank).await.ok().and_then(|r| r.into_inner().product).map_or(0, |p| p.rank);
+    let first = async |replica: &mut Client| {
+        let top = v1::GetTopNRequest { limit: 1, ..Default::default() };
+        replica.get_top_n(top).await.ok()?.into_inner().products.first().map(|p| p.product_id)
+    };
+    let control = v1::Control {
+        control_id: format!("bench-pin-{product_id}"),
+        action: Some(v1::control::Action::Pin(v1::Pin { product_id, position: 1 })),
+        ..Default::default()
+    };
+    let id = control.control_id.clone();
+    replica
+        .put_control(v1::PutControlRequest { control: Some(control), expected_revision: 0 })
+        .await
+        .expect("PutControl");
+    let put = Instant::now();
+    while first(replica).await != Some(product_id) {
+        assert!(put.elapsed() < Duration::from_secs(300), "the pin never served");
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    println!(
-        "| on ÷ off | | | {:.2} | {:.2} | | | publication ≤ 1.05 ×; lag p99 ≤ 1,000 ms |",
-        on.phases_ms[3] / off.phases_ms[3].max(1e-9),
-        on.pass_ms / off.pass_ms.max(1e-9)
-    );
+    let served = put.elapsed().as_secs_f64() * 1e3;
+    replica
+        .delete_control(v1::DeleteControlRequest { control_id: id, expected_revision: 0 })
+        .await
+        .expect("DeleteControl");
+    let deleted = Instant::now();
+    while first(replica).await == Some(product_id) {
+        assert!(deleted.elapsed() < Duration::from_secs(300), "the pin never went");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (before, served, deleted.elapsed().as_secs_f64() * 1e3)
 }

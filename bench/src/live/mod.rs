@@ -93,6 +93,9 @@ pub(crate) struct Figures {
     control: (u64, f64, f64),
     /// Resident memory (MB) of the holder and of the other replica after the load.
     rss_mb: (f64, f64),
+    /// Redis's `used_memory` at its highest (sampled every second from the holder's start to
+    /// the end of the Recompute), MB.
+    redis_peak_mb: f64,
     /// The holder's feed: records acknowledged per second, and its lag p50 and p99 (bucket
     /// bounds, ms).
     feed: (f64, f64, f64),
@@ -162,10 +165,14 @@ async fn run(
             ("RANKING_REQUEST_TIMEOUT", "300s".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
         ];
-        // Past the default bound of a held copy (5,000,000 entries), each replica holds the
-        // boards' copies as an operator at that size would set it.
+        // Past the default bound of held copies (5,000,000 entries), each replica holds
+        // today's and yesterday's boards as an operator at that size would set it, and
+        // superseded versions stay a minute, not ten: Redis keeps about 14 versions of each
+        // board for page tokens (one a tenth of the time, and the last 30 s), 3.5 GB a board
+        // of ten million written whole, past this machine's memory at the default.
         if products > 5_000_000 {
-            envs.push(("RANKING_SNAPSHOT_MAX_ENTRIES", (2 * products).to_string()));
+            envs.push(("RANKING_SNAPSHOT_MAX_ENTRIES", (6 * products).to_string()));
+            envs.push(("RANKING_SNAPSHOT_TTL", "1m".to_string()));
         }
         // `RANKING_BENCH_PROFILES=name=path,…`: the replicas serve these variants too (their
         // passes rank and publish every profile from one read).
@@ -178,6 +185,8 @@ async fn run(
         }
         envs
     };
+    let redis_peak = Arc::new(AtomicU64::new(0));
+    let sampler = tokio::spawn(redis_memory(redis.to_string(), redis_peak.clone()));
     let holder = ServerProcess::start(&envs(holder_metrics)).await;
     // The holder has read the day whole and published it before the other replica starts.
     let started = Instant::now();
@@ -348,6 +357,7 @@ async fn run(
     // A recompute reads the chain's days, today, and the week again (grouped).
     let rows_in_days: i64 = counted.try_get_by_index(0).expect("count");
 
+    sampler.abort();
     let rss_mb =
         (crate::status_mb(&holder.pid().to_string(), "VmRSS:"), crate::status_mb(&other.pid().to_string(), "VmRSS:"));
     let delta = |name: &str| sample(&after, name) - sample(&before, name);
@@ -406,6 +416,7 @@ async fn run(
         top_vs_health: median(top_ratios),
         control,
         rss_mb,
+        redis_peak_mb: redis_peak.load(Ordering::Relaxed) as f64 / 1048576.0,
         feed: (
             (delta("ranking_feed_records_total{sink=\"kafka\",kind=\"change\"}")
                 + delta("ranking_feed_records_total{sink=\"kafka\",kind=\"version\"}"))
@@ -459,4 +470,19 @@ async fn control_put(replica: &mut Client, product_id: i64) -> (u64, f64, f64) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     (before, served, deleted.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Samples Redis's `used_memory` every second into `peak` (its highest) until aborted.
+async fn redis_memory(redis: String, peak: Arc<AtomicU64>) {
+    let mut conn = crate::helpers::redis_connection(&redis, ranking_server::adapters::redis::RedisMode::Single);
+    loop {
+        let info: Result<String, _> = redis::cmd("INFO").arg("memory").query_async(&mut conn).await;
+        let used = info.ok().and_then(|info| {
+            info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse::<u64>().ok())
+        });
+        if let Some(used) = used {
+            peak.fetch_max(used, Ordering::Relaxed);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }

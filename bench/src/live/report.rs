@@ -76,14 +76,14 @@ pub(super) fn print(all: &[Figures]) {
         );
     }
     println!(
-        "\n| products | RANKING_LIVE_INTERVAL | popularity | a pin to position 1 (from rank): PutControl → served / DeleteControl → served ms | GetRank / health | GetTopN (20) / health | RSS MB: holder / other replica | RSS bytes per product and board (3 boards): holder / other |"
+        "\n| products | RANKING_LIVE_INTERVAL | popularity | a pin to position 1 (from rank): PutControl → served / DeleteControl → served ms | GetRank / health | GetTopN (20) / health | RSS MB: holder / other replica | RSS bytes per product and board (3 boards): holder / other | Redis used_memory peak MB |"
     );
-    println!("|---:|---|---|---|---:|---:|---|---|");
+    println!("|---:|---|---|---|---:|---:|---|---|---:|");
     for f in all {
         let (rank, served, gone) = f.control;
         let per = |mb: f64| mb * 1048576.0 / (f.products as f64 * 3.0);
         println!(
-            "| {} | {} | {} | ({rank}) {served:.0} / {gone:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} |",
+            "| {} | {} | {} | ({rank}) {served:.0} / {gone:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} |",
             f.products,
             f.interval,
             f.distribution,
@@ -92,7 +92,8 @@ pub(super) fn print(all: &[Figures]) {
             f.rss_mb.0,
             f.rss_mb.1,
             per(f.rss_mb.0),
-            per(f.rss_mb.1)
+            per(f.rss_mb.1),
+            f.redis_peak_mb
         );
     }
     println!(

@@ -4,7 +4,7 @@
 //! the day's rankings.
 //!
 //! Every replica polls the controls' revision every `control_poll` (and at once after a put or
-//! delete of its own). When it moved, or a start or end passed, it looks at each of today's
+//! delete of its own; a tenth of a poll after finding the day's lease taken). When it moved, or a start or end passed, it looks at each of today's
 //! boards: one whose current version was served under other controls (other ids or
 //! revisions: the version notes them) is due. It then tries the day's lease: another holder is
 //! publishing (a live pass, a recompute, another replica's control pass), and its versions
@@ -33,6 +33,10 @@ use crate::ports::{FeedCause, Fence, RankingKey, RankingStore, StoreError, day_l
 
 /// Boards served again at once by one pass.
 const BOARDS_AT_ONCE: usize = 4;
+
+/// Looks per poll while the day's lease is taken (by a live pass, mostly): a put waits for
+/// the pass in flight and a tenth of a poll, not for the next poll.
+const BUSY_RETRIES_PER_POLL: u32 = 10;
 
 /// What one pass did.
 enum Outcome {
@@ -70,12 +74,16 @@ impl ControlPasses {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The revision and instant of the last look that found every board served right.
         let mut settled: Option<(u64, i64)> = None;
+        // The last pass found the day's lease taken: another look soon, not at the next poll.
+        let mut busy = false;
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = ticker.tick() => {}
                 () = self.changed.notified() => {}
+                () = tokio::time::sleep(self.policy.control_poll / BUSY_RETRIES_PER_POLL), if busy => {}
             }
+            busy = false;
             let set = match self.controls.fresh().await {
                 Ok(set) => set,
                 Err(e) => {
@@ -98,7 +106,10 @@ impl ControlPasses {
                 () = stop.cancelled() => break,
             };
             match pass {
-                Ok(Outcome::Busy) => self.metrics.controls.pass("busy"),
+                Ok(Outcome::Busy) => {
+                    busy = true;
+                    self.metrics.controls.pass("busy");
+                }
                 Ok(outcome) => {
                     settled = Some((set.revision, now));
                     self.metrics.controls.pass(if matches!(outcome, Outcome::Published) {

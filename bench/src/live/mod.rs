@@ -51,6 +51,9 @@ const WRITERS: u64 = 2;
 const BOARDS: [&str; 4] = ["daily", "weekly", "trending", "segment"];
 /// How long each distribution's load runs.
 const RUN: Duration = Duration::from_secs(30);
+/// Pins put (and deleted) one after another while the load runs: where a put lands in the
+/// live pass in flight moves its time by up to a pass.
+const CONTROL_PUTS: i64 = 5;
 /// One probe every this long.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 
@@ -87,10 +90,11 @@ pub(crate) struct Figures {
     rank_vs_health: f64,
     /// GetTopN (a page of 20) on the other replica against its health check's rate.
     top_vs_health: f64,
-    /// A pin put on the other replica while the load runs: the pinned product's rank before,
-    /// ms from PutControl's answer to that replica serving it first, and from DeleteControl's
+    /// Pins put on the other replica while the load runs, one after another
+    /// ([`CONTROL_PUTS`]): the first pinned product's rank before; ms from PutControl's answer
+    /// to that replica serving it first, median and slowest; the same from DeleteControl's
     /// answer to it serving the board without it.
-    control: (u64, f64, f64),
+    control: (u64, (f64, f64), (f64, f64)),
     /// Resident memory (MB) of the holder and of the other replica after the load.
     rss_mb: (f64, f64),
     /// Redis's `used_memory` at its highest (sampled every second from the holder's start to
@@ -290,7 +294,13 @@ async fn run(
     for p in probes {
         freshness_ms.push(p.await.expect("probe task"));
     }
-    let control = control_put(&mut client.clone(), products / 2).await;
+    let mut puts = Vec::new();
+    for k in 0..CONTROL_PUTS {
+        puts.push(control_put(&mut client.clone(), products / 2 + k).await);
+    }
+    let (served, gone): (Vec<f64>, Vec<f64>) = puts.iter().map(|&(_, served, gone)| (served, gone)).unzip();
+    let longest = |ms: &[f64]| ms.iter().copied().fold(f64::NAN, f64::max);
+    let control = (puts[0].0, (median(served.clone()), longest(&served)), (median(gone.clone()), longest(&gone)));
     let load_seconds = load_started.elapsed().as_secs_f64();
     let sent_in_load = sent.load(Ordering::Relaxed);
     let after = scrape(holder_metrics).await;

@@ -76,17 +76,21 @@ pub(super) fn print(all: &[Figures]) {
         );
     }
     println!(
-        "\n| products | RANKING_LIVE_INTERVAL | popularity | a pin to position 1 (from rank): PutControl → served / DeleteControl → served ms | GetRank / health | GetTopN (20) / health | RSS MB: holder / other replica | RSS bytes per product and board (3 boards): holder / other | Redis used_memory peak MB |"
+        "\n| products | RANKING_LIVE_INTERVAL | popularity | 5 pins to position 1 (the first from rank): PutControl → served, median / slowest ms | DeleteControl → served, median / slowest ms | GetRank / health | GetTopN (20) / health | RSS MB: holder / other replica | RSS bytes per product and board (3 boards): holder / other | Redis used_memory peak MB |"
     );
-    println!("|---:|---|---|---|---:|---:|---|---|---:|");
+    println!("|---:|---|---|---|---|---:|---:|---|---|---:|");
     for f in all {
         let (rank, served, gone) = f.control;
         let per = |mb: f64| mb * 1048576.0 / (f.products as f64 * 3.0);
         println!(
-            "| {} | {} | {} | ({rank}) {served:.0} / {gone:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} |",
+            "| {} | {} | {} | ({rank}) {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} |",
             f.products,
             f.interval,
             f.distribution,
+            served.0,
+            served.1,
+            gone.0,
+            gone.1,
             f.rank_vs_health,
             f.top_vs_health,
             f.rss_mb.0,

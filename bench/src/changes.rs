@@ -36,7 +36,7 @@ pub fn bench_changes(products: i64) {
     println!("|---:|---:|---:|---:|---:|---:|");
     let before = population(products, 1, 0);
     let previous = Snapshot::from_unordered(before.clone()).expect("valid");
-    for every in [10, 100, 1_000] {
+    for every in [2, 5, 10, 100, 1_000] {
         let next = population(products, every, 1);
         let floor = timed(|| next.clone());
         let whole = timed(|| Snapshot::from_unordered(next.clone()).expect("valid"));

@@ -21,7 +21,7 @@ mod served;
 mod within;
 
 pub use build::by_product;
-pub use changes::Changes;
+pub use changes::{Changes, MERGE_SHARE};
 
 use std::borrow::Cow;
 use std::cmp::Ordering;

@@ -145,10 +145,14 @@ proptest! {
             let short = Changes::of_at_most(&old, &whole, changes.len() - 1).expect("copies");
             prop_assert!(short.is_none(), "one change past the limit");
         }
-        prop_assert_eq!(changed.page(0, u64::MAX).into_owned(), ranked(&after));
-        prop_assert_eq!(reads(&changed, -1..125), reads(&whole, -1..125));
-        for p in 0..changed.len() {
-            prop_assert_eq!(changed.tied_head(p), whole.tied_head(p));
+        // Both ways of applying them (placed one by one, or sorted whole), whatever the share
+        // that changed.
+        for changed in [changed, old.merged_with(&changes).expect("valid"), old.rebuilt_with(&changes).expect("valid")] {
+            prop_assert_eq!(changed.page(0, u64::MAX).into_owned(), ranked(&after));
+            prop_assert_eq!(reads(&changed, -1..125), reads(&whole, -1..125));
+            for p in 0..changed.len() {
+                prop_assert_eq!(changed.tied_head(p), whole.tied_head(p));
+            }
         }
     }
 
@@ -159,8 +163,10 @@ proptest! {
         let mut model = BTreeMap::new();
         for next in chain {
             let changes = diff(&model, &next);
+            let merged = held.merged_with(&changes).expect("valid");
             held = held.with_changes(&changes).expect("valid");
             model = next;
+            prop_assert_eq!(merged.page(0, u64::MAX).into_owned(), ranked(&model));
             prop_assert_eq!(held.page(0, u64::MAX).into_owned(), ranked(&model));
         }
     }

@@ -17,7 +17,7 @@ use crate::app::feed::Feeder;
 use crate::app::policy::Policy;
 use crate::app::snapshots::{Held, Snapshots};
 use crate::domain::catalog::{Membership, Segment};
-use crate::domain::snapshot::{Changes, Snapshot};
+use crate::domain::snapshot::{Changes, MERGE_SHARE, Snapshot};
 use crate::metrics::Metrics;
 use crate::ports::{
     CatalogRows, FeedCause, Fence, Form, Publishing, RankingKey, RankingRun, RankingStore, RunLog, StoreError,
@@ -44,7 +44,7 @@ impl RankedCopy {
     pub(super) fn of(computed: Computed, previous: Option<&Snapshot>) -> Result<Self, StoreError> {
         let Computed { entries, clamped, stats, clock } = computed;
         let changes = match previous {
-            Some(previous) => Changes::between_at_most(previous, &entries, entries.len() / CHANGED_SHARE)
+            Some(previous) => Changes::between_at_most(previous, &entries, entries.len() / MERGE_SHARE)
                 .map_err(StoreError::ranking)?
                 .map(|changes| (previous, changes)),
             None => None,
@@ -60,9 +60,6 @@ impl RankedCopy {
         Ok(Self { whole, clamped, stats, clock })
     }
 }
-
-/// A copy is built from the previous one's when at most one score in this many changed.
-const CHANGED_SHARE: usize = 8;
 
 /// This replica's copy of a published segment ranking: its positions in the whole ranking's
 /// organic copy, or a served board of its own when controls act on it.

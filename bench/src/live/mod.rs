@@ -169,13 +169,19 @@ async fn run(
             ("RANKING_REQUEST_TIMEOUT", "300s".to_string()),
             ("RANKING_METRICS_LISTEN", format!("127.0.0.1:{metrics}")),
         ];
-        // Past the default bound of held copies (5,000,000 entries), each replica holds
-        // today's and yesterday's boards as an operator at that size would set it, and
-        // superseded versions stay a minute, not ten: Redis keeps about 14 versions of each
-        // board for page tokens (one a tenth of the time, and the last 30 s), 3.5 GB a board
-        // of ten million written whole, past this machine's memory at the default.
+        // Each replica holds today's daily, weekly and trending boards and yesterday's daily
+        // and weekly of every profile. Past the default bound of held copies (5,000,000
+        // entries) it is raised to hold them, as an operator would set it (a board not held
+        // is read from Redis at a fraction of a held copy's rate).
+        let profiles = 1 + std::env::var("RANKING_BENCH_PROFILES").map_or(0, |p| p.split(',').count() as i64);
+        if 5 * profiles * products > 5_000_000 {
+            envs.push(("RANKING_SNAPSHOT_MAX_ENTRIES", (6 * profiles * products).to_string()));
+        }
+        // At ten million, superseded versions stay a minute, not ten: Redis keeps about 14
+        // versions of each board for page tokens (one a tenth of the time, and the last 30 s),
+        // 3.5 GB a board of ten million written whole, past this machine's memory at the
+        // default.
         if products > 5_000_000 {
-            envs.push(("RANKING_SNAPSHOT_MAX_ENTRIES", (6 * products).to_string()));
             envs.push(("RANKING_SNAPSHOT_TTL", "1m".to_string()));
         }
         // `RANKING_BENCH_PROFILES=name=path,…`: the replicas serve these variants too (their

@@ -12,7 +12,7 @@ use chrono::NaiveDate;
 use crate::app::policy::Policy;
 use crate::domain::controls::{Board, Control, boosted, serve};
 use crate::domain::layout::Layout;
-use crate::domain::snapshot::Snapshot;
+use crate::domain::snapshot::{Scored, Snapshot};
 use crate::ports::{ControlRows, RankingKey, StoreError};
 
 /// The instant whose active controls a publication of `date`'s rankings serves: now, or for
@@ -63,13 +63,27 @@ impl ControlSet {
         at_us: i64,
         layout: &Layout,
     ) -> Result<Arc<Snapshot>, StoreError> {
-        let acting = self.acting(key, at_us);
-        if acting.is_empty() {
+        if self.acting(key, at_us).is_empty() {
             return Ok(organic.clone());
         }
+        self.served_entries(key, &organic.page(0, organic.len() as u64), at_us, layout)
+    }
+
+    /// An organic board's entries (in ranking order) served under the controls acting on
+    /// `key` at `at_us`: a board needs no product index of its organic entries to be served.
+    pub fn served_entries(
+        &self,
+        key: RankingKey,
+        organic: &[Scored],
+        at_us: i64,
+        layout: &Layout,
+    ) -> Result<Arc<Snapshot>, StoreError> {
+        let acting = self.acting(key, at_us);
+        if acting.is_empty() {
+            return Snapshot::from_ranked(organic.to_vec()).map(Arc::new).map_err(StoreError::ranking);
+        }
         let stamps = acting.iter().map(|c| c.stamp()).collect();
-        let entries = organic.page(0, organic.len() as u64);
-        let served = serve(&entries, acting, |score, points| boosted(layout, score, points));
+        let served = serve(organic, acting, |score, points| boosted(layout, score, points));
         served.snapshot(stamps).map(Arc::new).map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
     }
 

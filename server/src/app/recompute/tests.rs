@@ -12,6 +12,14 @@ use crate::domain::controls::Control;
 use crate::ports::VersionLife;
 use crate::test_support::Wired;
 
+/// Products 1 to 50 (score = id) published as `key`'s ranking and held.
+async fn fifty_products(store: &MemoryRankingStore, snapshots: &Snapshots, key: RankingKey) {
+    let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
+    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
+    let version = store.publish(key, &entries, life, &Fence::unchecked()).await.expect("published");
+    snapshots.install(key, version, entries).await;
+}
+
 #[tokio::test]
 async fn concurrent_withdrawals_of_a_day_share_rewrites() {
     let store = Arc::new(MemoryRankingStore::new());
@@ -19,10 +27,7 @@ async fn concurrent_withdrawals_of_a_day_share_rewrites() {
     let Wired { snapshots, recompute, .. } = Wired::new(&store, Clock::tokio_from(now));
     let today = now.date_naive();
     let key = RankingKey::Daily(today);
-    let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
-    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
-    let version = store.publish(key, &entries, life, &Fence::unchecked()).await.expect("published");
-    snapshots.install(key, version, entries).await;
+    fifty_products(&store, &snapshots, key).await;
     let installs = snapshots.installed();
     let before = *installs.borrow();
 
@@ -75,10 +80,7 @@ async fn a_control_pass_that_found_the_lease_taken_looks_again_within_a_tenth_of
     let Wired { snapshots, recompute, policy, .. } = Wired::new(&store, Clock::tokio_from(now));
     let today = now.date_naive();
     let key = RankingKey::Daily(today);
-    let entries: Vec<Scored> = (1..=50).rev().map(|p| Scored { product_id: p, score: p as f64 }).collect();
-    let life = VersionLife { expire_at: Utc::now() + chrono::Duration::days(1), superseded_for: Duration::ZERO };
-    let version = store.publish(key, &entries, life, &Fence::unchecked()).await.expect("published");
-    snapshots.install(key, version, entries).await;
+    fifty_products(&store, &snapshots, key).await;
     let pin = Control {
         id: "pin".into(),
         segment: None,

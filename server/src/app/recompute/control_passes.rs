@@ -4,13 +4,14 @@
 //! the day's rankings.
 //!
 //! Every replica polls the controls' revision every `control_poll` (and at once after a put or
-//! delete of its own; a tenth of a poll after finding the day's lease taken). When it moved, or a start or end passed, it looks at each of today's
-//! boards: one whose current version was served under other controls (other ids or
-//! revisions: the version notes them) is due. It then tries the day's lease: another holder is
-//! publishing (a live pass, a recompute, another replica's control pass), and its versions
-//! are served with the controls as they stand; the next poll looks again. Under the lease the
-//! boards are looked at once more, from the store's current versions, so replicas that saw the
-//! same change do not serve the same boards twice.
+//! delete of its own; a tenth of a poll after finding the day's lease taken). When it moved,
+//! or a start or end passed, it looks at each of today's boards: one whose current version
+//! was served under other controls (other ids or revisions: the version notes them) is due.
+//! It then tries the day's lease: another holder is publishing (a live pass, a recompute,
+//! another replica's control pass), and its versions are served with the controls as they
+//! stand; the next poll looks again. Under the lease the boards are looked at once more, from
+//! the store's current versions, so replicas that saw the same change do not serve the same
+//! boards twice.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -345,6 +345,26 @@ impl TestBus {
         (info.state().to_string(), members)
     }
 
+    /// Kafka: the node coordinating this bus's group: the leader of the partition of
+    /// `__consumer_offsets` the group's name falls in (Java's `String.hashCode`, its absolute
+    /// value, modulo the partitions), as the brokers' metadata has it now.
+    /// `None` before any group has used the cluster (the topic does not exist yet).
+    pub fn coordinator(&self) -> Option<i32> {
+        let Self::Kafka { brokers, group, .. } = self else { panic!("a Kafka bus") };
+        let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", brokers).create().expect("consumer");
+        let metadata =
+            consumer.fetch_metadata(Some("__consumer_offsets"), Duration::from_secs(30)).expect("offsets metadata");
+        let partitions = metadata.topics()[0].partitions();
+        if partitions.is_empty() {
+            return None;
+        }
+        let hash = group.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+        // Kafka's `Utils.abs`: the absolute value, with i32::MIN taken as 0.
+        let hash = if hash == i32::MIN { 0 } else { hash.abs() };
+        let index = hash % partitions.len() as i32;
+        partitions.iter().find(|p| p.id() == index).map(|p| p.leader())
+    }
+
     /// Kafka: the leader node of each partition, as the brokers' metadata has it.
     pub fn leaders(&self) -> Vec<i32> {
         let Self::Kafka { brokers, topic, .. } = self else { panic!("a Kafka bus") };

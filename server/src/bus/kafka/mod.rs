@@ -76,6 +76,14 @@ pub(crate) const RECOVERY: &str = "none";
 /// ends polls the queue again.
 const QUEUE_WAIT: Duration = Duration::from_millis(250);
 
+/// The pause after an error the consumer's queue gave instead of a record. Short and fixed:
+/// librdkafka retries by itself and makes its error events at its own reconnect pace, and
+/// the events of an outage wait in the queue ahead of the records fetched after it. A wait
+/// growing with each event (up to 5 s) once held a drain behind a backlog of a dead group
+/// coordinator's connection errors, served one every few seconds, for minutes after the
+/// broker was back.
+const ERROR_PAUSE: Duration = Duration::from_millis(20);
+
 /// Longest a seek back of a partition waits for the client.
 const SEEK_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -257,8 +265,7 @@ struct Worker {
 impl Worker {
     /// Consumes with `consumer` until `stop` or a fatal error.
     async fn consume(&self, consumer: &GroupConsumer, stop: &CancellationToken) -> Ended {
-        let mut backoff = Backoff::default();
-        let mut next = self.next_batch(consumer, stop, &mut backoff).await;
+        let mut next = self.next_batch(consumer, stop).await;
         // While a batch commits, the next one is gathered (one batch ahead, no more): the
         // fetch and the commit overlap instead of taking turns. Offsets are still stored in
         // fetch order, since a batch is handled only after the one before it.
@@ -268,7 +275,7 @@ impl Worker {
                 Fetched::Ended(ended) => return ended,
             };
             let (handled, following) =
-                tokio::join!(self.handle(consumer, batch, stop), self.next_batch(consumer, stop, &mut backoff));
+                tokio::join!(self.handle(consumer, batch, stop), self.next_batch(consumer, stop));
             if !handled {
                 return Ended::Stopped;
             }
@@ -277,13 +284,8 @@ impl Worker {
     }
 
     /// Waits for a first record, then takes more until the batch is full or its wait is
-    /// over.
-    async fn next_batch<'c>(
-        &self,
-        consumer: &'c GroupConsumer,
-        stop: &CancellationToken,
-        backoff: &mut Backoff,
-    ) -> Fetched<'c> {
+    /// over. An error in the queue is logged and passed after [`ERROR_PAUSE`].
+    async fn next_batch<'c>(&self, consumer: &'c GroupConsumer, stop: &CancellationToken) -> Fetched<'c> {
         let first = loop {
             if let Some((code, reason)) = consumer.client().fatal_error() {
                 return Fetched::Ended(Ended::Fatal(code, reason));
@@ -294,15 +296,15 @@ impl Worker {
                     Ok(Ok(m)) => break m,
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "kafka consume error");
-                        if !backoff.wait(stop).await {
-                            return Fetched::Ended(Ended::Stopped);
+                        tokio::select! {
+                            () = tokio::time::sleep(ERROR_PAUSE) => {}
+                            () = stop.cancelled() => return Fetched::Ended(Ended::Stopped),
                         }
                     }
                 },
                 () = stop.cancelled() => return Fetched::Ended(Ended::Stopped),
             }
         };
-        backoff.reset();
         let generation = consumer.context().generation();
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.batch.max_wait;

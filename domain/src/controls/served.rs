@@ -97,9 +97,26 @@ impl Served {
     /// The served board as a held copy: its entries, its pins' positions and its annex, noted
     /// as served under `acting` (the controls acting on it, with their revisions).
     pub fn snapshot(&self, acting: Vec<(String, u64)>) -> Result<Snapshot, SnapshotError> {
-        let entries = self.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score }).collect();
-        let snapshot = Snapshot::from_served(entries, pinned_positions(&self.entries))?;
+        let snapshot = Snapshot::from_served(self.scored(), pinned_positions(&self.entries))?;
         Ok(snapshot.with_annex(self.annex()).served_under(acting))
+    }
+
+    /// [`Served::snapshot`], its product index mapped from `before`'s (a board served from the
+    /// same organic board under other controls, or that organic board itself) rather than
+    /// sorted: only the products a control touched, in either, changed places otherwise than
+    /// by the others moving around them.
+    pub fn snapshot_after(&self, before: &Snapshot, acting: Vec<(String, u64)>) -> Result<Snapshot, SnapshotError> {
+        let annex = self.annex();
+        let before_touched = before.annex().map(|a| a.touched()).unwrap_or_default();
+        let mut touched: Vec<i64> = annex.touched().iter().chain(before_touched).map(|t| t.product_id).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let snapshot = Snapshot::from_served_after(before, self.scored(), pinned_positions(&self.entries), &touched)?;
+        Ok(snapshot.with_annex(annex).served_under(acting))
+    }
+
+    fn scored(&self) -> Vec<Scored> {
+        self.entries.iter().map(|e| Scored { product_id: e.product_id, score: e.score }).collect()
     }
 }
 

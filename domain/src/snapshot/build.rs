@@ -76,32 +76,7 @@ impl Snapshot {
     /// A served board: entries in ranking order but at `pinned` (ascending positions), whose
     /// entries a pin placed where they are whatever their scores.
     pub fn from_served(mut entries: Vec<Scored>, pinned: Vec<u32>) -> Result<Self, SnapshotError> {
-        if u32::try_from(entries.len()).is_err() {
-            return Err(SnapshotError::TooLarge(entries.len()));
-        }
-        if let Some(bad) = pinned
-            .iter()
-            .zip(std::iter::once(None).chain(pinned.iter().map(Some)))
-            .find(|(p, before)| **p as usize >= entries.len() || before.is_some_and(|b| b >= p))
-        {
-            return Err(SnapshotError::Pinned(*bad.0));
-        }
-        let mut placed = pinned.iter().peekable();
-        let mut previous: Option<usize> = None;
-        for i in 0..entries.len() {
-            if placed.next_if(|p| **p as usize == i).is_some() {
-                continue;
-            }
-            if let Some(b) = previous
-                && ranking_order(&entries[b], &entries[i]) != Ordering::Less
-            {
-                return Err(match entries[b].product_id == entries[i].product_id {
-                    true => SnapshotError::Duplicate(entries[i].product_id),
-                    false => SnapshotError::Unordered(i),
-                });
-            }
-            previous = Some(i);
-        }
+        check_served(&entries, &pinned)?;
         entries.shrink_to_fit();
         let pairs = by_product(&entries);
         if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -110,4 +85,36 @@ impl Snapshot {
         let (ids, at) = pairs.into_iter().unzip();
         Ok(Self { held: Held::Own { entries, ids, at }, pinned, annex: None, acting: Vec::new() })
     }
+}
+
+/// Checks that `entries` can be a served board with pins at `pinned`: addressable by a `u32`,
+/// `pinned` ascending and within the board, the other entries in ranking order.
+pub(super) fn check_served(entries: &[Scored], pinned: &[u32]) -> Result<(), SnapshotError> {
+    if u32::try_from(entries.len()).is_err() {
+        return Err(SnapshotError::TooLarge(entries.len()));
+    }
+    if let Some(bad) = pinned
+        .iter()
+        .zip(std::iter::once(None).chain(pinned.iter().map(Some)))
+        .find(|(p, before)| **p as usize >= entries.len() || before.is_some_and(|b| b >= p))
+    {
+        return Err(SnapshotError::Pinned(*bad.0));
+    }
+    let mut placed = pinned.iter().peekable();
+    let mut previous: Option<usize> = None;
+    for i in 0..entries.len() {
+        if placed.next_if(|p| **p as usize == i).is_some() {
+            continue;
+        }
+        if let Some(b) = previous
+            && ranking_order(&entries[b], &entries[i]) != Ordering::Less
+        {
+            return Err(match entries[b].product_id == entries[i].product_id {
+                true => SnapshotError::Duplicate(entries[i].product_id),
+                false => SnapshotError::Unordered(i),
+            });
+        }
+        previous = Some(i);
+    }
+    Ok(())
 }

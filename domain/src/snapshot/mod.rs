@@ -17,6 +17,7 @@
 pub mod annex;
 mod build;
 mod changes;
+mod reindex;
 mod served;
 mod within;
 

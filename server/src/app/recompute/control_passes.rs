@@ -195,7 +195,7 @@ impl ControlPasses {
                         let started = Instant::now();
                         let organic = current.ranking.organic_board();
                         let took = started.elapsed();
-                        set.served_entries(key, &organic, at, &layout).map(|served| (served, took))
+                        set.served_entries(key, &organic, &current.ranking, at, &layout).map(|served| (served, took))
                     })
                     .await
                     .map_err(|e| StoreError::Corrupt(format!("serving {key:?} stopped: {e}")))??;

@@ -66,25 +66,36 @@ impl ControlSet {
         if self.acting(key, at_us).is_empty() {
             return Ok(organic.clone());
         }
-        self.served_entries(key, &organic.page(0, organic.len() as u64), at_us, layout)
+        self.served_entries(key, &organic.page(0, organic.len() as u64), organic, at_us, layout)
     }
 
     /// An organic board's entries (in ranking order) served under the controls acting on
     /// `key` at `at_us`: a board needs no product index of its organic entries to be served.
+    /// Its product index is mapped from `before`'s, a board of the same organic entries (the
+    /// organic board itself, or its version served under other controls), rather than sorted.
     pub fn served_entries(
         &self,
         key: RankingKey,
         organic: &[Scored],
+        before: &Snapshot,
         at_us: i64,
         layout: &Layout,
     ) -> Result<Arc<Snapshot>, StoreError> {
         let acting = self.acting(key, at_us);
         if acting.is_empty() {
-            return Snapshot::from_ranked(organic.to_vec()).map(Arc::new).map_err(StoreError::ranking);
+            // The organic board: only what a control touched in `before` moved.
+            let touched: Vec<i64> =
+                before.annex().map(|a| a.touched().iter().map(|t| t.product_id).collect()).unwrap_or_default();
+            return Snapshot::from_served_after(before, organic.to_vec(), Vec::new(), &touched)
+                .map(Arc::new)
+                .map_err(StoreError::ranking);
         }
         let stamps = acting.iter().map(|c| c.stamp()).collect();
         let served = serve(organic, acting, |score, points| boosted(layout, score, points));
-        served.snapshot(stamps).map(Arc::new).map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
+        served
+            .snapshot_after(before, stamps)
+            .map(Arc::new)
+            .map_err(|e| StoreError::Corrupt(format!("served {key:?}: {e}")))
     }
 
     /// Whether `held`, a copy of a ranking of `key`, is served under the controls acting on

@@ -4,9 +4,10 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::controls::{Action, Control, Windows};
+use crate::controls::{Action, Control, Windows, serve_copy};
 use crate::layout::Layout;
 use crate::snapshot::annex::Annex;
+use crate::snapshot::ranking_order;
 
 fn boost(score: f64, points: f64) -> f64 {
     boosted(&Layout::built_in(), score, points)
@@ -46,6 +47,11 @@ fn scored(served: &Served) -> Vec<Scored> {
 /// Every served entry's organic rank, from the annex, against the derivation's.
 fn check(organic: &[Scored], served: &Served) -> Result<(), TestCaseError> {
     let annex = served.annex();
+    for e in &served.entries {
+        // From the organic board itself: its place there, or 0 when it has none.
+        let rank = organic.iter().position(|o| o.product_id == e.product_id).map_or(0, |p| p as u64 + 1);
+        prop_assert_eq!(e.organic_rank, rank, "product {}", e.product_id);
+    }
     for (i, e) in served.entries.iter().enumerate() {
         let found = annex.organic_rank(i as u64, Scored { product_id: e.product_id, score: e.score });
         prop_assert_eq!(found, e.organic_rank, "product {} at {}", e.product_id, i);
@@ -116,7 +122,17 @@ proptest! {
         let copy = served.snapshot(Vec::new()).expect("a served board");
         let ranks: Vec<u64> = (0..copy.len()).map(|i| copy.organic_rank(i)).collect();
         prop_assert_eq!(ranks, served.entries.iter().map(|e| e.organic_rank).collect::<Vec<_>>());
-        prop_assert_eq!(copy.organic_board(), organic);
+        prop_assert_eq!(copy.organic_board(), organic.clone());
+        // The held copy a control pass makes, indexed from the organic board and from this
+        // board itself as the board before: the same copy.
+        let whole = crate::snapshot::Snapshot::from_ranked(organic.clone()).expect("an organic board");
+        for before in [&whole, &copy] {
+            let lean = serve_copy(&organic, &controls, boost).snapshot_after(before, Vec::new()).expect("served");
+            prop_assert_eq!(lean.page(0, u64::MAX), copy.page(0, u64::MAX));
+            prop_assert_eq!(lean.pinned(), copy.pinned());
+            prop_assert_eq!(lean.product_index(), copy.product_index());
+            prop_assert_eq!(lean.served_parts(), copy.served_parts());
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! valid one holds and how many a board may carry; [`served`] derives the served board (and
 //! the annex it keeps of the organic one, `crate::snapshot::annex`).
 
+mod copy;
 pub mod served;
 
 pub use crate::board::{Board, Window, Windows};
 use crate::catalog::{Segment, name_problem, segment_problem};
 
+pub use copy::{ServedCopy, serve_copy};
 pub use served::{Served, ServedEntry, boosted, pinned_positions, serve, tied_ranks};
 
 /// Most controls stored.

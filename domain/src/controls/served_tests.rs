@@ -5,7 +5,10 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::controls::Windows;
+use std::collections::HashSet;
+
+use crate::controls::{Action, Windows};
+use crate::snapshot::ranking_order;
 
 /// The served entries alone.
 fn serve_entries<'c>(

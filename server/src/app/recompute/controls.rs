@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use chrono::NaiveDate;
 
 use crate::app::policy::Policy;
-use crate::domain::controls::{Board, Control, boosted, serve};
+use crate::domain::controls::{Board, Control, boosted, serve_copy};
 use crate::domain::layout::Layout;
 use crate::domain::snapshot::{Scored, Snapshot};
 use crate::ports::{ControlRows, RankingKey, StoreError};
@@ -91,7 +91,7 @@ impl ControlSet {
                 .map_err(StoreError::ranking);
         }
         let stamps = acting.iter().map(|c| c.stamp()).collect();
-        let served = serve(organic, acting, |score, points| boosted(layout, score, points));
+        let served = serve_copy(organic, acting, |score, points| boosted(layout, score, points));
         served
             .snapshot_after(before, stamps)
             .map(Arc::new)

@@ -2,7 +2,8 @@
 //! process and without a store: a board of `products` entries (the built-in layout, scores
 //! with ties), the next population with a share of its scores changed (and a few products new
 //! and gone), its copy built whole (the sort every pass did) against the changes found and
-//! applied to the previous copy. The floor beside them: one copy of the board's entries.
+//! applied to the previous copy; and a control pass's served board indexed whole against
+//! mapped from the board it replaces. The floor beside them: one copy of the board's entries.
 
 use ranking_server::domain::profile::ScoringProfile;
 use ranking_server::domain::snapshot::{Changes, Scored, Snapshot};
@@ -56,4 +57,33 @@ pub fn bench_changes(products: i64) {
             changes.len()
         );
     }
+}
+
+/// A control pass's served board: its product index built whole (a sort of the board)
+/// against mapped from the board it replaces, when 100 products from the middle of the board
+/// are pinned at the top and 1,000 more are taken off (what a control touches).
+pub fn bench_served_index(products: i64) {
+    println!("\n## A served board's product index: built whole against mapped ({products} entries, in process)\n");
+    println!("| copy of the entries (floor) ms | built whole ms | mapped from the board before ms |");
+    println!("|---:|---:|---:|");
+    let mut ranked = population(products, 1, 0);
+    ranked.sort_by(ranking_server::domain::snapshot::ranking_order);
+    let before = Snapshot::from_ranked(ranked.clone()).expect("valid");
+    let middle = ranked.len() / 2;
+    let pinned: Vec<Scored> = (0..100).map(|k| ranked[middle + k * 37]).collect();
+    let mut touched: Vec<i64> = pinned.iter().map(|e| e.product_id).collect();
+    touched.extend((0..1_000).map(|k| ranked[ranked.len() / 3 + k * 11].product_id));
+    touched.sort_unstable();
+    touched.dedup();
+    let mut served = pinned;
+    served.extend(ranked.iter().filter(|e| touched.binary_search(&e.product_id).is_err()));
+    let positions: Vec<u32> = (0..100).collect();
+    let floor = timed(|| served.clone());
+    let whole = timed(|| Snapshot::from_served(served.clone(), positions.clone()).expect("valid"));
+    let mapped =
+        timed(|| Snapshot::from_served_after(&before, served.clone(), positions.clone(), &touched).expect("valid"));
+    let reference = Snapshot::from_served(served.clone(), positions.clone()).expect("valid");
+    let built = Snapshot::from_served_after(&before, served, positions, &touched).expect("valid");
+    assert_eq!(built.product_index(), reference.product_index(), "the mapped index is the whole one");
+    println!("| {:.1} | {:.1} | {:.1} |", floor * 1e3, whole * 1e3, mapped * 1e3);
 }

@@ -233,7 +233,8 @@ enum Scenario {
         #[arg(default_value_t = 1_000)]
         top: usize,
     },
-    /// A pass's copy of a board built whole against built from the changed scores, in process.
+    /// A pass's copy of a board built whole against built from the changed scores, and a served
+    /// board's product index built whole against mapped from the board before, in process.
     Changes {
         #[arg(default_value_t = 1_000_000)]
         products: i64,
@@ -359,7 +360,10 @@ async fn run(scenario: Scenario) {
         Scenario::Segments { products, redis } => recompute::bench_segments(products, &redis).await,
         Scenario::Controls { products, redis, layout } => controls::bench_controls(products, &redis, layout).await,
         Scenario::ServedParts { products } => served_parts::bench_served_parts(products),
-        Scenario::Changes { products } => changes::bench_changes(products),
+        Scenario::Changes { products } => {
+            changes::bench_changes(products);
+            changes::bench_served_index(products);
+        }
         Scenario::History { top } => history::bench_history(top).await,
         Scenario::Feed { redis, brokers, products } => live::bench_feed(&redis, &brokers, products).await,
         Scenario::Reads { redis } => reads::bench_reads(&redis).await,

@@ -195,7 +195,11 @@ enum Coordinator {
 /// holds each once, every partition committed to its end, no lag left.
 async fn killed_mid_drain(cluster: &KafkaCluster, bus: TestBus, leader: i32, coordinator: Coordinator) {
     use tonic_health::pb::health_check_response::ServingStatus;
-    assert_eq!(bus.leaders(), vec![leader; PARTITIONS as usize], "node {leader} leads every partition");
+    // A topic just created may be missing from a broker's metadata for a moment.
+    eventually("the broker to be killed leads every partition", || async {
+        bus.leaders() == vec![leader; PARTITIONS as usize]
+    })
+    .await;
     let db = TestDb::create().await;
     bus.publish(&views_json("before", 20_000)).await;
     let app = replica(&db.url, &replica_flags(&bus, "drain", 10_000)).await;

@@ -75,8 +75,13 @@ impl Snapshot {
 
     /// A served board: entries in ranking order but at `pinned` (ascending positions), whose
     /// entries a pin placed where they are whatever their scores.
-    pub fn from_served(mut entries: Vec<Scored>, pinned: Vec<u32>) -> Result<Self, SnapshotError> {
+    pub fn from_served(entries: Vec<Scored>, pinned: Vec<u32>) -> Result<Self, SnapshotError> {
         check_served(&entries, &pinned)?;
+        Self::indexed_whole(entries, pinned)
+    }
+
+    /// A served board already checked ([`check_served`]), its product index built by a sort.
+    pub(super) fn indexed_whole(mut entries: Vec<Scored>, pinned: Vec<u32>) -> Result<Self, SnapshotError> {
         entries.shrink_to_fit();
         let pairs = by_product(&entries);
         if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {

@@ -70,7 +70,7 @@ impl Snapshot {
             Some((ids, at)) => {
                 Ok(Self { held: Held::Own { entries, ids, at }, pinned, annex: None, acting: Vec::new() })
             }
-            None => Self::from_served(entries, pinned),
+            None => Self::indexed_whole(entries, pinned),
         }
     }
 }

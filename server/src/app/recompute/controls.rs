@@ -82,14 +82,6 @@ impl ControlSet {
         layout: &Layout,
     ) -> Result<Arc<Snapshot>, StoreError> {
         let acting = self.acting(key, at_us);
-        if acting.is_empty() {
-            // The organic board: only what a control touched in `before` moved.
-            let touched: Vec<i64> =
-                before.annex().map(|a| a.touched().iter().map(|t| t.product_id).collect()).unwrap_or_default();
-            return Snapshot::from_served_after(before, organic.to_vec(), Vec::new(), &touched)
-                .map(Arc::new)
-                .map_err(StoreError::ranking);
-        }
         let stamps = acting.iter().map(|c| c.stamp()).collect();
         let served = serve_copy(organic, acting, |score, points| boosted(layout, score, points));
         served

@@ -149,9 +149,9 @@ async fn kafka_leader_killed_mid_drain_loses_and_doubles_nothing() {
 mod once_per_run {
     use super::*;
 
-    /// As [`super::kafka_leader_killed_mid_drain_loses_and_doubles_nothing`], with the killed broker
-    /// also coordinating the replica's group: the group's coordinator moves with the partitions'
-    /// leadership, while the replica holds uncommitted offsets.
+    /// As [`super::kafka_leader_killed_mid_drain_loses_and_doubles_nothing`], with the killed
+    /// broker also coordinating the replica's group: the group's coordinator moves with the
+    /// partitions' leadership, while the replica holds uncommitted offsets.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs the three-broker Kafka cluster, a database server and Redis: make test's PostgreSQL + Redis pass"]
     async fn kafka_coordinator_and_leader_killed_mid_drain_loses_and_doubles_nothing() {
